@@ -1,0 +1,31 @@
+# Two commands matter: `make run` and `make test`. Both create .venv on first use.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+MEMBERS := contracts runtime ledger gateway agent voice inner-plane pollers openai-standin
+EDITABLES := $(foreach m,$(MEMBERS),$(if $(wildcard services/$(m)/pyproject.toml),-e services/$(m)))
+
+.PHONY: install run test lint bench clean
+
+$(BIN)/.installed: requirements-dev.txt constraints.txt $(wildcard services/*/pyproject.toml)
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -c constraints.txt $(EDITABLES) -r requirements-dev.txt
+	touch $@
+
+install: $(BIN)/.installed
+
+run: install
+	$(BIN)/python -m delegate.runtime.launch
+
+test: install
+	$(BIN)/python -m pytest
+
+lint: install
+	$(BIN)/ruff check .
+
+bench: install
+	$(BIN)/python bench/ledger.py
+
+clean:
+	rm -rf $(VENV) runtime-data test-output

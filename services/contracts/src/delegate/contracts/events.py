@@ -1,0 +1,252 @@
+"""The ledger event: one envelope, one payload model per kind.
+
+An event is immutable once made; the ledger only adds ``seq`` (its commit
+sequence). Timeline order is ``(ts, id)``; live fan-out order is ``seq``.
+"""
+
+from datetime import datetime
+from typing import Any, ClassVar, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator, model_validator
+
+from .ids import format_ts, new_id, utcnow
+
+Channel = Literal["text", "browser_voice", "phone", "sms", "email", "inner"]
+Role = Literal["user", "assistant"]
+SpanType = Literal["interaction", "voice", "phone", "activation"]
+
+# One serialized event may not exceed this; bigger payloads are dead-lettered.
+MAX_EVENT_BYTES = 256 * 1024
+
+
+class Payload(BaseModel):
+    """Base of every kind's payload. ``KIND`` names the event kind it belongs to."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    KIND: ClassVar[str]
+
+
+class ConversationOpened(Payload):
+    KIND: ClassVar[str] = "conversation.opened"
+    reason: str = "first_input"
+
+
+class ConversationEnded(Payload):
+    KIND: ClassVar[str] = "conversation.ended"
+    reason: str = "user"
+
+
+class SpanOpened(Payload):
+    KIND: ClassVar[str] = "span.opened"
+    type: SpanType
+
+
+class SpanClosed(Payload):
+    KIND: ClassVar[str] = "span.closed"
+    reason: Literal["idle", "conversation_ended", "completed", "superseded"] = "idle"
+    summary: str | None = None
+
+
+class Checkpoint(Payload):
+    """Names the exact range of events an idle checkpoint covers."""
+
+    KIND: ClassVar[str] = "checkpoint"
+    after_seq: int  # exclusive: the previous checkpoint's through_seq (0 if none)
+    through_seq: int  # inclusive
+    first_event_id: str | None = None
+    last_event_id: str | None = None
+    turn_count: int = 0
+    turn_ids: list[str] = Field(default_factory=list)
+
+
+class Message(Payload):
+    KIND: ClassVar[str] = "message"
+    text: str
+    client_msg_id: str | None = None
+    response_id: str | None = None  # on assistant messages: the Responses id that produced it
+    meta: dict[str, Any] = Field(default_factory=dict)  # channel details (sms sid, email headers)
+
+
+class TurnFailed(Payload):
+    """A turn that could not be answered; shown to the user, never a lost message."""
+
+    KIND: ClassVar[str] = "turn.failed"
+    code: str
+    message: str
+    retryable: bool = False
+
+
+class ToolCall(Payload):
+    KIND: ClassVar[str] = "tool.call"
+    call_id: str
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    agent: str = "base"
+
+
+class ToolResult(Payload):
+    KIND: ClassVar[str] = "tool.result"
+    call_id: str
+    name: str
+    ok: bool
+    output: str
+    error_code: str | None = None  # denied, invalid_arguments, timeout, failed, unknown_tool
+
+
+class MemoryRetrieved(Payload):
+    KIND: ClassVar[str] = "memory.retrieved"
+    query: str = ""
+    items: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class MemoryExtracted(Payload):
+    KIND: ClassVar[str] = "memory.extracted"
+    checkpoint_id: str | None = None
+    items: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class ContextUsage(Payload):
+    KIND: ClassVar[str] = "context.usage"
+    response_id: str | None = None
+    input_tokens: int
+    output_tokens: int = 0
+    total_tokens: int = 0
+    cached_tokens: int = 0
+    compact_threshold: int | None = None
+
+
+class ContextCompacted(Payload):
+    KIND: ClassVar[str] = "context.compacted"
+    trigger: Literal["auto", "manual"]
+    response_id: str | None = None
+    input_tokens_before: int | None = None
+    input_tokens_after: int | None = None
+
+
+class ContextCapsule(Payload):
+    """A completed capsule refresh. Started/failed are live notices only."""
+
+    KIND: ClassVar[str] = "context.capsule"
+    text: str
+    through_seq: int | None = None  # the newest event the capsule accounts for
+    through_event_id: str | None = None
+    reason: str = "threshold"
+
+
+class InnerSignal(Payload):
+    KIND: ClassVar[str] = "inner.signal"
+    source: str
+    type: str
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+class ActivationOutcome(Payload):
+    KIND: ClassVar[str] = "activation.outcome"
+    status: Literal["completed", "failed", "ignored"]
+    summary: str = ""
+
+
+class TaskEvent(Payload):
+    """Every ``task.*`` kind shares this shape; the kind says what happened."""
+
+    KIND: ClassVar[str] = "task.*"
+    task_id: str
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+PAYLOADS: dict[str, type[Payload]] = {
+    p.KIND: p
+    for p in (
+        ConversationOpened, ConversationEnded, SpanOpened, SpanClosed, Checkpoint, Message,
+        TurnFailed, ToolCall, ToolResult, MemoryRetrieved, MemoryExtracted, ContextUsage,
+        ContextCompacted, ContextCapsule, InnerSignal, ActivationOutcome,
+    )
+}
+
+
+def payload_model(kind: str) -> type[Payload]:
+    if kind in PAYLOADS:
+        return PAYLOADS[kind]
+    if kind.startswith("task.") and len(kind) > len("task."):
+        return TaskEvent
+    raise ValueError(f"unknown event kind {kind!r}")
+
+
+P = TypeVar("P", bound=Payload)
+
+
+class Event(BaseModel):
+    """The ledger row, as every service and the browser see it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str = Field(default_factory=new_id, min_length=1, max_length=64)
+    ts: datetime = Field(default_factory=utcnow)
+    seq: int | None = None
+    conversation_id: str | None = None
+    span_id: str | None = None
+    kind: str
+    channel: Channel = "text"
+    role: Role | None = None
+    parent_id: str | None = None
+    payload: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("ts")
+    @classmethod
+    def _aware(cls, ts: datetime) -> datetime:
+        if ts.tzinfo is None:
+            raise ValueError("ts must carry a timezone")
+        return ts
+
+    @field_serializer("ts")
+    def _ts_text(self, ts: datetime) -> str:
+        return format_ts(ts)
+
+    @model_validator(mode="after")
+    def _payload_fits_kind(self) -> "Event":
+        model = payload_model(self.kind)
+        model.model_validate(self.payload)
+        if self.kind == "message" and self.role is None:
+            raise ValueError("a message event needs a role")
+        return self
+
+    def typed(self, model: type[P]) -> P:
+        """The payload as its model (raises if the kind is another one)."""
+        if payload_model(self.kind) is not model:
+            raise TypeError(f"{self.kind} event has no {model.__name__} payload")
+        return model.model_validate(self.payload)
+
+    def with_seq(self, seq: int) -> "Event":
+        return self.model_copy(update={"seq": seq})
+
+
+def make_event(
+    payload: Payload,
+    *,
+    kind: str | None = None,
+    conversation_id: str | None,
+    span_id: str | None,
+    channel: Channel,
+    role: Role | None = None,
+    parent_id: str | None = None,
+    id: str | None = None,
+    ts: datetime | None = None,
+) -> Event:
+    """Build an event from a typed payload; ``kind`` only for ``task.*`` events."""
+    event_kind = kind or payload.KIND
+    if event_kind.endswith("*"):
+        raise ValueError("task events need an explicit kind such as 'task.created'")
+    fields: dict[str, Any] = {
+        "kind": event_kind,
+        "conversation_id": conversation_id,
+        "span_id": span_id,
+        "channel": channel,
+        "role": role,
+        "parent_id": parent_id,
+        "payload": payload.model_dump(mode="json"),
+    }
+    if id is not None:
+        fields["id"] = id
+    if ts is not None:
+        fields["ts"] = ts
+    return Event(**fields)

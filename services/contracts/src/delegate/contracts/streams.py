@@ -1,0 +1,31 @@
+"""JetStream streams, declared in code and ensured by every service at start."""
+
+from dataclasses import dataclass
+
+from . import subjects as s
+
+DAY = 24 * 3600.0
+
+
+@dataclass(frozen=True)
+class StreamSpec:
+    name: str
+    subjects: tuple[str, ...]
+    duplicate_window_s: float = 120.0
+    max_age_s: float = 0.0  # 0: keep until the limits policy says otherwise
+    max_msg_size: int = 1024 * 1024
+
+
+STREAMS: tuple[StreamSpec, ...] = (
+    # The ledger is the durable copy; the stream only needs to outlive a ledger outage.
+    StreamSpec("LEDGER", ("ledger.evt.>",), max_age_s=7 * DAY),
+    # A day-long window makes a repeated client_msg_id a no-op even after a long reconnect.
+    StreamSpec("AGENT", ("agent.evt.>",), duplicate_window_s=DAY, max_age_s=7 * DAY),
+    StreamSpec("INNER", ("inner.evt.>",), max_age_s=7 * DAY),
+    StreamSpec("DEAD", (s.DEAD_ALL,), max_age_s=30 * DAY),
+)
+
+# Durable consumer names, one per consuming role.
+LEDGER_WRITER = "ledger-writer"
+AGENT_WORKER = "agent-worker"
+INNER_BROKER = "inner-broker"

@@ -1,0 +1,46 @@
+"""Every NATS subject, spelled once: ``<owner>.<kind>.<name>``.
+
+Kinds: ``evt`` is a durable JetStream subject (captured by its owner's stream),
+``cmd`` is request/reply, ``live`` is core NATS fan-out that nobody stores.
+No subject literal may appear anywhere else (a test greps for it).
+"""
+
+# ledger
+LEDGER_APPEND = "ledger.evt.append"  # events to persist (stream LEDGER)
+LEDGER_COMMITTED = "ledger.live.committed"  # each committed event, in commit order
+LEDGER_PAGE = "ledger.cmd.page"  # timeline page by (ts, id) cursor
+LEDGER_QUERY = "ledger.cmd.query"  # events by commit seq / conversation / span / kind
+LEDGER_GET = "ledger.cmd.get"  # one event by id or client_msg_id
+LEDGER_RESUME = "ledger.cmd.resume"  # resume state of the newest open conversation
+LEDGER_PING = "ledger.cmd.ping"
+
+# agent
+AGENT_INPUT = "agent.evt.input"  # user input and inner activations (stream AGENT)
+AGENT_DELTA = "agent.live.delta"  # streamed answer text
+AGENT_STATE = "agent.live.state"  # state snapshot whenever it changes
+AGENT_STATE_GET = "agent.cmd.state"
+AGENT_COMPACT = "agent.cmd.compact"
+AGENT_END = "agent.cmd.end"
+AGENT_PING = "agent.cmd.ping"
+AGENT_LEASE_BUCKET = "agent_lease"  # JetStream KV bucket holding the singleton lease
+
+# tools (the registry lives in the agent process; voice and tasks call it too)
+TOOLS_LIST = "tools.cmd.list"
+TOOLS_CALL = "tools.cmd.call"
+
+# inner plane
+INNER_SIGNAL = "inner.evt.signal"  # typed signals (stream INNER)
+INNER_NOTICE = "inner.live.notice"  # live-only notices: capsule started/failed
+INNER_PING = "inner.cmd.ping"
+
+# other services' liveness
+VOICE_PING = "voice.cmd.ping"
+POLLERS_PING = "pollers.cmd.ping"
+
+
+def dead_letter(source: str) -> str:
+    """Where a consumer parks a message it can never process (stream DEAD)."""
+    return f"dead.evt.{source}"
+
+
+DEAD_ALL = "dead.evt.>"

@@ -1,0 +1,104 @@
+"""Each subject bound to its model once, so a wrong model on a subject fails type checks."""
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, TypeAdapter
+
+from . import subjects as s
+from .events import Event
+from .messages import (
+    AgentCommand,
+    AgentInput,
+    AgentState,
+    CommandReply,
+    DeadLetter,
+    Delta,
+    GetReply,
+    GetRequest,
+    LiveNotice,
+    PageReply,
+    PageRequest,
+    Ping,
+    Pong,
+    QueryReply,
+    QueryRequest,
+    ResumeRequest,
+    ResumeState,
+    Signal,
+    ToolCallReply,
+    ToolCallRequest,
+    ToolListReply,
+    ToolListRequest,
+)
+
+M = TypeVar("M")
+Req = TypeVar("Req", bound=BaseModel)
+Rep = TypeVar("Rep", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class Topic(Generic[M]):
+    """A pub/sub or JetStream subject and the one model that travels on it."""
+
+    subject: str
+    model: Any  # a model class, or an Annotated discriminated union
+
+    @cached_property
+    def adapter(self) -> TypeAdapter[M]:
+        return TypeAdapter(self.model)
+
+    def decode(self, data: bytes) -> M:
+        return self.adapter.validate_json(data)
+
+    def encode(self, msg: M) -> bytes:
+        return self.adapter.dump_json(msg)
+
+
+@dataclass(frozen=True)
+class Query(Generic[Req, Rep]):
+    """A request/reply subject with its request and reply models."""
+
+    subject: str
+    request: type[Req]
+    reply: type[Rep]
+    timeout: float = field(default=5.0)
+
+
+# durable (JetStream)
+LEDGER_APPEND: Topic[Event] = Topic(s.LEDGER_APPEND, Event)
+AGENT_INPUT: Topic[Any] = Topic(s.AGENT_INPUT, AgentInput)
+INNER_SIGNAL: Topic[Signal] = Topic(s.INNER_SIGNAL, Signal)
+
+# live (core NATS)
+LEDGER_COMMITTED: Topic[Event] = Topic(s.LEDGER_COMMITTED, Event)
+AGENT_DELTA: Topic[Delta] = Topic(s.AGENT_DELTA, Delta)
+AGENT_STATE: Topic[AgentState] = Topic(s.AGENT_STATE, AgentState)
+INNER_NOTICE: Topic[LiveNotice] = Topic(s.INNER_NOTICE, LiveNotice)
+
+# request/reply
+LEDGER_PAGE = Query(s.LEDGER_PAGE, PageRequest, PageReply)
+LEDGER_QUERY = Query(s.LEDGER_QUERY, QueryRequest, QueryReply)
+LEDGER_GET = Query(s.LEDGER_GET, GetRequest, GetReply)
+LEDGER_RESUME = Query(s.LEDGER_RESUME, ResumeRequest, ResumeState)
+AGENT_STATE_GET = Query(s.AGENT_STATE_GET, AgentCommand, AgentState)
+AGENT_COMPACT = Query(s.AGENT_COMPACT, AgentCommand, CommandReply, timeout=120.0)
+AGENT_END = Query(s.AGENT_END, AgentCommand, CommandReply, timeout=120.0)
+TOOLS_LIST = Query(s.TOOLS_LIST, ToolListRequest, ToolListReply)
+TOOLS_CALL = Query(s.TOOLS_CALL, ToolCallRequest, ToolCallReply, timeout=300.0)
+
+PINGS: dict[str, Query[Ping, Pong]] = {
+    name: Query(subject, Ping, Pong, timeout=1.0)
+    for name, subject in {
+        "ledger": s.LEDGER_PING,
+        "agent": s.AGENT_PING,
+        "inner-plane": s.INNER_PING,
+        "voice": s.VOICE_PING,
+        "pollers": s.POLLERS_PING,
+    }.items()
+}
+
+
+def dead_letters(source: str) -> Topic[DeadLetter]:
+    return Topic(s.dead_letter(source), DeadLetter)

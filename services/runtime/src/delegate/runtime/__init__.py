@@ -1,0 +1,1 @@
+"""Delegate's shared runtime: bus helper, settings base, lifecycle. Not a service."""

@@ -1,0 +1,111 @@
+"""``make run``: the whole system on one machine, supervised, stopped by Ctrl-C.
+
+Starts a private nats-server (unless NATS_URL names one), the offline OpenAI
+stand-in (unless OPENAI_API_KEY is set), then every service; a service that
+dies is restarted with backoff. Nothing here is needed when compose runs it.
+"""
+
+import logging
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+from .logs import configure_logging
+from .procs import ManagedProcess, NatsServer, free_port, python_module, wait_for_port
+
+log = logging.getLogger("launch")
+
+SERVICES = (
+    ("ledger", "delegate.ledger"),
+    ("agent", "delegate.agent"),
+    ("inner-plane", "delegate.inner_plane"),
+    ("voice", "delegate.voice"),
+    ("pollers", "delegate.pollers"),
+    ("gateway", "delegate.gateway"),
+)
+
+
+class Supervisor:
+    def __init__(self, procs: list[ManagedProcess]) -> None:
+        self.procs = procs
+        self.restarts: dict[str, list[float]] = {p.name: [] for p in procs}
+
+    def tick(self) -> None:
+        for proc in self.procs:
+            if proc.alive():
+                continue
+            recent = [t for t in self.restarts[proc.name] if time.monotonic() - t < 60]
+            delay = min(2 ** len(recent) * 0.5, 30)
+            if recent and time.monotonic() - recent[-1] < delay:
+                continue
+            code = proc.proc.returncode if proc.proc else None
+            log.warning("%s exited (%s); restarting (see %s)", proc.name, code, proc.log_path)
+            self.restarts[proc.name] = [*recent, time.monotonic()]
+            proc.start()
+
+    def stop(self) -> None:
+        # Reverse order: the gateway stops taking input before the ledger stops writing.
+        for proc in reversed(self.procs):
+            if proc.alive() and proc.proc:
+                proc.proc.send_signal(signal.SIGTERM)
+        for proc in reversed(self.procs):
+            proc.stop(timeout=15)
+
+
+def main() -> None:
+    configure_logging("launch", os.environ.get("LOG_LEVEL", "INFO"))
+    runtime = Path(os.environ.get("RUNTIME_DATA_DIR", "./runtime-data")).resolve()
+    logs = runtime / "logs"
+    env = dict(os.environ, RUNTIME_DATA_DIR=str(runtime), PYTHONUNBUFFERED="1")
+    extra: list[ManagedProcess] = []
+    nats: NatsServer | None = None
+
+    if not env.get("NATS_URL"):
+        nats = NatsServer(runtime / "nats").start()
+        env["NATS_URL"] = nats.url
+        log.info("private nats-server with JetStream at %s", nats.url)
+
+    if not env.get("OPENAI_API_KEY"):
+        port = free_port()
+        standin = python_module(
+            "openai-standin", "delegate.openai_standin", dict(env, STANDIN_PORT=str(port)), logs / "openai-standin.log"
+        ).start()
+        assert standin.proc is not None
+        wait_for_port(port, 20, standin.proc)
+        env.update(
+            OPENAI_API_KEY="offline-standin",
+            OPENAI_BASE_URL=f"http://127.0.0.1:{port}/v1",
+            DELEGATE_OFFLINE_MODEL="1",
+        )
+        extra.append(standin)
+        log.info("no OPENAI_API_KEY: the offline stand-in answers (127.0.0.1:%d)", port)
+
+    procs = [python_module(name, module, env, logs / f"{name}.log").start() for name, module in SERVICES]
+    supervisor = Supervisor([*extra, *procs])
+    port = env.get("DELEGATE_PORT", "8081")
+    log.info("Delegate is starting on http://localhost:%s (logs in %s); Ctrl-C stops it", port, logs)
+
+    stopping = False
+
+    def on_signal(signum: int, _frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        while not stopping:
+            supervisor.tick()
+            time.sleep(0.5)
+    finally:
+        log.info("stopping")
+        supervisor.stop()
+        if nats:
+            nats.stop()
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

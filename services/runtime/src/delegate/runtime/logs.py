@@ -1,0 +1,16 @@
+"""Stdlib logging with the service name on every line."""
+
+import logging
+import sys
+
+
+def configure_logging(service: str, level: str = "INFO") -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        logging.Formatter(f"%(asctime)s {service} %(levelname)s %(name)s: %(message)s")
+    )
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    # nats-py logs every reconnect attempt at INFO; keep our own lines readable.
+    logging.getLogger("nats").setLevel(logging.WARNING)

@@ -1,0 +1,46 @@
+"""Shared fixtures: a private nats-server per test, real service processes on demand."""
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from delegate.runtime.procs import NatsServer
+from tests.support.nats import start_nats
+from tests.support.system import System
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = ROOT / "test-output"
+
+
+@pytest.fixture
+def nats_server(tmp_path: Path) -> Iterator[NatsServer]:
+    """A fresh nats-server with its own JetStream store; tests may kill or restart it."""
+    server = start_nats(tmp_path / "nats")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def nats_url(nats_server: NatsServer) -> str:
+    return nats_server.url
+
+
+@pytest.fixture
+def system(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[System]:
+    """Real processes for end-to-end tests; logs are kept under test-output/ on failure."""
+    sys_ = System(tmp_path)
+    yield sys_
+    sys_.stop()
+    rep = getattr(request.node, "rep_call", None)
+    if rep is not None and rep.failed:
+        out = ARTIFACTS / "logs" / request.node.name
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "services.log").write_text(sys_.dump_logs())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    rep = outcome.get_result()  # type: ignore[attr-defined]
+    setattr(item, f"rep_{rep.when}", rep)

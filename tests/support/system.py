@@ -1,0 +1,157 @@
+"""Real service processes for end-to-end tests, started exactly as ``make run`` starts them."""
+
+import asyncio
+import os
+import secrets
+import threading
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+import httpx
+
+from delegate.runtime.bus import Bus
+from delegate.runtime.procs import ManagedProcess, NatsServer, free_port, python_module
+
+from .nats import start_nats
+
+MODULES = {
+    "ledger": "delegate.ledger",
+    "agent": "delegate.agent",
+    "inner-plane": "delegate.inner_plane",
+    "voice": "delegate.voice",
+    "pollers": "delegate.pollers",
+    "gateway": "delegate.gateway",
+}
+
+
+def run_sync(coro: object) -> object:
+    """Run a coroutine to completion from sync code, even inside a running event loop."""
+    box: dict[str, object] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = asyncio.run(coro)  # type: ignore[arg-type]
+        except BaseException as exc:
+            box["error"] = exc
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]  # type: ignore[misc]
+    return box.get("value")
+
+
+class System:
+    """nats-server + chosen services as real processes, sharing one runtime dir."""
+
+    def __init__(self, root: Path, *, env: dict[str, str] | None = None, nats: NatsServer | None = None) -> None:
+        self.root = root
+        self.runtime = root / "runtime-data"
+        self.logs = root / "logs"
+        self.nats = nats
+        self.port = free_port()
+        self.token = secrets.token_urlsafe(16)
+        self.extra_env = env or {}
+        self.procs: dict[str, ManagedProcess] = {}
+        self._counter = 0
+
+    @property
+    def env(self) -> dict[str, str]:
+        assert self.nats is not None
+        base = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "TWILIO_", "IMAP_", "SMTP_"))}
+        return {
+            **base,
+            "NATS_URL": self.nats.url,
+            "RUNTIME_DATA_DIR": str(self.runtime),
+            "DELEGATE_PORT": str(self.port),
+            "DELEGATE_TOKEN": self.token,
+            "PYTHONUNBUFFERED": "1",
+            "LOG_LEVEL": "INFO",
+            **self.extra_env,
+        }
+
+    @property
+    def http(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def ws(self) -> str:
+        return f"ws://127.0.0.1:{self.port}"
+
+    def auth(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+    def start_nats(self) -> None:
+        if self.nats is None:
+            self.nats = start_nats(self.root / "nats")
+
+    def start(self, *names: str, wait: bool = True) -> "System":
+        self.start_nats()
+        for name in names:
+            self.start_one(name)
+        if wait:
+            self.wait_ready(names)
+        return self
+
+    def start_one(self, name: str, instance: str | None = None) -> ManagedProcess:
+        self._counter += 1
+        key = instance or name
+        env = dict(self.env, INSTANCE_NAME=key)
+        proc = python_module(key, MODULES[name], env, self.logs / f"{key}.{self._counter}.log").start()
+        self.procs[key] = proc
+        return proc
+
+    def wait_ready(self, names: Iterable[str], timeout: float = 30.0) -> None:
+        names = list(names)
+        deadline = time.monotonic() + timeout
+        pending = set(names)
+        while pending and time.monotonic() < deadline:
+            for name in list(pending):
+                proc = self.procs.get(name)
+                if proc is not None and not proc.alive():
+                    raise RuntimeError(f"{name} died during start:\n{proc.log_text()[-4000:]}")
+                if self._ready(name):
+                    pending.discard(name)
+            if pending:
+                time.sleep(0.1)
+        if pending:
+            logs = "\n".join(f"--- {n}\n{self.procs[n].log_text()[-3000:]}" for n in pending if n in self.procs)
+            raise TimeoutError(f"not ready after {timeout}s: {sorted(pending)}\n{logs}")
+
+    def _ready(self, name: str) -> bool:
+        if name == "gateway":
+            try:
+                return httpx.get(f"{self.http}/healthz", timeout=0.5).status_code == 200
+            except httpx.HTTPError:
+                return False
+        return bool(run_sync(self._ping(name)))
+
+    async def _ping(self, name: str) -> bool:
+        assert self.nats is not None
+        bus = await Bus.connect(self.nats.url, "test-probe")
+        try:
+            return (await bus.ping(name, timeout=0.5)).ready
+        except Exception:
+            return False
+        finally:
+            await bus.nc.close()
+
+    def kill(self, name: str) -> None:
+        self.procs[name].kill()
+
+    def restart(self, name: str, wait: bool = True) -> None:
+        self.procs[name].stop()
+        self.procs[name].start()
+        if wait:
+            self.wait_ready([name])
+
+    def stop(self) -> None:
+        for proc in reversed(list(self.procs.values())):
+            proc.stop()
+        if self.nats is not None:
+            self.nats.stop()
+
+    def dump_logs(self) -> str:
+        return "\n".join(f"===== {k}\n{p.log_text()[-6000:]}" for k, p in self.procs.items())
