@@ -27,7 +27,7 @@ class Cursor:
 
     @classmethod
     def decode(cls, text: str) -> "Cursor":
-        if not text or len(text) > 200:
+        if not text or len(text) > 512:
             raise CursorError("cursor is empty or too long")
         try:
             raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)).decode()

@@ -18,7 +18,7 @@ def format_ts(ts: datetime) -> str:
     """Fixed-width ISO-8601 with microseconds and a Z, so text order is time order."""
     if ts.tzinfo is None:
         raise ValueError("timestamps must be timezone-aware")
-    return ts.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return ts.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
 def parse_ts(text: str) -> datetime:

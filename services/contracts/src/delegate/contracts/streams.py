@@ -18,10 +18,10 @@ class StreamSpec:
 
 STREAMS: tuple[StreamSpec, ...] = (
     # The ledger is the durable copy; the stream only needs to outlive a ledger outage.
-    StreamSpec("LEDGER", ("ledger.evt.>",), max_age_s=7 * DAY),
+    StreamSpec("LEDGER", (s.LEDGER_ALL,), max_age_s=7 * DAY),
     # A day-long window makes a repeated client_msg_id a no-op even after a long reconnect.
-    StreamSpec("AGENT", ("agent.evt.>",), duplicate_window_s=DAY, max_age_s=7 * DAY),
-    StreamSpec("INNER", ("inner.evt.>",), max_age_s=7 * DAY),
+    StreamSpec("AGENT", (s.AGENT_ALL,), duplicate_window_s=DAY, max_age_s=7 * DAY),
+    StreamSpec("INNER", (s.INNER_ALL,), max_age_s=7 * DAY),
     StreamSpec("DEAD", (s.DEAD_ALL,), max_age_s=30 * DAY),
 )
 

@@ -44,3 +44,8 @@ def dead_letter(source: str) -> str:
 
 
 DEAD_ALL = "dead.evt.>"
+
+# What each owner's stream captures.
+LEDGER_ALL = "ledger.evt.>"
+AGENT_ALL = "agent.evt.>"
+INNER_ALL = "inner.evt.>"
