@@ -1,0 +1,207 @@
+"""One `POST /v1/responses` turn: validate, resolve the chain, compact when the
+threshold is crossed, let the fake model plan the output, and store the result.
+
+The HTTP layer (routes, streaming, scripted faults) lives elsewhere; this module
+knows nothing about transport."""
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from delegate.openai_standin import chain, compaction
+from delegate.openai_standin.errors import invalid_request, invalid_type, missing_parameter
+from delegate.openai_standin.generator import ModelInput, PlannedCall, PlannedText, plan
+from delegate.openai_standin.ids import new_id
+from delegate.openai_standin.items import Item, item_text, normalize_input
+from delegate.openai_standin.script import AnyStep, RequestFacts, Script
+from delegate.openai_standin.settings import Settings
+from delegate.openai_standin.shapes import function_call_item, message_item, response_object, usage
+from delegate.openai_standin.store import ResponseStore, StoredResponse
+from delegate.openai_standin.tokens import cached_prefix, estimate_items, estimate_prompt, estimate_text
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CreateRequest:
+    body: dict[str, Any]
+    items: list[Item]  # this request's own input, normalised
+    stream: bool
+    tools: list[dict[str, Any]]
+
+
+@dataclass
+class Turn:
+    body: dict[str, Any]
+    previous_response_id: str | None
+    input_items: list[Item]
+    context: list[Item]
+    output: list[Item]
+    input_tokens: int
+    cached_tokens: int
+    output_tokens: int
+    compacted: bool
+    stored: bool
+    response_id: str = field(default_factory=lambda: new_id("resp"))
+    created_at: int = field(default_factory=lambda: int(time.time()))
+
+    def response(self, status: str, error: dict[str, Any] | None = None) -> dict[str, Any]:
+        done = status == "completed"
+        return response_object(
+            response_id=self.response_id,
+            created_at=self.created_at,
+            body=self.body,
+            status=status,
+            output=self.output if done else [],
+            usage_=usage(self.input_tokens, self.cached_tokens, self.output_tokens) if done else None,
+            error=error,
+            previous_response_id=self.previous_response_id,
+        )
+
+
+def parse_create(body: object) -> CreateRequest:
+    if not isinstance(body, dict):
+        raise invalid_type("body", "an object", body)
+    if not body.get("model"):
+        raise missing_parameter("model")
+    stream = body.get("stream")
+    if stream is not None and not isinstance(stream, bool):
+        raise invalid_type("stream", "a boolean", stream)
+    tools = body.get("tools") or []
+    if not isinstance(tools, list):
+        raise invalid_type("tools", "an array", tools)
+    for i, tool in enumerate(tools):
+        if not isinstance(tool, dict):
+            raise invalid_type(f"tools[{i}]", "an object", tool)
+        if tool.get("type") == "function" and not tool.get("name"):
+            raise missing_parameter(f"tools[{i}].name")
+    if body.get("previous_response_id") is not None and body.get("conversation") is not None:
+        raise invalid_request(
+            "Mutually exclusive parameters: Ensure you are only providing one of: "
+            "'previous_response_id' or 'conversation'.",
+            param="previous_response_id",
+            code="mutually_exclusive_parameters",
+        )
+    return CreateRequest(body=body, items=normalize_input(body.get("input")), stream=bool(stream), tools=tools)
+
+
+class Engine:
+    def __init__(self, settings: Settings, store: ResponseStore, script: Script) -> None:
+        self.settings = settings
+        self.store = store
+        self.script = script
+
+    def take_step(self, endpoint: str, body: dict[str, Any], items: list[Item], stream: bool) -> AnyStep | None:
+        facts = RequestFacts(
+            endpoint="compact" if endpoint == "compact" else "responses",
+            input_text="\n".join(item_text(item) for item in items),
+            instructions=str(body.get("instructions") or ""),
+            has_tool_output=any(item.get("type") == "function_call_output" for item in items),
+            model=str(body.get("model") or ""),
+            stream=stream,
+        )
+        return self.script.take(facts)
+
+    def create(self, request: CreateRequest, step: AnyStep | None) -> Turn:
+        body = request.body
+        new_items, triggered = chain.split_trigger(request.items)
+        effective, previous = chain.resolve(self.store, body.get("previous_response_id"), new_items)
+        chain.check_tool_pairs(effective)
+        threshold = compaction.compact_threshold(body.get("context_management"))
+        instructions = body.get("instructions")
+        input_tokens = estimate_prompt(instructions, request.tools, effective)
+
+        output: list[Item] = []
+        context = effective
+        crossed = threshold is not None and input_tokens >= threshold and _compactable(effective)
+        if triggered or crossed:
+            output.append(compaction.make_item(effective, compaction.KIND_AUTO))
+            context = []  # the compaction item (first in output) now stands for all of it
+        else:
+            effective = self._fit_window(body, request.tools, effective)
+            input_tokens = estimate_prompt(instructions, request.tools, effective)
+            context = effective
+        if not triggered:
+            model_request = ModelInput(effective, request.tools, body.get("tool_choice", "auto"), _text_format(body))
+            output.extend(_materialize(plan(model_request, step)))
+
+        cached = 0
+        if previous is not None and not previous.compacted and not output_has_compaction(output):
+            cached = min(
+                cached_prefix(int((previous.response.get("usage") or {}).get("input_tokens", 0))), input_tokens
+            )
+        turn = Turn(
+            body=body,
+            previous_response_id=previous.response["id"] if previous else None,
+            input_items=effective,
+            context=context,
+            output=output,
+            input_tokens=input_tokens,
+            cached_tokens=cached,
+            output_tokens=_output_tokens(output),
+            compacted=output_has_compaction(output),
+            stored=body.get("store") is not False,
+        )
+        if turn.stored:
+            status = "in_progress" if request.stream else "completed"
+            self.store.put(StoredResponse(turn.response(status), effective, context, output, compacted=turn.compacted))
+        return turn
+
+    def finish(self, turn: Turn, status: str, error: dict[str, Any] | None = None) -> None:
+        """Record how a streamed turn ended."""
+        stored = self.store.get(turn.response_id) if turn.stored else None
+        if stored is not None:
+            stored.response = turn.response(status, error)
+            if status != "completed":
+                stored.output = []
+
+    def _fit_window(self, body: dict[str, Any], tools: list[Any], items: list[Item]) -> list[Item]:
+        window = self.settings.standin_context_window
+        instructions = body.get("instructions")
+        if estimate_prompt(instructions, tools, items) <= window:
+            return items
+        if body.get("truncation") != "auto":
+            raise invalid_request(
+                "Your input exceeds the context window of this model. Please adjust your input and try again.",
+                param="input",
+                code="context_length_exceeded",
+            )
+        kept = list(items)
+        while len(kept) > 1 and estimate_prompt(instructions, tools, kept) > window:
+            kept.pop(0)  # `truncation: "auto"` drops the oldest items first
+        log.info("truncated %d oldest items to fit the context window", len(items) - len(kept))
+        return kept
+
+
+def output_has_compaction(output: list[Item]) -> bool:
+    return any(item.get("type") == "compaction" for item in output)
+
+
+def _compactable(items: list[Item]) -> bool:
+    # A lone compaction item cannot be compacted further.
+    return not (len(items) <= 1 and all(item.get("type") == "compaction" for item in items))
+
+
+def _text_format(body: dict[str, Any]) -> dict[str, Any] | None:
+    text = body.get("text")
+    if isinstance(text, dict) and isinstance(text.get("format"), dict):
+        return dict(text["format"])
+    return None
+
+
+def _materialize(planned: list[PlannedText | PlannedCall]) -> list[Item]:
+    items: list[Item] = []
+    for entry in planned:
+        if isinstance(entry, PlannedText):
+            items.append(message_item(new_id("msg"), entry.text))
+        else:
+            items.append(function_call_item(new_id("fc"), entry))
+    return items
+
+
+def _output_tokens(output: list[Item]) -> int:
+    compacted = [item for item in output if item.get("type") == "compaction"]
+    rest = [item for item in output if item.get("type") != "compaction"]
+    # The compaction pass "writes" its summary; messages and calls count their text.
+    return estimate_items(compacted) + sum(estimate_text(item_text(item)) for item in rest)

@@ -1,0 +1,97 @@
+"""Builders for the JSON objects the Responses API returns (openai-wire.md 3.x)."""
+
+import time
+from typing import Any
+
+from delegate.openai_standin.generator import PlannedCall
+from delegate.openai_standin.items import Item
+
+
+def usage(input_tokens: int, cached_tokens: int, output_tokens: int) -> dict[str, Any]:
+    return {
+        "input_tokens": input_tokens,
+        "input_tokens_details": {"cached_tokens": cached_tokens, "cache_write_tokens": 0},
+        "output_tokens": output_tokens,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": input_tokens + output_tokens,
+    }
+
+
+def output_text_part(text: str) -> dict[str, Any]:
+    return {"type": "output_text", "annotations": [], "logprobs": [], "text": text}
+
+
+def message_item(item_id: str, text: str | None, status: str = "completed") -> Item:
+    content = [] if text is None else [output_text_part(text)]
+    return {"id": item_id, "type": "message", "status": status, "content": content, "role": "assistant"}
+
+
+def function_call_item(item_id: str, call: PlannedCall, status: str = "completed") -> Item:
+    return {
+        "id": item_id,
+        "type": "function_call",
+        "status": status,
+        "arguments": call.arguments if status == "completed" else "",
+        "call_id": call.call_id,
+        "name": call.name,
+    }
+
+
+def compaction_added(item: Item) -> Item:
+    # The encrypted content only arrives with output_item.done (streaming-events docs).
+    return {"id": item["id"], "type": "compaction"}
+
+
+def response_object(
+    *,
+    response_id: str,
+    created_at: int,
+    body: dict[str, Any],
+    status: str,
+    output: list[Item],
+    usage_: dict[str, Any] | None,
+    error: dict[str, Any] | None = None,
+    previous_response_id: str | None = None,
+) -> dict[str, Any]:
+    """A `Response` echoing the request's settings the way the real API does."""
+    text = {"format": {"type": "text"}, "verbosity": "medium"}
+    if isinstance(body.get("text"), dict):
+        text = {**text, **body["text"]}
+    reasoning = {"effort": None, "summary": None}
+    if isinstance(body.get("reasoning"), dict):
+        reasoning = {**reasoning, **body["reasoning"]}
+    obj: dict[str, Any] = {
+        "id": response_id,
+        "object": "response",
+        "created_at": created_at,
+        "status": status,
+        "background": bool(body.get("background", False)),
+        "completed_at": int(time.time()) if status == "completed" else None,
+        "error": error,
+        "incomplete_details": None,
+        "instructions": body.get("instructions"),
+        "max_output_tokens": body.get("max_output_tokens"),
+        "max_tool_calls": body.get("max_tool_calls"),
+        "model": body.get("model"),
+        "output": output,
+        "parallel_tool_calls": body.get("parallel_tool_calls", True),
+        "previous_response_id": previous_response_id,
+        "prompt_cache_key": body.get("prompt_cache_key"),
+        "reasoning": reasoning,
+        "safety_identifier": body.get("safety_identifier"),
+        "service_tier": body.get("service_tier") or "default",
+        "store": body.get("store") is not False,
+        "temperature": body.get("temperature", 1.0),
+        "text": text,
+        "tool_choice": body.get("tool_choice", "auto"),
+        "tools": body.get("tools") or [],
+        "top_logprobs": body.get("top_logprobs", 0),
+        "top_p": body.get("top_p", 1.0),
+        "truncation": body.get("truncation") or "disabled",
+        "usage": usage_,
+        "user": body.get("user"),
+        "metadata": body.get("metadata") or {},
+    }
+    if body.get("context_management") is not None:
+        obj["context_management"] = body["context_management"]
+    return obj
