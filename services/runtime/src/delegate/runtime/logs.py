@@ -14,3 +14,7 @@ def configure_logging(service: str, level: str = "INFO") -> None:
     root.setLevel(level.upper())
     # nats-py logs every reconnect attempt at INFO; keep our own lines readable.
     logging.getLogger("nats").setLevel(logging.WARNING)
+    # httpx/httpx2 (GitHub tools, the MCP and openai SDKs) log every request at INFO: MCP probes
+    # alone would fill the log.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    logging.getLogger("httpx2").setLevel(logging.WARNING)

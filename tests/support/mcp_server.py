@@ -1,0 +1,67 @@
+"""A small real MCP server for tests, built with the official SDK's ``MCPServer``.
+
+Run it as its own process, over stdio (the default) or streamable HTTP:
+
+    python tests/support/mcp_server.py                 # stdio
+    python tests/support/mcp_server.py --http PORT     # http://127.0.0.1:PORT/mcp
+
+Tools: ``echo``, ``add``, ``pid`` (which process answers: tests use it to kill and to see a
+restart), ``hang`` (never answers in time), ``exit_process`` (the server dies mid-call),
+``fail`` (a tool error reported by the server).
+"""
+
+import argparse
+import asyncio
+import os
+from pathlib import Path
+
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("test-tools")
+
+
+@server.tool(description="Echo the given text back.")
+def echo(text: str) -> str:
+    return text
+
+
+@server.tool(description="Add two integers.")
+def add(a: int, b: int) -> int:
+    return a + b
+
+
+@server.tool(description="The process id of this MCP server.")
+def pid() -> int:
+    return os.getpid()
+
+
+@server.tool(description="Sleep for the given number of seconds, then answer (tests: longer than any timeout).")
+async def hang(seconds: float = 3600.0, marker: str | None = None) -> str:
+    if marker:  # tells a test the call has reached this process
+        Path(marker).write_text(str(os.getpid()))
+    await asyncio.sleep(seconds)
+    return f"woke after {seconds}s"
+
+
+@server.tool(description="Exit the server process at once, mid-call.")
+def exit_process() -> str:
+    os._exit(3)
+
+
+@server.tool(description="Always fails with a tool error.")
+def fail(reason: str = "it failed on purpose") -> str:
+    raise ValueError(reason)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--http", type=int, metavar="PORT", help="serve streamable HTTP on this port")
+    args = parser.parse_args()
+    if args.http:
+        server.run("streamable-http", host="127.0.0.1", port=args.http, streamable_http_path="/mcp")
+    else:
+        server.run("stdio")
+
+
+if __name__ == "__main__":
+    main()
