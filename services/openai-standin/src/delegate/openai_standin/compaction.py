@@ -107,7 +107,10 @@ def summarize(items: list[Item]) -> str:
         for i in items
         if i.get("type") == "message" and i.get("role") == "assistant"
     ]
-    tools = sorted({str(i.get("name")) for i in items if i.get("type") == "function_call"})
+    tools = sorted(
+        {str(i.get("name")) for i in items if i.get("type") == "function_call"}
+        | {"web_search" for i in items if i.get("type") == "web_search_call"}
+    )
     parts = [f"Compacted summary of {len(items)} earlier items."]
     if earlier:
         parts.append("Before that: " + _clip(earlier[-1], 120))

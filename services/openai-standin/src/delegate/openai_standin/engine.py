@@ -9,14 +9,21 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from delegate.openai_standin import chain, compaction
+from delegate.openai_standin import chain, compaction, websearch
 from delegate.openai_standin.errors import invalid_request, invalid_type, missing_parameter
-from delegate.openai_standin.generator import ModelInput, PlannedCall, PlannedText, plan
+from delegate.openai_standin.generator import ModelInput, Planned, PlannedCall, PlannedSearch, PlannedText, plan
 from delegate.openai_standin.ids import new_id
 from delegate.openai_standin.items import Item, item_text, normalize_input
 from delegate.openai_standin.script import AnyStep, RequestFacts, Script
 from delegate.openai_standin.settings import Settings
-from delegate.openai_standin.shapes import function_call_item, message_item, response_object, usage
+from delegate.openai_standin.shapes import (
+    function_call_item,
+    message_item,
+    response_object,
+    tool_usage,
+    usage,
+    web_search_call_item,
+)
 from delegate.openai_standin.store import ResponseStore, StoredResponse
 from delegate.openai_standin.tokens import cached_prefix, estimate_items, estimate_prompt, estimate_text
 
@@ -43,6 +50,7 @@ class Turn:
     output_tokens: int
     compacted: bool
     stored: bool
+    web_search_offered: bool = False
     response_id: str = field(default_factory=lambda: new_id("resp"))
     created_at: int = field(default_factory=lambda: int(time.time()))
 
@@ -57,7 +65,11 @@ class Turn:
             usage_=usage(self.input_tokens, self.cached_tokens, self.output_tokens) if done else None,
             error=error,
             previous_response_id=self.previous_response_id,
+            tool_usage_=tool_usage(self.web_searches()) if done and self.web_search_offered else None,
         )
+
+    def web_searches(self) -> int:
+        return sum(item.get("type") == "web_search_call" for item in self.output)
 
 
 def parse_create(body: object) -> CreateRequest:
@@ -76,6 +88,11 @@ def parse_create(body: object) -> CreateRequest:
             raise invalid_type(f"tools[{i}]", "an object", tool)
         if tool.get("type") == "function" and not tool.get("name"):
             raise missing_parameter(f"tools[{i}].name")
+        if websearch.is_search_tool(tool):
+            websearch.validate_tool(tool, f"tools[{i}]")
+    include = body.get("include")
+    if include is not None and not (isinstance(include, list) and all(isinstance(v, str) for v in include)):
+        raise invalid_type("include", "an array of strings", include)
     if body.get("previous_response_id") is not None and body.get("conversation") is not None:
         raise invalid_request(
             "Mutually exclusive parameters: Ensure you are only providing one of: "
@@ -100,6 +117,7 @@ class Engine:
             has_tool_output=any(item.get("type") == "function_call_output" for item in items),
             model=str(body.get("model") or ""),
             stream=stream,
+            tools=_offered_tools(body.get("tools")),
         )
         return self.script.take(facts)
 
@@ -123,8 +141,18 @@ class Engine:
             input_tokens = estimate_prompt(instructions, request.tools, effective)
             context = effective
         if not triggered:
-            model_request = ModelInput(effective, request.tools, body.get("tool_choice", "auto"), _text_format(body))
-            output.extend(_materialize(plan(model_request, step)))
+            model_request = ModelInput(
+                effective,
+                request.tools,
+                body.get("tool_choice", "auto"),
+                _text_format(body),
+                body.get("max_tool_calls"),
+            )
+            with_sources = websearch.SOURCES_INCLUDE in (body.get("include") or [])
+            output.extend(_materialize(plan(model_request, step), with_sources))
+        searches = sum(item.get("type") == "web_search_call" for item in output)
+        # What the searches read comes on top of the prompt, like on the real API.
+        input_tokens += websearch.context_tokens(websearch.find_tool(request.tools), searches)
 
         cached = 0
         if previous is not None and not previous.compacted and not output_has_compaction(output):
@@ -142,6 +170,7 @@ class Engine:
             output_tokens=_output_tokens(output),
             compacted=output_has_compaction(output),
             stored=body.get("store") is not False,
+            web_search_offered=any(websearch.is_search_tool(tool) for tool in request.tools) or searches > 0,
         )
         if turn.stored:
             status = "in_progress" if request.stream else "completed"
@@ -190,14 +219,31 @@ def _text_format(body: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-def _materialize(planned: list[PlannedText | PlannedCall]) -> list[Item]:
+def _materialize(planned: list[Planned], with_sources: bool) -> list[Item]:
     items: list[Item] = []
     for entry in planned:
         if isinstance(entry, PlannedText):
-            items.append(message_item(new_id("msg"), entry.text))
-        else:
+            items.append(message_item(new_id("msg"), entry.text, annotations=list(entry.annotations)))
+        elif isinstance(entry, PlannedSearch):
+            items.append(web_search_call_item(new_id("ws"), entry, with_sources))
+        elif isinstance(entry, PlannedCall):
             items.append(function_call_item(new_id("fc"), entry))
     return items
+
+
+def _offered_tools(tools: object) -> frozenset[str]:
+    """What a script step's `has_tool` can name: tool types, function names, and
+    "web_search" for any web search type."""
+    offered: set[str] = set()
+    for tool in tools if isinstance(tools, list) else []:
+        if not isinstance(tool, dict):
+            continue
+        offered.add(str(tool.get("type")))
+        if tool.get("type") == "function" and tool.get("name"):
+            offered.add(str(tool["name"]))
+        if websearch.is_search_tool(tool):
+            offered.add("web_search")
+    return frozenset(offered)
 
 
 def _output_tokens(output: list[Item]) -> int:

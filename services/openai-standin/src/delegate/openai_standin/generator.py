@@ -8,6 +8,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from delegate.openai_standin import websearch
 from delegate.openai_standin.ids import new_call_id
 from delegate.openai_standin.items import (
     Item,
@@ -17,7 +18,8 @@ from delegate.openai_standin.items import (
     trailing_tool_outputs,
 )
 from delegate.openai_standin.schema_fill import fill
-from delegate.openai_standin.script import AnyStep, ToolCallStep
+from delegate.openai_standin.script import AnyStep, ToolCallStep, WebSearchStep
+from delegate.openai_standin.websearch import SearchResult
 
 PREFIX = "Offline stand-in:"
 
@@ -25,6 +27,7 @@ PREFIX = "Offline stand-in:"
 @dataclass(frozen=True)
 class PlannedText:
     text: str
+    annotations: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -34,7 +37,13 @@ class PlannedCall:
     call_id: str
 
 
-Planned = PlannedText | PlannedCall
+@dataclass(frozen=True)
+class PlannedSearch:
+    query: str
+    results: tuple[SearchResult, ...]
+
+
+Planned = PlannedText | PlannedCall | PlannedSearch
 
 
 @dataclass(frozen=True)
@@ -45,9 +54,12 @@ class ModelInput:
     tools: list[dict[str, Any]]
     tool_choice: object
     text_format: dict[str, Any] | None
+    max_tool_calls: object = None
 
 
 def plan(request: ModelInput, step: AnyStep | None) -> list[Planned]:
+    if isinstance(step, WebSearchStep):
+        return _scripted_search(request, step)
     if isinstance(step, ToolCallStep):
         return [PlannedCall(c.name, c.arguments_json(), c.call_id or new_call_id()) for c in step.all_calls()]
     # text, slow, stall, drop_stream and stream_error steps may all carry the answer text.
@@ -59,6 +71,9 @@ def plan(request: ModelInput, step: AnyStep | None) -> list[Planned]:
         seed = last_user_text(request.items) or ""
         arguments = fill(forced.get("parameters") or {"type": "object"}, seed)
         return [PlannedCall(str(forced["name"]), json.dumps(arguments, ensure_ascii=False), new_call_id())]
+    searched = _default_search(request)
+    if searched is not None:
+        return searched
     return [PlannedText(_format_text(default_text(request.items), request.text_format))]
 
 
@@ -75,6 +90,42 @@ def default_text(items: list[Item]) -> str:
     if heard:
         return f"{PREFIX} I heard “{_clip(heard, 200)}”."
     return f"{PREFIX} there is nothing to answer yet."
+
+
+def _default_search(request: ModelInput) -> list[Planned] | None:
+    """With a web search tool on offer the fake model searches for the user's last
+    words, unless tool_choice rules it out or it is reacting to function results."""
+    tool = websearch.find_tool(request.tools)
+    if tool is None or not websearch.may_search(request.tool_choice, request.max_tool_calls):
+        return None
+    if trailing_tool_outputs(request.items) and not websearch.search_forced(request.tool_choice):
+        return None
+    query = websearch.query_from(last_user_text(request.items))
+    if not query:
+        return None
+    return _search_then_answer(request, query, websearch.invent_results(query, tool), None, append=True)
+
+
+def _scripted_search(request: ModelInput, step: WebSearchStep) -> list[Planned]:
+    query = step.query or websearch.query_from(last_user_text(request.items)) or "web search"
+    if step.results is None:
+        results = websearch.invent_results(query, websearch.find_tool(request.tools))
+    else:  # exactly what the script says, allowed_domains notwithstanding
+        results = [SearchResult(r.url, r.title, r.snippet) for r in step.results]
+    return _search_then_answer(request, query, results, step.text, append=step.append_citations)
+
+
+def _search_then_answer(
+    request: ModelInput, query: str, results: list[SearchResult], text: str | None, *, append: bool
+) -> list[Planned]:
+    if text is not None:  # scripted: verbatim, like any scripted answer
+        text, annotations = websearch.cite(text, results, append=append)
+    elif request.text_format and request.text_format.get("type") in ("json_schema", "json_object"):
+        # Structured output has no room for inline citations.
+        text, annotations = _format_text(websearch.answer(query, results, linked=False)[0], request.text_format), []
+    else:
+        text, annotations = websearch.answer(query, results)
+    return [PlannedSearch(query, tuple(results)), PlannedText(text, tuple(annotations))]
 
 
 def _forced_function(tools: list[dict[str, Any]], tool_choice: object) -> dict[str, Any] | None:

@@ -128,6 +128,9 @@ def item_text(item: Item) -> str:
         return compaction_summary(item) or ""
     if kind == "reasoning":
         return content_text(item.get("summary"))
+    if kind == "web_search_call":
+        action = item.get("action") if isinstance(item.get("action"), dict) else {}
+        return f"web search {action.get('query') or action.get('url') or ''}".strip()
     return json.dumps(item, separators=(",", ":"))
 
 

@@ -24,6 +24,9 @@ class Match(_Strict):
     has_tool_output: bool | None = None  # request input carries function_call_output items
     model: str | None = None
     stream: bool | None = None
+    # The request offers this tool: a function name, a tool type, or "web_search" for any
+    # web search type (so a scripted search only answers requests that could search).
+    has_tool: str | None = None
 
 
 class _Step(_Strict):
@@ -112,7 +115,24 @@ class StreamErrorStep(_Step):
     text: str | None = None
 
 
-AnyStep = TextStep | ToolCallStep | ErrorStep | StallStep | SlowStep | DropStreamStep | StreamErrorStep
+class SearchResultSpec(_Strict):
+    url: str
+    title: str = ""  # empty: the URL's host
+    snippet: str = ""
+
+
+class WebSearchStep(_Step):
+    """A built-in web search, then an answer citing the results."""
+
+    action: Literal["web_search"]
+    query: str | None = None  # None: the user's last words
+    results: list[SearchResultSpec] | None = None  # None: invented from the query (and allowed_domains)
+    text: str | None = None  # None: one cited sentence per result
+    # Cite results the text does not mention by appending `([host](url))` for each.
+    append_citations: bool = True
+
+
+AnyStep = TextStep | ToolCallStep | ErrorStep | StallStep | SlowStep | DropStreamStep | StreamErrorStep | WebSearchStep
 Step = Annotated[AnyStep, Field(discriminator="action")]
 steps_adapter: TypeAdapter[list[Step]] = TypeAdapter(list[Step])
 
@@ -127,6 +147,7 @@ class RequestFacts:
     has_tool_output: bool
     model: str
     stream: bool
+    tools: frozenset[str] = frozenset()  # tool types and function names the request offers
 
 
 def matches(match: Match, facts: RequestFacts) -> bool:
@@ -141,6 +162,8 @@ def matches(match: Match, facts: RequestFacts) -> bool:
     if match.has_tool_output is not None and match.has_tool_output != facts.has_tool_output:
         return False
     if match.model is not None and match.model != facts.model:
+        return False
+    if match.has_tool is not None and match.has_tool not in facts.tools:
         return False
     return match.stream is None or match.stream == facts.stream
 

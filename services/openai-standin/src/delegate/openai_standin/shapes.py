@@ -3,7 +3,8 @@
 import time
 from typing import Any
 
-from delegate.openai_standin.generator import PlannedCall
+from delegate.openai_standin import websearch
+from delegate.openai_standin.generator import PlannedCall, PlannedSearch
 from delegate.openai_standin.items import Item
 
 
@@ -17,12 +18,25 @@ def usage(input_tokens: int, cached_tokens: int, output_tokens: int) -> dict[str
     }
 
 
-def output_text_part(text: str) -> dict[str, Any]:
-    return {"type": "output_text", "annotations": [], "logprobs": [], "text": text}
+def tool_usage(web_searches: int) -> dict[str, Any]:
+    # When present, every tool family is there, with zeros for the unused ones.
+    image_gen = {
+        "input_tokens": 0,
+        "input_tokens_details": {"image_tokens": 0, "text_tokens": 0},
+        "output_tokens": 0,
+        "total_tokens": 0,
+    }
+    return {"image_gen": image_gen, "web_search": {"num_requests": web_searches}}
 
 
-def message_item(item_id: str, text: str | None, status: str = "completed") -> Item:
-    content = [] if text is None else [output_text_part(text)]
+def output_text_part(text: str, annotations: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    return {"type": "output_text", "annotations": list(annotations or []), "logprobs": [], "text": text}
+
+
+def message_item(
+    item_id: str, text: str | None, status: str = "completed", annotations: list[dict[str, Any]] | None = None
+) -> Item:
+    content = [] if text is None else [output_text_part(text, annotations)]
     return {"id": item_id, "type": "message", "status": status, "content": content, "role": "assistant"}
 
 
@@ -35,6 +49,13 @@ def function_call_item(item_id: str, call: PlannedCall, status: str = "completed
         "call_id": call.call_id,
         "name": call.name,
     }
+
+
+def web_search_call_item(item_id: str, search: PlannedSearch, with_sources: bool) -> Item:
+    action: dict[str, Any] = {"type": "search", "query": search.query}
+    if with_sources:  # only with include: ["web_search_call.action.sources"]
+        action["sources"] = websearch.sources(list(search.results))
+    return {"id": item_id, "type": "web_search_call", "status": "completed", "action": action}
 
 
 def compaction_added(item: Item) -> Item:
@@ -52,6 +73,7 @@ def response_object(
     usage_: dict[str, Any] | None,
     error: dict[str, Any] | None = None,
     previous_response_id: str | None = None,
+    tool_usage_: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A `Response` echoing the request's settings the way the real API does."""
     text = {"format": {"type": "text"}, "verbosity": "medium"}
@@ -84,7 +106,7 @@ def response_object(
         "temperature": body.get("temperature", 1.0),
         "text": text,
         "tool_choice": body.get("tool_choice", "auto"),
-        "tools": body.get("tools") or [],
+        "tools": [websearch.echo_tool(tool) for tool in body.get("tools") or []],
         "top_logprobs": body.get("top_logprobs", 0),
         "top_p": body.get("top_p", 1.0),
         "truncation": body.get("truncation") or "disabled",
@@ -94,4 +116,6 @@ def response_object(
     }
     if body.get("context_management") is not None:
         obj["context_management"] = body["context_management"]
+    if tool_usage_ is not None:
+        obj["tool_usage"] = tool_usage_
     return obj

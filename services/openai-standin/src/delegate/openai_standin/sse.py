@@ -1,5 +1,5 @@
 """Server-Sent Event sequences for a response, in the order OpenAI emits them
-(openai-wire.md 5.3, 5.4, 6.3), and their wire framing."""
+(openai-wire.md 5.3, 5.4, 5.5, 6.3), and their wire framing."""
 
 import json
 import re
@@ -59,6 +59,8 @@ def _item_events(index: int, item: Item, obfuscate: bool) -> list[Event]:
         return _message_events(index, item, obfuscate)
     if kind == "function_call":
         return _function_call_events(index, item, obfuscate)
+    if kind == "web_search_call":
+        return _web_search_events(index, item)
     added = compaction_added(item) if kind == "compaction" else item
     return [
         {"type": "response.output_item.added", "output_index": index, "item": added},
@@ -68,6 +70,8 @@ def _item_events(index: int, item: Item, obfuscate: bool) -> list[Event]:
 
 def _message_events(index: int, item: Item, obfuscate: bool) -> list[Event]:
     text = "".join(part.get("text", "") for part in item["content"])
+    final_part = item["content"][0] if len(item["content"]) == 1 else output_text_part(text)
+    annotations = list(final_part.get("annotations") or [])
     ref = {"item_id": item["id"], "output_index": index, "content_index": 0}
     events: list[Event] = [
         {
@@ -77,14 +81,43 @@ def _message_events(index: int, item: Item, obfuscate: bool) -> list[Event]:
         },
         {"type": "response.content_part.added", **ref, "part": output_text_part("")},
     ]
+    written, announced = 0, 0
     for chunk in word_chunks(text):
         events.append(_delta("response.output_text.delta", ref, chunk, obfuscate, logprobs=[]))
+        written += len(chunk)
+        # Each citation is announced as soon as the text it spans has streamed (as observed).
+        while announced < len(annotations) and annotations[announced].get("end_index", 0) <= written:
+            events.append(_annotation_added(ref, announced, annotations[announced]))
+            announced += 1
+    events += [_annotation_added(ref, i, annotations[i]) for i in range(announced, len(annotations))]
     events += [
         {"type": "response.output_text.done", **ref, "text": text, "logprobs": []},
-        {"type": "response.content_part.done", **ref, "part": output_text_part(text)},
+        {"type": "response.content_part.done", **ref, "part": final_part},
         {"type": "response.output_item.done", "output_index": index, "item": item},
     ]
     return events
+
+
+def _annotation_added(ref: dict[str, Any], index: int, annotation: dict[str, Any]) -> Event:
+    return {"type": "response.output_text.annotation.added", **ref, "annotation_index": index, "annotation": annotation}
+
+
+def _web_search_events(index: int, item: Item) -> list[Event]:
+    """added (in progress, query but no sources yet), the three progress events, done."""
+    action = item.get("action") if isinstance(item.get("action"), dict) else {}
+    started = {key: value for key, value in action.items() if key != "sources"}
+    ref = {"item_id": item["id"], "output_index": index}
+    return [
+        {
+            "type": "response.output_item.added",
+            "output_index": index,
+            "item": {**item, "status": "in_progress", "action": started},
+        },
+        {"type": "response.web_search_call.in_progress", **ref},
+        {"type": "response.web_search_call.searching", **ref},
+        {"type": "response.web_search_call.completed", **ref},
+        {"type": "response.output_item.done", "output_index": index, "item": item},
+    ]
 
 
 def _function_call_events(index: int, item: Item, obfuscate: bool) -> list[Event]:
