@@ -121,6 +121,9 @@ class ContextCompacted(Payload):
     response_id: str | None = None
     input_tokens_before: int | None = None
     input_tokens_after: int | None = None
+    # Manual compaction: the compact endpoint's output, the next turn's input prefix until a
+    # turn succeeds (kept here so a restart in between still uses it). None when too big to store.
+    replacement_input: list[dict[str, Any]] | None = None
 
 
 class ContextCapsule(Payload):
@@ -138,6 +141,7 @@ class InnerSignal(Payload):
     source: str
     type: str
     data: dict[str, Any] = Field(default_factory=dict)
+    priority: int = 0  # the Signal's priority: > 0 wakes the agent (an activation)
 
 
 class ActivationOutcome(Payload):

@@ -171,6 +171,9 @@ class ResumeState(Reply):
     last_compacted: Event | None = None
     last_usage: Event | None = None
     last_seq: int = 0
+    # Newest assistant message event of the conversation, any channel. Its seq orders the chain
+    # against a later manual compaction; a voice-channel answer there means voice cleared the chain.
+    last_assistant: Event | None = None
 
 
 # ---- inner plane -------------------------------------------------------------------------

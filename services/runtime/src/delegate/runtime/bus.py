@@ -294,37 +294,42 @@ class Bus:
         )
         psub: Any = None
         failures = 0
-        while not stop.is_set():
-            try:
-                if psub is None:
-                    psub = await self.js.pull_subscribe(topic.subject, durable=durable, stream=stream, config=config)
-                msgs = await psub.fetch(batch, timeout=0.5)
-                failures = 0
-            except nats.errors.TimeoutError:
-                continue
-            except Exception as exc:  # NATS restarting, consumer lost: rebuild and go on
-                failures += 1
-                if failures in (1, 10) or failures % 100 == 0:
-                    log.warning("pull from %s failed (%d): %r", durable, failures, exc)
-                if psub is not None and failures % 5 == 0:
-                    await _quietly(psub.unsubscribe())
-                    psub = None
-                await asyncio.sleep(min(0.1 * failures, 1.0))
-                continue
-            items: list[tuple[Msg, M]] = []
-            for raw in msgs:
+        try:
+            while not stop.is_set():
                 try:
-                    items.append((raw, topic.decode(raw.data)))
-                except ValidationError as exc:
-                    await self.dead_letter(durable, raw, f"undecodable: {_short(exc)}")
-            if not items:
-                continue
-            if not settle:
-                await handler(items)
-                continue
-            await self._settle_batch(durable, items, handler, max_deliver)
-        if psub is not None:
-            await _quietly(psub.unsubscribe())
+                    if psub is None:
+                        psub = await self.js.pull_subscribe(
+                            topic.subject, durable=durable, stream=stream, config=config
+                        )
+                    msgs = await psub.fetch(batch, timeout=0.5)
+                    failures = 0
+                except nats.errors.TimeoutError:
+                    continue
+                except Exception as exc:  # NATS restarting, consumer lost: rebuild and go on
+                    failures += 1
+                    if failures in (1, 10) or failures % 100 == 0:
+                        log.warning("pull from %s failed (%d): %r", durable, failures, exc)
+                    if psub is not None and failures % 5 == 0:
+                        await _quietly(psub.unsubscribe())
+                        psub = None
+                    await asyncio.sleep(min(0.1 * failures, 1.0))
+                    continue
+                items: list[tuple[Msg, M]] = []
+                for raw in msgs:
+                    try:
+                        items.append((raw, topic.decode(raw.data)))
+                    except ValidationError as exc:
+                        await self.dead_letter(durable, raw, f"undecodable: {_short(exc)}")
+                if not items:
+                    continue
+                if not settle:
+                    await handler(items)
+                    continue
+                await self._settle_batch(durable, items, handler, max_deliver)
+        finally:
+            # Also on cancellation: a pull subscription left behind stalls drain() on close.
+            if psub is not None:
+                await _quietly(psub.unsubscribe())
 
     async def _settle(
         self, durable: str, raw: Msg, call: Callable[[], Awaitable[None]], max_deliver: int

@@ -291,7 +291,7 @@ class ToolRegistry:
             try:
                 data = (await self.call(req)).model_dump_json().encode()
             except Exception:
-                log.exception("tools.cmd.call failed")
+                log.exception("a tool call over the bus failed")
                 data = json.dumps({"error": {"code": "internal", "message": "the tool registry failed"}}).encode()
         if msg.reply:
             try:

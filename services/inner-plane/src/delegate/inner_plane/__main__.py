@@ -1,0 +1,4 @@
+from delegate.inner_plane.main import run
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,31 @@
+"""``python -m delegate.inner_plane``: settings -> bus -> the inner plane until SIGTERM."""
+
+import asyncio
+
+from delegate.runtime.bus import Bus
+from delegate.runtime.service import run_service
+
+from .model import Model
+from .plane import InnerPlane
+from .settings import Settings
+
+SERVICE = "inner-plane"
+
+
+async def serve(settings: Settings, stop: asyncio.Event) -> None:
+    bus = await Bus.connect(settings.nats_url, settings.instance_name or SERVICE)
+    model = Model(settings)
+    try:
+        await bus.ensure_streams()
+        plane = InnerPlane(settings, bus, model)
+        await plane.start(stop)
+        await bus.serve_ping(SERVICE, ready=plane.ready)
+        await stop.wait()
+        await plane.stop()
+    finally:
+        await bus.close()
+        await model.close()
+
+
+def run() -> None:
+    run_service(SERVICE, Settings(), serve)

@@ -1,0 +1,150 @@
+"""Memory extraction: for each committed checkpoint, exactly its range of turns, once."""
+
+import asyncio
+import json
+import logging
+import re
+from typing import Any
+
+from delegate.contracts import topics
+from delegate.contracts.events import Checkpoint, Event, MemoryExtracted, make_event
+from delegate.contracts.messages import QueryRequest
+from delegate.runtime.bus import BusUnavailable, RemoteError
+
+from .context import Context, backoff, derived_id
+from .ledger import exists, read_range
+from .model import ModelFailed
+from .prompts import MEMORY_INSTRUCTIONS, turn_line
+from .state import CheckpointRef
+
+log = logging.getLogger(__name__)
+
+
+def memory_event_id(checkpoint_id: str) -> str:
+    """One memory.extracted per checkpoint: a redo after a crash reuses the id and is deduped."""
+    return derived_id("memory.extracted", checkpoint_id)
+
+
+class MemoryExtractor:
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.wake = asyncio.Event()
+
+    def on_event(self, event: Event) -> None:
+        state = self.ctx.state
+        assert event.seq is not None
+        if event.kind == "checkpoint":
+            cp = event.typed(Checkpoint)
+            if all(c.id != event.id for c in state.checkpoints):
+                state.checkpoints.append(
+                    CheckpointRef(
+                        id=event.id,
+                        seq=event.seq,
+                        conversation_id=event.conversation_id,
+                        span_id=event.span_id,
+                        after_seq=cp.after_seq,
+                        through_seq=cp.through_seq,
+                    )
+                )
+                self.wake.set()
+        elif event.kind == "memory.extracted":
+            # Done (by us, before a restart that lost the state file's last write).
+            done = event.typed(MemoryExtracted).checkpoint_id
+            state.checkpoints = [c for c in state.checkpoints if c.id != done]
+
+    async def run(self) -> None:
+        await self.ctx.caught_up.wait()
+        failures = 0
+        while True:
+            self.wake.clear()
+            if not self.ctx.state.checkpoints:
+                await self.wake.wait()
+                continue
+            cp = self.ctx.state.checkpoints[0]
+            try:
+                await self.extract(cp)
+            except (ModelFailed, BusUnavailable, RemoteError) as exc:
+                failures += 1
+                delay = backoff(self.ctx.settings, failures)
+                log.warning("memory extraction for checkpoint %s failed, retry in %.1fs: %s", cp.id, delay, exc)
+                await asyncio.sleep(delay)
+                continue
+            failures = 0
+            self.ctx.state.checkpoints = [c for c in self.ctx.state.checkpoints if c.id != cp.id]
+            self.ctx.persist()
+
+    async def extract(self, cp: CheckpointRef) -> None:
+        event_id = memory_event_id(cp.id)
+        if await exists(self.ctx.bus, event_id):
+            log.info("checkpoint %s was already extracted", cp.id)
+            return
+        query = QueryRequest(
+            after_seq=cp.after_seq, through_seq=cp.through_seq, conversation_id=cp.conversation_id, kinds=["message"]
+        )
+        turns = [event async for page in read_range(self.ctx.bus, query) for event in page]
+        items: list[dict[str, Any]] = []
+        for chunk in _chunks([turn_line(t) for t in turns], self.ctx.settings.memory_chunk_chars):
+            answer = await self.ctx.model.complete(
+                model=self.ctx.settings.memory_model_name, instructions=MEMORY_INSTRUCTIONS, text=chunk
+            )
+            items.extend(parse_items(answer))
+        event = make_event(
+            MemoryExtracted(checkpoint_id=cp.id, items=items),
+            conversation_id=cp.conversation_id,
+            span_id=cp.span_id,
+            channel="inner",
+            parent_id=cp.id,
+            id=event_id,
+        )
+        await self.ctx.bus.publish(topics.LEDGER_APPEND, event)
+        log.info("checkpoint %s: %d turns -> %d memory items", cp.id, len(turns), len(items))
+
+
+def _chunks(lines: list[str], limit: int) -> list[str]:
+    """Transcript text in pieces of at most ``limit`` characters (a single longer turn is cut)."""
+    chunks: list[str] = []
+    current: list[str] = []
+    size = 0
+    for line in lines:
+        line = line[:limit]
+        if current and size + len(line) + 1 > limit:
+            chunks.append("\n".join(current))
+            current, size = [], 0
+        current.append(line)
+        size += len(line) + 1
+    if current:
+        chunks.append("\n".join(current))
+    return chunks
+
+
+_FENCE = re.compile(r"^```[a-zA-Z]*\s*|\s*```$")
+
+
+def parse_items(answer: str) -> list[dict[str, Any]]:
+    """The model's items; a non-JSON answer becomes one free-text item instead of a failure."""
+    text = _FENCE.sub("", answer.strip()).strip()
+    if not text:
+        return []
+    try:
+        data: Any = json.loads(text)
+    except json.JSONDecodeError:
+        return [{"kind": "note", "text": text}]
+    if isinstance(data, dict):
+        for key in ("items", "memories", "facts"):
+            if isinstance(data.get(key), list):
+                data = data[key]
+                break
+        else:
+            data = [data]
+    if not isinstance(data, list):
+        return [{"kind": "note", "text": str(data)}]
+    items: list[dict[str, Any]] = []
+    for entry in data:
+        if isinstance(entry, str) and entry.strip():
+            items.append({"kind": "fact", "text": entry.strip()})
+        elif isinstance(entry, dict) and entry:
+            body = entry.get("text") or entry.get("fact") or entry.get("content")
+            if not body:
+                body = json.dumps(entry, ensure_ascii=False)
+            items.append({**entry, "kind": str(entry.get("kind") or entry.get("type") or "fact"), "text": str(body)})
+    return items

@@ -1,0 +1,64 @@
+"""The inner plane: one ledger follower feeding four small components, each with its own worker."""
+
+import asyncio
+import contextlib
+import logging
+
+from delegate.contracts.events import Event
+from delegate.runtime.bus import Bus
+
+from .broker import AttentionBroker
+from .capsule import CapsuleRefresher
+from .context import Context
+from .follower import LedgerFollower
+from .idle import IdleTimer
+from .memory import MemoryExtractor
+from .model import Model
+from .settings import Settings
+from .state import StateFile
+
+log = logging.getLogger(__name__)
+
+
+class InnerPlane:
+    def __init__(self, settings: Settings, bus: Bus, model: Model) -> None:
+        state_file = StateFile(settings.runtime_data_dir / "inner-plane" / "state.json")
+        self.ctx = Context(settings=settings, bus=bus, model=model, state_file=state_file, state=state_file.load())
+        self.idle = IdleTimer(self.ctx)
+        self.memory = MemoryExtractor(self.ctx)
+        self.capsule = CapsuleRefresher(self.ctx)
+        self.broker = AttentionBroker(self.ctx)
+        self.follower = LedgerFollower(self.ctx, self.apply)
+
+    def apply(self, event: Event) -> None:
+        """One committed event, in seq order; components only update state and wake workers."""
+        state = self.ctx.state
+        state.last_event_id = event.id
+        if event.conversation_id is not None:
+            if event.kind == "conversation.ended":
+                if state.current_conversation_id == event.conversation_id:
+                    state.current_conversation_id = None
+            elif event.kind != "inner.signal":
+                state.current_conversation_id = event.conversation_id
+        for component in (self.idle, self.memory, self.capsule, self.broker):
+            component.on_event(event)
+
+    def ready(self) -> bool:
+        return self.ctx.caught_up.is_set()
+
+    async def start(self, stop: asyncio.Event) -> None:
+        log.info("resuming after ledger seq %d", self.ctx.state.last_seq)
+        await self.follower.start()
+        bus = self.ctx.bus
+        bus.spawn(self.follower.run())
+        bus.spawn(self.idle.run())
+        bus.spawn(self.memory.run())
+        bus.spawn(self.capsule.run())
+        bus.spawn(self.broker.run())
+        self._consumer = bus.spawn(self.broker.consume(stop))
+
+    async def stop(self) -> None:
+        """Let the signal consumer leave its pull loop by itself (it watches ``stop``): a pull
+        subscription cancelled mid-fetch is left behind and stalls the connection's drain."""
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(asyncio.shield(self._consumer), timeout=2.0)

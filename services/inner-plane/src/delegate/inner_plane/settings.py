@@ -1,0 +1,42 @@
+"""The inner plane's one settings class (env var names as in interfaces.md)."""
+
+from pydantic import Field
+
+from delegate.runtime.settings import ServiceSettings
+
+
+class Settings(ServiceSettings):
+    idle_span_seconds: float = Field(default=900.0, gt=0)  # IDLE_SPAN_SECONDS
+    compact_threshold: int = Field(default=200_000, gt=0)  # COMPACT_THRESHOLD
+    capsule_threshold: float = Field(default=0.6, gt=0)  # CAPSULE_THRESHOLD (fraction of COMPACT_THRESHOLD)
+    openai_model: str = "gpt-5.5"  # OPENAI_MODEL
+    capsule_model: str = ""  # CAPSULE_MODEL; empty: OPENAI_MODEL
+    memory_model: str = ""  # MEMORY_MODEL; empty: OPENAI_MODEL
+    openai_timeout_seconds: float = Field(default=120.0, gt=0)  # OPENAI_TIMEOUT_SECONDS (per model call)
+    # A failed capsule refresh or extraction is retried after base * 2^n seconds, capped.
+    inner_retry_seconds: float = Field(default=5.0, gt=0)  # INNER_RETRY_SECONDS
+    inner_retry_max_seconds: float = Field(default=300.0, gt=0)  # INNER_RETRY_MAX_SECONDS
+    # What one capsule refresh may read: the newest turns since the previous capsule, bounded.
+    capsule_max_turns: int = Field(default=200, ge=1)  # CAPSULE_MAX_TURNS
+    capsule_max_chars: int = Field(default=60_000, ge=1000)  # CAPSULE_MAX_CHARS
+    # Memory extraction splits a long checkpoint range into calls of at most this much text.
+    memory_chunk_chars: int = Field(default=60_000, ge=1000)  # MEMORY_CHUNK_CHARS
+    # Signals claimed per activation, and how long to wait for the agent's outcome before moving on.
+    activation_batch_max: int = Field(default=20, ge=1)  # ACTIVATION_BATCH_MAX
+    activation_timeout_seconds: float = Field(default=600.0, gt=0)  # ACTIVATION_TIMEOUT_SECONDS
+    # The follower re-reads the ledger this often when no live event arrives, so a lost
+    # notification of the newest event is noticed without waiting for the next one.
+    inner_resync_seconds: float = Field(default=5.0, gt=0)  # INNER_RESYNC_SECONDS
+
+    @property
+    def capsule_line(self) -> float:
+        """Input tokens at which the capsule refreshes (when the usage event names no threshold)."""
+        return self.capsule_threshold * self.compact_threshold
+
+    @property
+    def capsule_model_name(self) -> str:
+        return self.capsule_model or self.openai_model
+
+    @property
+    def memory_model_name(self) -> str:
+        return self.memory_model or self.openai_model

@@ -1,0 +1,215 @@
+"""The working context of a fresh model session: continuity capsule + recent verbatim turns.
+
+Pure functions, no I/O. The agent uses them whenever it has no Responses chain to continue
+(first start, after End conversation, after a voice session cleared the chain, after the
+chain was lost); the voice service uses them to seed a Realtime session. Both read the same
+ledger events, so every protocol starts from the same account of the relationship:
+
+- the newest ``context.capsule`` goes into the instructions (it is model context, never a
+  user or assistant message);
+- message events newer than the capsule (``seq > through_seq``), from every channel, follow
+  as verbatim turns, newest kept first within a count and character budget, each marked with
+  its channel and time so the model knows where and when it was said.
+"""
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from delegate.contracts.events import Event
+
+CHANNEL_NAMES = {
+    "text": "text chat",
+    "browser_voice": "browser voice",
+    "phone": "phone call",
+    "sms": "SMS",
+    "email": "email",
+    "inner": "inner activity",
+}
+
+# Channels whose turns run on the Responses chain; voice runs on Realtime sessions.
+RESPONSES_CHANNELS = frozenset({"text", "sms", "email", "inner"})
+
+DEFAULT_MAX_TURNS = 20
+DEFAULT_MAX_CHARS = 16_000
+
+MARKER_NOTE = (
+    "Earlier turns given to you below start with a bracketed marker such as "
+    "[SMS · 2026-05-01 14:03 UTC] saying where and when they were said. The markers are "
+    "context for you; never write such a marker in your own answers."
+)
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One verbatim user or assistant message, as a fresh session sees it."""
+
+    event_id: str
+    seq: int | None
+    ts: datetime
+    role: Literal["user", "assistant"]
+    channel: str
+    text: str
+
+    @property
+    def marker(self) -> str:
+        when = self.ts.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+        return f"[{CHANNEL_NAMES.get(self.channel, self.channel)} · {when}]"
+
+    @property
+    def marked_text(self) -> str:
+        return f"{self.marker} {self.text}"
+
+
+@dataclass(frozen=True)
+class WorkingContext:
+    instructions: str
+    turns: list[Turn] = field(default_factory=list)
+    items: list[dict[str, Any]] = field(default_factory=list)  # Responses input items
+    capsule_id: str | None = None
+
+
+def capsule_text(capsule: Event | None) -> str | None:
+    if capsule is None or capsule.kind != "context.capsule":
+        return None
+    text = str(capsule.payload.get("text") or "").strip()
+    return text or None
+
+
+def capsule_through_seq(capsule: Event | None) -> int:
+    """The newest seq the capsule accounts for (its own seq when the producer left it out)."""
+    if capsule is None:
+        return 0
+    through = capsule.payload.get("through_seq")
+    if isinstance(through, int):
+        return through
+    return capsule.seq or 0
+
+
+def select_recent_turns(
+    messages: Iterable[Event],
+    capsule: Event | None = None,
+    *,
+    max_turns: int = DEFAULT_MAX_TURNS,
+    max_chars: int = DEFAULT_MAX_CHARS,
+    exclude_ids: Iterable[str] = (),
+) -> list[Turn]:
+    """Newest message events not covered by the capsule, oldest first, within both budgets.
+
+    The newest turn is always kept (cut to the character budget if it alone exceeds it);
+    older ones are dropped whole rather than cut, so no turn is shown half-said.
+    """
+    through = capsule_through_seq(capsule)
+    skip = set(exclude_ids)
+    seen: set[str] = set()
+    candidates: list[Turn] = []
+    for event in messages:
+        if event.kind != "message" or event.role not in ("user", "assistant") or event.id in skip:
+            continue
+        if event.id in seen or (event.seq is not None and event.seq <= through):
+            continue
+        text = str(event.payload.get("text") or "").strip()
+        if not text:
+            continue
+        seen.add(event.id)
+        candidates.append(Turn(event.id, event.seq, event.ts, event.role, event.channel, text))
+    # Commit order when known; uncommitted events (no seq yet) are the newest.
+    candidates.sort(key=lambda t: (t.seq is None, t.seq or 0, t.ts, t.event_id))
+    chosen: list[Turn] = []
+    used = 0
+    for turn in reversed(candidates):
+        if len(chosen) >= max_turns:
+            break
+        size = len(turn.marked_text)
+        if used + size > max_chars:
+            if chosen:
+                break
+            room = max(max_chars - len(turn.marker) - 2, 0)
+            turn = Turn(turn.event_id, turn.seq, turn.ts, turn.role, turn.channel, _clip(turn.text, room))
+            size = len(turn.marked_text)
+        chosen.append(turn)
+        used += size
+    chosen.reverse()
+    return chosen
+
+
+def responses_items(turns: Iterable[Turn]) -> list[dict[str, Any]]:
+    """The turns as Responses API input messages (easy-message form, plain text content)."""
+    items: list[dict[str, Any]] = []
+    for turn in turns:
+        if turn.role == "user":
+            content: Any = [{"type": "input_text", "text": turn.marked_text}]
+        else:
+            content = turn.marked_text
+        items.append({"type": "message", "role": turn.role, "content": content})
+    return items
+
+
+def capsule_section(text: str) -> str:
+    return (
+        "## Continuity capsule\n"
+        "Your own notes from earlier in this relationship (facts, commitments, unresolved work, "
+        "corrections, preferences, context from other channels). They are not the user's words "
+        "and not shown to the user; rely on them, and prefer newer turns where they disagree.\n\n"
+        f"{text}"
+    )
+
+
+def session_note(channel: str, now: datetime) -> str:
+    when = now.astimezone(UTC).strftime("%A %Y-%m-%d %H:%M UTC")
+    return f"## Now\nThe user is reaching you by {CHANNEL_NAMES.get(channel, channel)}. It is {when}."
+
+
+def compose_instructions(
+    base: str,
+    *,
+    capsule: Event | None,
+    channel: str,
+    now: datetime,
+    with_markers: bool = False,
+) -> str:
+    """Instructions for one request: base text, the capsule when there is one, channel and time.
+
+    Sent on every request: the Responses API does not carry instructions along a chain.
+    """
+    parts = [base.strip()]
+    text = capsule_text(capsule)
+    if text:
+        parts.append(capsule_section(text))
+    if with_markers:
+        parts.append(MARKER_NOTE)
+    parts.append(session_note(channel, now))
+    return "\n\n".join(parts)
+
+
+def build_working_context(
+    base_instructions: str,
+    capsule: Event | None,
+    messages: Iterable[Event],
+    *,
+    channel: str,
+    now: datetime,
+    max_turns: int = DEFAULT_MAX_TURNS,
+    max_chars: int = DEFAULT_MAX_CHARS,
+    exclude_ids: Iterable[str] = (),
+) -> WorkingContext:
+    """Everything a fresh session needs: instructions (with capsule) and recent turns as items."""
+    turns = select_recent_turns(
+        messages, capsule, max_turns=max_turns, max_chars=max_chars, exclude_ids=exclude_ids
+    )
+    instructions = compose_instructions(
+        base_instructions, capsule=capsule, channel=channel, now=now, with_markers=bool(turns)
+    )
+    return WorkingContext(
+        instructions=instructions,
+        turns=turns,
+        items=responses_items(turns),
+        capsule_id=capsule.id if capsule_text(capsule) else None,
+    )
+
+
+def _clip(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return text[: max(limit - 1, 0)] + "…"

@@ -1,0 +1,46 @@
+"""Pure functions of the inner plane: how model answers become memory items, state round trips."""
+
+from pathlib import Path
+
+from delegate.contracts.ids import utcnow
+from delegate.inner_plane.memory import _chunks, parse_items
+from delegate.inner_plane.state import InnerState, OpenSpan, StateFile
+
+
+def test_json_items_are_taken_as_they_are() -> None:
+    answer = '{"items": [{"kind": "preference", "text": "Likes short answers"}, "Lives in Lisbon"]}'
+    assert parse_items(answer) == [
+        {"kind": "preference", "text": "Likes short answers"},
+        {"kind": "fact", "text": "Lives in Lisbon"},
+    ]
+
+
+def test_fenced_json_and_bare_lists_are_accepted() -> None:
+    answer = '```json\n[{"type": "commitment", "fact": "Call Ana on Friday"}]\n```'
+    assert parse_items(answer) == [{"type": "commitment", "fact": "Call Ana on Friday", "kind": "commitment",
+                                    "text": "Call Ana on Friday"}]
+    assert parse_items('{"items": []}') == []
+
+
+def test_plain_text_becomes_one_free_text_item() -> None:
+    assert parse_items("The user likes green tea.") == [{"kind": "note", "text": "The user likes green tea."}]
+    assert parse_items("   ") == []
+
+
+def test_long_transcripts_are_cut_into_bounded_chunks() -> None:
+    lines = [f"line {i} " + "x" * 90 for i in range(50)]
+    chunks = _chunks(lines, 1000)
+    assert all(len(c) <= 1000 for c in chunks)
+    assert "\n".join(chunks).split("\n") == lines
+
+
+def test_state_file_round_trips_and_survives_garbage(tmp_path: Path) -> None:
+    store = StateFile(tmp_path / "inner-plane" / "state.json")
+    assert store.load() == InnerState()
+    state = InnerState(last_seq=42)
+    state.spans["s"] = OpenSpan(span_id="s", conversation_id="c", last_seq=41, last_ts=utcnow())
+    store.save(state)
+    assert store.load() == state
+    assert not (tmp_path / "inner-plane" / "state.tmp").exists()
+    store.path.write_text("{not json")
+    assert store.load() == InnerState()
