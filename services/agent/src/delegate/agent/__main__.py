@@ -1,0 +1,4 @@
+from delegate.agent import main
+
+if __name__ == "__main__":
+    main.run()

@@ -1,0 +1,238 @@
+"""One Responses API call at a time, streamed, with failures sorted into what the turn can do.
+
+- ``ModelError``: the call failed before producing anything usable and retrying now will not
+  help (the SDK already retried 429/5xx/timeouts ``max_retries`` times). The turn fails.
+- ``ChainLost``: the server no longer knows our ``previous_response_id`` (or refuses the
+  replacement input). The turn can start a fresh working context instead.
+- ``StreamBroken``: the stream started and then broke (dropped connection, silence past the
+  timeout, ``response.failed``, an in-stream ``error`` event in either shape). Sending the
+  same request again is safe: a failed response never becomes the chain head.
+
+The SDK parses leniently, so everything here dispatches on ``.type`` strings, never classes.
+"""
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import openai
+from openai import AsyncOpenAI
+
+log = logging.getLogger(__name__)
+
+# In-stream failure codes that a second attempt cannot fix.
+FINAL_STREAM_CODES = frozenset({"invalid_prompt", "content_filter", "invalid_request_error", "context_length_exceeded"})
+QUOTA_CODES = frozenset({"insufficient_quota", "credit_balance_exhausted", "project_spend_limit_exceeded"})
+CHAIN_CODES = frozenset({"previous_response_not_found", "invalid_encrypted_content"})
+
+
+class ModelError(Exception):
+    """A failure the user is told about: ``code`` is stable, ``message`` is for people."""
+
+    def __init__(self, code: str, message: str, *, retryable: bool = False, detail: str = "") -> None:
+        super().__init__(f"{code}: {message}" + (f" ({detail})" if detail else ""))
+        self.code = code
+        self.message = message
+        self.retryable = retryable
+        self.detail = detail
+
+
+class ChainLost(ModelError):
+    pass
+
+
+class StreamBroken(ModelError):
+    def __init__(self, code: str, message: str, *, final: bool = False, detail: str = "") -> None:
+        super().__init__(code, message, retryable=True, detail=detail)
+        self.final = final
+
+
+@dataclass(frozen=True)
+class FunctionCall:
+    call_id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class TokenUsage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    cached_tokens: int = 0
+
+
+@dataclass
+class ModelResult:
+    response_id: str
+    status: str
+    text: str
+    calls: list[FunctionCall] = field(default_factory=list)
+    compactions: int = 0
+    usage: TokenUsage | None = None
+
+
+DeltaSink = Callable[[str], Awaitable[None]]
+FlagSink = Callable[[bool], Awaitable[None]]
+
+
+async def stream_response(
+    client: AsyncOpenAI,
+    request: dict[str, Any],
+    *,
+    on_delta: DeltaSink,
+    on_compacting: FlagSink | None = None,
+) -> ModelResult:
+    """Run one streamed ``responses.create`` to its terminal event."""
+    try:
+        stream = await client.responses.create(**request, stream=True)
+    except openai.APIStatusError as exc:
+        raise classify_status(exc) from exc
+    except openai.APITimeoutError as exc:
+        raise ModelError("model_timeout", "The model took too long to answer. Please try again.") from exc
+    except openai.APIConnectionError as exc:
+        raise ModelError("model_unreachable", "The model service could not be reached. Please try again.") from exc
+    final: Any = None
+    try:
+        async for event in stream:
+            kind = getattr(event, "type", "")
+            if kind == "response.output_text.delta":
+                if event.delta:
+                    await on_delta(event.delta)
+            elif kind in ("response.output_item.added", "response.output_item.done"):
+                if on_compacting and getattr(event.item, "type", "") == "compaction":
+                    await on_compacting(kind.endswith("added"))
+            elif kind in ("response.completed", "response.incomplete"):
+                final = event.response
+            elif kind == "response.failed":
+                error = getattr(event.response, "error", None)
+                raise _broken(getattr(error, "code", None), getattr(error, "message", None))
+            elif kind == "error":
+                raise _broken(getattr(event, "code", None), getattr(event, "message", None))
+    except ModelError:
+        raise
+    except openai.APITimeoutError as exc:
+        raise StreamBroken("stream_timeout", "The model went silent while answering.", detail=repr(exc)) from exc
+    except openai.APIConnectionError as exc:
+        raise StreamBroken(
+            "stream_dropped", "The connection to the model broke while it was answering.", detail=repr(exc)
+        ) from exc
+    except openai.APIError as exc:  # an in-stream error event with a top-level "error" object
+        raise _broken(getattr(exc, "code", None), str(exc.message)) from exc
+    except Exception as exc:  # dropped connection, read timeout, garbage on the wire
+        raise StreamBroken(
+            "stream_dropped", "The connection to the model broke while it was answering.", detail=repr(exc)
+        ) from exc
+    finally:
+        try:
+            await stream.close()
+        except Exception as exc:
+            log.debug("closing the stream: %r", exc)
+    if final is None:
+        raise StreamBroken("stream_dropped", "The model's answer stream ended before it was complete.")
+    return parse_response(final)
+
+
+def parse_response(response: Any) -> ModelResult:
+    texts: list[str] = []
+    calls: list[FunctionCall] = []
+    compactions = 0
+    for item in getattr(response, "output", None) or []:
+        kind = getattr(item, "type", "")
+        if kind == "message" and getattr(item, "role", "assistant") == "assistant":
+            for part in getattr(item, "content", None) or []:
+                part_type = getattr(part, "type", "")
+                if part_type == "output_text":
+                    texts.append(getattr(part, "text", "") or "")
+                elif part_type == "refusal":
+                    texts.append(getattr(part, "refusal", "") or "")
+        elif kind == "function_call":
+            calls.append(FunctionCall(item.call_id, item.name, getattr(item, "arguments", "") or "{}"))
+        elif kind == "compaction":
+            compactions += 1
+    return ModelResult(
+        response_id=response.id,
+        status=getattr(response, "status", None) or "completed",
+        text="".join(texts),
+        calls=calls,
+        compactions=compactions,
+        usage=parse_usage(getattr(response, "usage", None)),
+    )
+
+
+def parse_usage(usage: Any) -> TokenUsage | None:
+    if usage is None:
+        return None
+    details = getattr(usage, "input_tokens_details", None)
+    return TokenUsage(
+        input_tokens=int(getattr(usage, "input_tokens", 0) or 0),
+        output_tokens=int(getattr(usage, "output_tokens", 0) or 0),
+        total_tokens=int(getattr(usage, "total_tokens", 0) or 0),
+        cached_tokens=int(getattr(details, "cached_tokens", 0) or 0) if details is not None else 0,
+    )
+
+
+def classify_status(exc: openai.APIStatusError) -> ModelError:
+    """An HTTP error the SDK gave up on, as something a person can read."""
+    status = exc.status_code
+    code = str(getattr(exc, "code", None) or "")
+    err_type = str(getattr(exc, "type", None) or "")
+    detail = f"HTTP {status} {code or err_type}: {exc.message}"
+    if code in CHAIN_CODES:
+        return ChainLost(code, "The model no longer has this conversation's context.", detail=detail)
+    if status == 429:
+        if err_type == "insufficient_quota" or code in QUOTA_CODES:
+            return ModelError("quota_exceeded", "The model account is out of quota.", detail=detail)
+        return ModelError(
+            "rate_limited", "The model service is busy (rate limited). Please try again in a moment.",
+            retryable=True, detail=detail,
+        )
+    if status >= 500:
+        return ModelError(
+            "model_unavailable", "The model service had an error. Please try again.", retryable=True, detail=detail
+        )
+    if status in (401, 403):
+        return ModelError("model_auth", "The model service refused our credentials.", detail=detail)
+    if status == 404:
+        return ModelError("model_not_found", "The configured model is not available.", detail=detail)
+    return ModelError("model_rejected", f"The model service rejected the request: {exc.message}", detail=detail)
+
+
+def _broken(code: str | None, message: str | None) -> StreamBroken:
+    code = code or "server_error"
+    text = "The model failed while answering."
+    return StreamBroken(f"stream_{code}", text, final=code in FINAL_STREAM_CODES, detail=message or "")
+
+
+async def compact(
+    client: AsyncOpenAI,
+    *,
+    model: str,
+    instructions: str,
+    previous_response_id: str | None = None,
+    input_items: list[dict[str, Any]] | None = None,
+) -> tuple[list[dict[str, Any]], TokenUsage | None]:
+    """The standalone compaction endpoint: the replacement input for the next turn, and its usage."""
+    kwargs: dict[str, Any] = {"model": model, "instructions": instructions}
+    if previous_response_id:
+        kwargs["previous_response_id"] = previous_response_id
+    else:
+        kwargs["input"] = input_items or []
+    try:
+        result = await client.responses.compact(**kwargs)
+    except openai.APIStatusError as exc:
+        raise classify_status(exc) from exc
+    except openai.APITimeoutError as exc:
+        raise ModelError("model_timeout", "Compaction took too long.") from exc
+    except openai.APIConnectionError as exc:
+        raise ModelError("model_unreachable", "The model service could not be reached.") from exc
+    # Plain dicts, as returned: the SDK types user messages loosely (openai-wire.md 6.4).
+    items = [_as_input_item(item) for item in result.output or []]
+    return items, parse_usage(getattr(result, "usage", None))
+
+
+def _as_input_item(item: Any) -> dict[str, Any]:
+    if isinstance(item, dict):
+        return item
+    return dict(item.to_dict(mode="json", exclude_none=True))

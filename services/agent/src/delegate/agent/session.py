@@ -1,0 +1,84 @@
+"""The singleton session's working state, and how it is re-derived from the ledger.
+
+Nothing here is authoritative: at start and after every takeover the leader rebuilds it from
+``ledger.cmd.resume`` (after the ledger has caught up with its stream), so a crash can neither
+duplicate a conversation or span nor resurrect a chain that was cleared.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from delegate.contracts.events import Channel, Event, SpanType
+from delegate.contracts.messages import ResumeState
+from delegate.runtime.working_context import RESPONSES_CHANNELS
+
+
+@dataclass(frozen=True)
+class SpanRef:
+    id: str
+    type: SpanType
+    channel: Channel
+
+
+@dataclass
+class Session:
+    conversation_id: str | None = None
+    span: SpanRef | None = None
+    # Where the next turn continues: a Responses id, or the replacement input of a manual
+    # compaction (then no previous_response_id), or neither (a fresh working context).
+    chain_id: str | None = None
+    replacement: list[dict[str, Any]] | None = None
+    capsule: Event | None = None
+    input_tokens: int = 0
+    last_compacted_at: datetime | None = None
+
+    def clear_chain(self) -> None:
+        self.chain_id = None
+        self.replacement = None
+
+
+def newest_assistant(resume: ResumeState) -> Event | None:
+    if resume.last_assistant is not None:
+        return resume.last_assistant
+    answers = [e for e in resume.recent_turns if e.kind == "message" and e.role == "assistant"]
+    return max(answers, key=lambda e: e.seq or 0, default=None)
+
+
+def session_from_resume(resume: ResumeState) -> Session:
+    """The session a new leader continues, as the ledger remembers it."""
+    session = Session()
+    if resume.capsule is not None and resume.capsule.kind == "context.capsule":
+        session.capsule = resume.capsule
+    if resume.last_compacted is not None:
+        session.last_compacted_at = resume.last_compacted.ts
+    if resume.conversation_id is None:
+        return session  # no open conversation: the next input opens one, from a fresh context
+    session.conversation_id = resume.conversation_id
+    opened = resume.open_span
+    if opened is not None and opened.span_id:
+        span_type = opened.payload.get("type", "interaction")
+        session.span = SpanRef(opened.span_id, span_type, opened.channel)
+    if resume.last_usage is not None:
+        session.input_tokens = int(resume.last_usage.payload.get("input_tokens") or 0)
+
+    chain_seq = 0
+    answer = newest_assistant(resume)
+    if answer is not None:
+        chain_seq = answer.seq or 0
+        # A voice answer means a Realtime session ran since: it cleared the chain.
+        if answer.channel in RESPONSES_CHANNELS:
+            session.chain_id = answer.payload.get("response_id") or None
+    else:
+        session.chain_id = resume.last_response_id
+
+    compacted = resume.last_compacted
+    if compacted is not None:
+        payload = compacted.payload
+        if payload.get("trigger") == "manual" and (compacted.seq or 0) > chain_seq:
+            # Compact now replaced the chain and no turn has succeeded since.
+            session.chain_id = None
+            session.replacement = payload.get("replacement_input") or None
+            if payload.get("input_tokens_after") is not None:
+                session.input_tokens = int(payload["input_tokens_after"])
+    return session

@@ -1,0 +1,23 @@
+"""The agent's one settings class; env var names as in interfaces.md, agent-only ones prefixed."""
+
+from delegate.runtime.settings import ServiceSettings
+
+
+class Settings(ServiceSettings):
+    # The official SDK reads OPENAI_API_KEY and OPENAI_BASE_URL itself.
+    openai_model: str = "gpt-5.5"  # OPENAI_MODEL
+    openai_max_retries: int = 2  # OPENAI_MAX_RETRIES: the SDK's own retries before any stream output
+    openai_timeout: float = 90.0  # OPENAI_TIMEOUT: seconds, also the longest silence inside a stream
+    compact_threshold: int = 200_000  # COMPACT_THRESHOLD: input tokens at which compaction triggers
+    capsule_threshold: float = 0.6  # CAPSULE_THRESHOLD: shown in logs; the inner plane acts on it
+    delegate_offline_model: bool = False  # DELEGATE_OFFLINE_MODEL: the offline stand-in answers
+
+    agent_stream_retries: int = 1  # AGENT_STREAM_RETRIES: whole-request retries after a broken stream
+    agent_max_tool_rounds: int = 8  # AGENT_MAX_TOOL_ROUNDS: tool continuations in one turn
+    agent_turn_timeout: float = 600.0  # AGENT_TURN_TIMEOUT: a turn still running after this fails
+    agent_recent_turns: int = 20  # AGENT_RECENT_TURNS: verbatim turns in a fresh working context
+    agent_recent_chars: int = 16_000  # AGENT_RECENT_CHARS: their character budget
+    agent_ack_wait: float = 10.0  # AGENT_ACK_WAIT: a dead leader's input is redelivered after this
+    agent_max_deliver: int = 30  # AGENT_MAX_DELIVER: deliveries before an input ends as turn.failed
+    agent_lease_ttl: float = 3.0  # AGENT_LEASE_TTL: a standby takes over this long after the leader dies
+    agent_lease_renew: float = 1.0  # AGENT_LEASE_RENEW: how often the leader renews the lease

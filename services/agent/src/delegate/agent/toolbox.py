@@ -1,0 +1,136 @@
+"""The agent's use of the tool registry (``delegate.agent.tools``), through its public interface only.
+
+The registry validates arguments, applies per-agent policy and timeouts, and publishes the
+``tool.call`` / ``tool.result`` events itself. A configuration file the registry cannot read
+stops the agent with an error naming the file and line (the owner must fix it, and a
+silently tool-less assistant would hide the mistake). Any other start failure leaves the
+agent running without tools, answering a stray function call with an ``unknown_tool``
+result (recorded here, so the timeline stays complete).
+"""
+
+import json
+import logging
+from typing import Any
+
+from delegate.contracts.events import ToolCall, ToolResult, make_event
+from delegate.contracts.messages import ToolCallReply, ToolCallRequest
+from delegate.runtime.bus import Bus
+
+from .ledger import Ledger
+from .model import FunctionCall
+from .settings import Settings
+from .tools import ConfigError, ToolRegistry
+
+log = logging.getLogger(__name__)
+
+AGENT_NAME = "base"
+
+
+class Toolbox:
+    def __init__(self, registry: ToolRegistry | None, ledger: Ledger) -> None:
+        self.registry = registry
+        self.ledger = ledger
+
+    @classmethod
+    async def start(cls, settings: Settings, bus: Bus, ledger: Ledger) -> "Toolbox":
+        registry: ToolRegistry | None = ToolRegistry(settings.runtime_data_dir, bus)
+        try:
+            await registry.start()
+        except ConfigError as exc:
+            log.critical("cannot start: %s", exc)
+            raise SystemExit(2) from None
+        except Exception:
+            log.exception("tool registry failed to start: running without tools")
+            registry = None
+        return cls(registry, ledger)
+
+    async def serve(self, bus: Bus) -> None:
+        """Answer ``tools.cmd.*`` on this connection (the leader's), if there is a registry."""
+        if self.registry is not None:
+            await self.registry.serve(bus)
+
+    def definitions(self) -> list[dict[str, Any]]:
+        if self.registry is None:
+            return []
+        try:
+            return list(self.registry.openai_tools(agent=AGENT_NAME))
+        except Exception:
+            log.exception("listing tools failed: this request offers none")
+            return []
+
+    async def run(
+        self,
+        call: FunctionCall,
+        *,
+        conversation_id: str | None,
+        span_id: str | None,
+        channel: Any,
+        parent_id: str,
+    ) -> dict[str, Any]:
+        """Run one function call; always returns its ``function_call_output`` item."""
+        try:
+            parsed = json.loads(call.arguments or "{}")
+            arguments = parsed if isinstance(parsed, dict) else {"value": parsed}
+            bad_json = None
+        except json.JSONDecodeError as exc:
+            arguments, bad_json = {}, str(exc)
+        request = ToolCallRequest(
+            agent=AGENT_NAME,
+            name=call.name,
+            arguments=arguments,
+            call_id=call.call_id,
+            conversation_id=conversation_id,
+            span_id=span_id,
+            channel=channel,
+            parent_id=parent_id,
+        )
+        if bad_json is not None:
+            reply = ToolCallReply(
+                ok=False, output=f"arguments are not valid JSON: {bad_json}", error_code="invalid_arguments"
+            )
+            await self._record(request, reply)
+        elif self.registry is None:
+            reply = ToolCallReply(
+                ok=False, output=f"no tool named {call.name!r} is available", error_code="unknown_tool"
+            )
+            await self._record(request, reply)
+        else:
+            try:
+                reply = await self.registry.call(request)
+            except Exception as exc:
+                log.exception("tool %s crashed", call.name)
+                reply = ToolCallReply(ok=False, output=f"the tool failed: {exc!r}"[:2000], error_code="failed")
+                await self._record(request, reply)
+        if reply.ok:
+            output = reply.output
+        else:
+            output = json.dumps({"error": reply.error_code or "failed", "message": reply.output})
+        return {"type": "function_call_output", "call_id": call.call_id, "output": output}
+
+    async def _record(self, request: ToolCallRequest, reply: ToolCallReply) -> None:
+        """Events for calls that never reached the registry (it records its own)."""
+        common = {
+            "conversation_id": request.conversation_id,
+            "span_id": request.span_id,
+            "channel": request.channel,
+            "parent_id": request.parent_id,
+        }
+        await self.ledger.append(
+            make_event(ToolCall(call_id=request.call_id, name=request.name, arguments=request.arguments), **common)
+        )
+        await self.ledger.append(
+            make_event(
+                ToolResult(
+                    call_id=request.call_id, name=request.name, ok=reply.ok, output=reply.output,
+                    error_code=reply.error_code,
+                ),
+                **common,
+            )
+        )
+
+    async def aclose(self) -> None:
+        if self.registry is not None:
+            try:
+                await self.registry.aclose()
+            except Exception:
+                log.exception("closing the tool registry")

@@ -1,0 +1,95 @@
+"""`make run`'s launcher on a bare machine: private NATS, offline stand-in, every service."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from delegate.runtime.procs import free_port
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def _children(pid: int) -> dict[int, str]:
+    """Direct children of ``pid`` with their command lines, read from /proc."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            if ppid == pid:
+                found[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
+def _wait(predicate, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _ready(base: str) -> bool:
+    try:
+        return httpx.get(f"{base}/readyz", timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def test_launcher_runs_the_whole_system_offline_and_stops_on_ctrl_c(tmp_path: Path) -> None:
+    port = free_port()
+    token = "launcher-test-token"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "NATS_", "TWILIO_", "IMAP_", "SMTP_"))}
+    env.update(RUNTIME_DATA_DIR=str(tmp_path / "rt"), DELEGATE_PORT=str(port), DELEGATE_TOKEN=token)
+    log = open(tmp_path / "launch.log", "wb")  # noqa: SIM115
+    proc = subprocess.Popen([sys.executable, "-m", "delegate.runtime.launch"], env=env, stdout=log, stderr=log)
+    base = f"http://127.0.0.1:{port}"
+    auth = {"Authorization": f"Bearer {token}"}
+    try:
+        _wait(lambda: _ready(base), 90, "/readyz 200")
+        state = httpx.get(f"{base}/api/state", headers=auth, timeout=5).json()
+        assert state["offline_model"] is True
+
+        sent = httpx.post(f"{base}/api/messages", headers=auth, json={"text": "hello launcher", "client_msg_id": "m1"})
+        assert sent.status_code == 202
+
+        def answered() -> bool:
+            events = httpx.get(f"{base}/api/timeline", headers=auth, timeout=5).json()["events"]
+            return any(e["kind"] == "message" and e["role"] == "assistant" for e in events)
+
+        _wait(answered, 60, "an assistant answer from the offline stand-in")
+        events = httpx.get(f"{base}/api/timeline", headers=auth).json()["events"]
+        answer = next(e for e in events if e["kind"] == "message" and e["role"] == "assistant")
+        assert "hello launcher" in answer["payload"]["text"]
+
+        # A service that dies is restarted by the supervisor.
+        ledger = [pid for pid, cmd in _children(proc.pid).items() if "delegate.ledger" in cmd]
+        assert len(ledger) == 1
+        os.kill(ledger[0], signal.SIGKILL)
+        _wait(lambda: any("delegate.ledger" in c and p != ledger[0] for p, c in _children(proc.pid).items()),
+              30, "the ledger to be restarted")
+        _wait(lambda: _ready(base), 60, "/readyz after the restart")
+
+        children = _children(proc.pid)
+        assert any("nats-server" in cmd for cmd in children.values())
+        assert any("delegate.openai_standin" in cmd for cmd in children.values())
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(60) == 0
+        for pid in children:
+            assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        log.close()
