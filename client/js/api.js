@@ -1,0 +1,40 @@
+// The gateway's HTTP API. The HttpOnly session cookie authenticates every call; the
+// token itself is only ever sent once, in the sign-in request body.
+
+/** A non-2xx answer. The gateway's error body is {"error": {"code", "message"}, …extra}. */
+export class HttpError extends Error {
+  constructor(status, body) {
+    const err = (body && typeof body.error === "object" && body.error) || {};
+    super(err.message || `HTTP ${status}`);
+    this.status = status;
+    this.body = body;
+    this.code = err.code || null;
+  }
+}
+
+async function request(method, path, body) {
+  const init = { method, credentials: "same-origin", cache: "no-store", headers: { Accept: "application/json" } };
+  if (body !== undefined) {
+    init.headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  const res = await fetch(path, init);
+  let data = null;
+  try {
+    data = await res.json();
+  } catch {
+    data = null;
+  }
+  if (!res.ok) throw new HttpError(res.status, data);
+  return data;
+}
+
+export const api = {
+  state: () => request("GET", "/api/state"),
+  timeline: (before) => request("GET", before ? `/api/timeline?before=${encodeURIComponent(before)}` : "/api/timeline"),
+  signIn: (token) => request("POST", "/api/session", { token }),
+  signOut: () => request("DELETE", "/api/session"),
+  send: (text, clientMsgId) => request("POST", "/api/messages", { text, client_msg_id: clientMsgId }),
+  compact: () => request("POST", "/api/compact"),
+  endConversation: () => request("POST", "/api/conversation/end"),
+};

@@ -1,0 +1,217 @@
+// The /chat WebSocket: hello → replay → ready → live, and reconnection with backoff.
+//
+// Status values: "connecting" (first attempt), "live" (replay done), "reconnecting"
+// (dropped; a retry is scheduled or running), "signed-out" (4401: the session is gone),
+// "stopped" (we closed it on purpose).
+
+export const CLOSE_UNAUTHORIZED = 4401;
+export const CLOSE_RESYNC = 4408;
+
+/**
+ * Exponential backoff with jitter: attempt 0 → ~base, doubling up to `max`.
+ * Half the delay is fixed and half random, so many tabs do not retry in lockstep.
+ */
+export function backoffDelay(attempt, { base = 500, max = 15000, random = Math.random } = {}) {
+  const ceiling = Math.min(max, base * 2 ** Math.max(0, attempt));
+  return Math.round(ceiling / 2 + random() * (ceiling / 2));
+}
+
+export class ChatConnection {
+  /**
+   * @param {object} opts
+   * @param {string} opts.url             ws(s)://host/chat
+   * @param {() => number} opts.afterSeq  the highest committed seq the page holds
+   * @param {(frame: object) => void} opts.onFrame
+   * @param {(status: string) => void} opts.onStatus
+   * @param {() => Promise<boolean>} [opts.checkSignedIn]  asked after repeated failures
+   */
+  constructor(opts) {
+    this.url = opts.url;
+    this.afterSeq = opts.afterSeq;
+    this.onFrame = opts.onFrame;
+    this.onStatus = opts.onStatus || (() => {});
+    this.checkSignedIn = opts.checkSignedIn || null;
+    this.WebSocket = opts.WebSocket || globalThis.WebSocket;
+    this.timers = opts.timers || { setTimeout: (f, ms) => setTimeout(f, ms), clearTimeout: (t) => clearTimeout(t) };
+    this.random = opts.random || Math.random;
+    this.pingEvery = opts.pingEvery ?? 20000;
+    this.silenceLimit = opts.silenceLimit ?? 45000;
+    this.ws = null;
+    this.status = "stopped";
+    this.attempt = 0;
+    this.retryTimer = null;
+    this.pingTimer = null;
+    this.lastFrameAt = 0;
+    this.stopped = true;
+  }
+
+  start() {
+    this.stopped = false;
+    this.attempt = 0;
+    this._open();
+  }
+
+  stop() {
+    this.stopped = true;
+    this._clearTimers();
+    if (this.ws) {
+      const ws = this.ws;
+      this.ws = null;
+      try {
+        ws.close(1000, "bye");
+      } catch {
+        /* already closed */
+      }
+    }
+    this._setStatus("stopped");
+  }
+
+  /** Send a frame now if the socket is open; false means the caller must fall back. */
+  send(frame) {
+    if (!this.ws || this.ws.readyState !== 1) return false;
+    try {
+      this.ws.send(JSON.stringify(frame));
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  /** Reconnect at once (e.g. the browser came back online). */
+  reconnectNow() {
+    if (this.stopped || this.status === "live" || this.status === "signed-out") return;
+    this._clearTimers();
+    this._dropSocket();
+    this._open();
+  }
+
+  _setStatus(status) {
+    if (this.status === status) return;
+    this.status = status;
+    this.onStatus(status);
+  }
+
+  _clearTimers() {
+    if (this.retryTimer !== null) this.timers.clearTimeout(this.retryTimer);
+    if (this.pingTimer !== null) this.timers.clearTimeout(this.pingTimer);
+    this.retryTimer = null;
+    this.pingTimer = null;
+  }
+
+  _dropSocket() {
+    const ws = this.ws;
+    this.ws = null;
+    if (ws) {
+      ws.onopen = ws.onmessage = ws.onclose = ws.onerror = null;
+      try {
+        ws.close();
+      } catch {
+        /* never opened */
+      }
+    }
+  }
+
+  _open() {
+    this._setStatus(this.attempt === 0 && this.status !== "reconnecting" ? "connecting" : "reconnecting");
+    let ws;
+    try {
+      ws = new this.WebSocket(this.url);
+    } catch {
+      this._scheduleRetry();
+      return;
+    }
+    this.ws = ws;
+    ws.onopen = () => {
+      if (this.ws !== ws) return;
+      this.lastFrameAt = Date.now();
+      // Every (re)connect asks for exactly what this page has not seen.
+      ws.send(JSON.stringify({ type: "hello", after_seq: this.afterSeq() }));
+      this._armPing();
+    };
+    ws.onmessage = (msg) => {
+      if (this.ws !== ws) return;
+      this.lastFrameAt = Date.now();
+      let frame;
+      try {
+        frame = JSON.parse(msg.data);
+      } catch {
+        return;
+      }
+      if (!frame || typeof frame !== "object") return;
+      if (frame.type === "pong") return;
+      if (frame.type === "resync") {
+        // The server dropped frames for us: start over from our highest seq.
+        this._dropSocket();
+        this._setStatus("reconnecting");
+        this._scheduleRetry(true);
+        return;
+      }
+      if (frame.type === "ready") {
+        this.attempt = 0;
+        this._setStatus("live");
+      }
+      this.onFrame(frame);
+    };
+    ws.onclose = (ev) => {
+      if (this.ws !== ws) return;
+      this.ws = null;
+      this._clearTimers();
+      if (this.stopped) return;
+      if (ev && ev.code === CLOSE_UNAUTHORIZED) {
+        this.stopped = true;
+        this._setStatus("signed-out");
+        return;
+      }
+      this._setStatus("reconnecting");
+      this._scheduleRetry(ev && ev.code === CLOSE_RESYNC);
+    };
+    ws.onerror = () => {
+      /* onclose follows and decides */
+    };
+  }
+
+  _armPing() {
+    if (this.pingTimer !== null) this.timers.clearTimeout(this.pingTimer);
+    this.pingTimer = this.timers.setTimeout(() => {
+      this.pingTimer = null;
+      if (!this.ws) return;
+      if (Date.now() - this.lastFrameAt > this.silenceLimit) {
+        // A half-open connection: nothing came back for too long.
+        this._dropSocket();
+        this._setStatus("reconnecting");
+        this._scheduleRetry();
+        return;
+      }
+      this.send({ type: "ping" });
+      this._armPing();
+    }, this.pingEvery);
+  }
+
+  _scheduleRetry(soon = false) {
+    if (this.stopped) return;
+    const delay = soon ? backoffDelay(0, { base: 200, random: this.random }) : backoffDelay(this.attempt, { random: this.random });
+    this.attempt += 1;
+    const attempt = this.attempt;
+    if (this.retryTimer !== null) this.timers.clearTimeout(this.retryTimer);
+    this.retryTimer = this.timers.setTimeout(async () => {
+      this.retryTimer = null;
+      if (this.stopped) return;
+      // A rejected handshake looks like a plain drop: after a few, ask whether we are still signed in.
+      if (attempt >= 3 && this.checkSignedIn) {
+        let ok = true;
+        try {
+          ok = await this.checkSignedIn();
+        } catch {
+          ok = true; // the network is down: keep retrying
+        }
+        if (this.stopped) return;
+        if (!ok) {
+          this.stopped = true;
+          this._setStatus("signed-out");
+          return;
+        }
+      }
+      this._open();
+    }, delay);
+  }
+}

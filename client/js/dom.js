@@ -1,0 +1,91 @@
+// Tiny DOM helpers: elements from tag + attributes + children, text only through textContent.
+
+const SVG_NS = "http://www.w3.org/2000/svg";
+
+/** h("div", {class: "x", "aria-label": "y"}, child, "text") — strings become text nodes. */
+export function h(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === null || value === undefined || value === false) continue;
+    if (key === "class") node.className = value;
+    else if (key === "text") node.textContent = value;
+    else if (key.startsWith("on") && typeof value === "function") node.addEventListener(key.slice(2), value);
+    else node.setAttribute(key, value === true ? "" : String(value));
+  }
+  append(node, children);
+  return node;
+}
+
+export function append(node, children) {
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    node.appendChild(typeof child === "string" ? document.createTextNode(child) : child);
+  }
+  return node;
+}
+
+/** Set text only when it changed, so re-renders do not disturb selection or screen readers. */
+export function setText(node, text) {
+  if (node.textContent !== text) node.textContent = text;
+}
+
+// 24×24 stroke icons (our own simple paths).
+const ICONS = {
+  text: ["M4 5h16v11H8l-4 4z"],
+  mic: ["M12 3a3 3 0 0 1 3 3v6a3 3 0 0 1-6 0V6a3 3 0 0 1 3-3z", "M5 11a7 7 0 0 0 14 0", "M12 18v3"],
+  phone: [
+    "M5 4h4l2 5-2.5 1.5a11 11 0 0 0 5 5L15 13l5 2v4a2 2 0 0 1-2 2A16 16 0 0 1 3 6a2 2 0 0 1 2-2z",
+  ],
+  sms: ["M4 5h16v11H8l-4 4z", "M8 10h.01", "M12 10h.01", "M16 10h.01"],
+  mail: ["M3 6h18v12H3z", "M3 7l9 6 9-6"],
+  inner: ["M12 3l2.5 6.5L21 12l-6.5 2.5L12 21l-2.5-6.5L3 12l6.5-2.5z"],
+  chevron: ["M9 6l6 6-6 6"],
+  alert: ["M12 4l9 16H3z", "M12 10v4", "M12 17h.01"],
+  spark: ["M12 4v4", "M12 16v4", "M4 12h4", "M16 12h4"],
+  send: ["M4 12l16-8-6 16-3-7z"],
+  compact: ["M4 8h16", "M7 12h10", "M10 16h4"],
+  end: ["M6 6l12 12", "M18 6L6 18"],
+  out: ["M15 4h4v16h-4", "M10 8l-4 4 4 4", "M6 12h10"],
+  capsule: ["M8 4h8a4 4 0 0 1 0 8H8a4 4 0 0 1 0-8z", "M12 4v8", "M6 16h12", "M8 20h8"],
+};
+
+export function icon(name, className = "icon") {
+  const svg = document.createElementNS(SVG_NS, "svg");
+  svg.setAttribute("viewBox", "0 0 24 24");
+  svg.setAttribute("class", className);
+  svg.setAttribute("aria-hidden", "true");
+  svg.setAttribute("focusable", "false");
+  for (const d of ICONS[name] || ICONS.text) {
+    const path = document.createElementNS(SVG_NS, "path");
+    path.setAttribute("d", d);
+    svg.appendChild(path);
+  }
+  return svg;
+}
+
+/**
+ * Make `parent`'s children match `items` (by key) in order, reusing nodes.
+ * `nodes` is the key → node map for this parent; `make(item)` builds, `update(node, item)` refreshes.
+ */
+export function reconcile(parent, nodes, items, make, update) {
+  const keep = new Set();
+  let ref = parent.firstChild;
+  for (const item of items) {
+    keep.add(item.key);
+    let node = nodes.get(item.key);
+    if (!node) {
+      node = make(item);
+      nodes.set(item.key, node);
+    } else if (update) {
+      update(node, item);
+    }
+    if (node === ref) ref = ref.nextSibling;
+    else parent.insertBefore(node, ref);
+  }
+  for (const [key, node] of nodes) {
+    if (!keep.has(key)) {
+      node.remove();
+      nodes.delete(key);
+    }
+  }
+}

@@ -1,0 +1,329 @@
+// The relationship timeline, rebuilt from ledger events: pure data, no DOM, no network.
+//
+// Everything the page shows is derived from four inputs: committed events (deduplicated
+// by id, ordered by (ts, id)), streaming deltas (by turn id and attempt), optimistic
+// pending messages (by client_msg_id) and the history cursor. `buildView` turns them
+// into render blocks; the DOM layer only reconciles those blocks by key.
+
+/** Kinds shown as Inner Plane activity: collapsed, never styled like a message. */
+export const INNER_KINDS = new Set([
+  "context.usage",
+  "context.compacted",
+  "context.capsule",
+  "memory.retrieved",
+  "memory.extracted",
+  "tool.call",
+  "tool.result",
+  "inner.signal",
+  "checkpoint",
+  "activation.outcome",
+]);
+
+export function isInnerKind(kind) {
+  return INNER_KINDS.has(kind) || (typeof kind === "string" && kind.startsWith("task."));
+}
+
+/** Kinds that structure the timeline but are not items of their own. */
+const STRUCTURAL_KINDS = new Set(["conversation.opened", "span.opened", "span.closed"]);
+
+const FIXED_TS = /^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})(?:\.(\d{1,9}))?Z$/;
+
+/**
+ * A string that sorts like the timestamp, to the microsecond.
+ * The ledger writes fixed-width UTC text ("…:59.123456Z"); anything else is normalised.
+ */
+export function tsKey(ts) {
+  if (typeof ts !== "string") return "";
+  const m = FIXED_TS.exec(ts);
+  if (m) return `${m[1]}.${(m[2] || "").padEnd(6, "0").slice(0, 6)}`;
+  const ms = Date.parse(ts);
+  if (Number.isNaN(ms)) return "";
+  const micro = /\.(\d{1,9})/.exec(ts);
+  const iso = new Date(ms).toISOString(); // "YYYY-MM-DDTHH:MM:SS.mmmZ"
+  const frac = micro ? micro[1].padEnd(6, "0").slice(0, 6) : iso.slice(20, 23) + "000";
+  return `${iso.slice(0, 19)}.${frac}`;
+}
+
+/** Timeline order: (ts, id). */
+export function compareEvents(a, b) {
+  const ka = tsKey(a.ts);
+  const kb = tsKey(b.ts);
+  if (ka !== kb) return ka < kb ? -1 : 1;
+  if (a.id === b.id) return 0;
+  return a.id < b.id ? -1 : 1;
+}
+
+export function createTimeline() {
+  return {
+    byId: new Map(), // event id -> event
+    order: [], // events by (ts, id)
+    maxSeq: 0, // the highest commit seq seen: what `hello.after_seq` asks after
+    cursor: null, // cursor of the oldest loaded page, null when nothing is older
+    hasOlder: false,
+    hydrated: false,
+    streams: new Map(), // turn id -> {turn_id, attempt, parts, text}
+    finishedTurns: new Set(), // turn ids answered (assistant message) or failed
+    pending: new Map(), // client_msg_id -> {client_msg_id, text, ts, status, event_id}
+    clientIds: new Set(), // client_msg_ids already committed (a late ack must not resurrect a bubble)
+  };
+}
+
+function isEvent(ev) {
+  return ev && typeof ev === "object" && typeof ev.id === "string" && ev.id && typeof ev.kind === "string";
+}
+
+/**
+ * Add committed events (a page, a replay or one live event). Duplicates by id are ignored.
+ * Returns the events that were new, in timeline order.
+ */
+export function addEvents(tl, events) {
+  const fresh = [];
+  for (const ev of events || []) {
+    if (!isEvent(ev) || tl.byId.has(ev.id)) continue;
+    tl.byId.set(ev.id, ev);
+    fresh.push(ev);
+    if (Number.isInteger(ev.seq) && ev.seq > tl.maxSeq) tl.maxSeq = ev.seq;
+    settle(tl, ev);
+  }
+  if (fresh.length === 0) return fresh;
+  fresh.sort(compareEvents);
+  const last = tl.order[tl.order.length - 1];
+  if (!last || compareEvents(last, fresh[0]) < 0) {
+    // The common live case: everything new is newer than what we hold.
+    for (const ev of fresh) tl.order.push(ev);
+  } else {
+    tl.order = mergeSorted(tl.order, fresh);
+  }
+  return fresh;
+}
+
+function mergeSorted(a, b) {
+  const out = new Array(a.length + b.length);
+  let i = 0;
+  let j = 0;
+  let k = 0;
+  while (i < a.length && j < b.length) out[k++] = compareEvents(a[i], b[j]) <= 0 ? a[i++] : b[j++];
+  while (i < a.length) out[k++] = a[i++];
+  while (j < b.length) out[k++] = b[j++];
+  return out;
+}
+
+/** A committed event resolves the optimistic state it stands for. */
+function settle(tl, ev) {
+  if (ev.kind === "message" && ev.role === "user") {
+    const cid = ev.payload && ev.payload.client_msg_id;
+    if (cid) {
+      tl.clientIds.add(cid);
+      tl.pending.delete(cid);
+    }
+    for (const [key, p] of tl.pending) if (p.event_id === ev.id) tl.pending.delete(key);
+  }
+  const answered = (ev.kind === "message" && ev.role === "assistant") || ev.kind === "turn.failed";
+  if (answered && ev.parent_id) {
+    tl.finishedTurns.add(ev.parent_id);
+    tl.streams.delete(ev.parent_id);
+  }
+}
+
+/**
+ * Apply one `delta` frame. A higher attempt replaces the partial text; a lower one, or a
+ * delta for a turn already answered, is ignored. Returns true when the view changed.
+ */
+export function applyDelta(tl, frame) {
+  if (!frame || typeof frame.turn_id !== "string" || typeof frame.text !== "string") return false;
+  if (tl.finishedTurns.has(frame.turn_id)) return false;
+  const attempt = Number.isInteger(frame.attempt) ? frame.attempt : 1;
+  let s = tl.streams.get(frame.turn_id);
+  if (s && attempt < s.attempt) return false;
+  if (!s || attempt > s.attempt) {
+    s = { turn_id: frame.turn_id, attempt, parts: [], text: "" };
+    tl.streams.set(frame.turn_id, s);
+  }
+  if (Number.isInteger(frame.index) && frame.index >= 0) {
+    if (s.parts[frame.index] === frame.text) return false; // a repeated delta
+    s.parts[frame.index] = frame.text;
+  } else {
+    s.parts.push(frame.text);
+  }
+  s.text = s.parts.join("");
+  return true;
+}
+
+/** An optimistic bubble for a message the person just sent. */
+export function addPending(tl, { client_msg_id, text, ts }) {
+  if (tl.clientIds.has(client_msg_id)) return null;
+  const entry = { client_msg_id, text, ts: ts || new Date().toISOString(), status: "sending", event_id: null };
+  tl.pending.set(client_msg_id, entry);
+  return entry;
+}
+
+/** Update a pending bubble (status, or the event id the server gave it). */
+export function updatePending(tl, client_msg_id, patch) {
+  const p = tl.pending.get(client_msg_id);
+  if (!p) return false;
+  Object.assign(p, patch);
+  if (p.event_id && tl.byId.has(p.event_id)) tl.pending.delete(client_msg_id);
+  return true;
+}
+
+/**
+ * Merge a `/api/timeline` page. The first page also sets where "load older" starts; an
+ * older page moves the cursor back. Span groups that straddle pages merge by span id.
+ */
+export function mergePage(tl, page, { older = false } = {}) {
+  const fresh = addEvents(tl, (page && page.events) || []);
+  if (older || !tl.hydrated) {
+    tl.cursor = (page && page.cursor) || null;
+    tl.hasOlder = tl.cursor !== null;
+  }
+  tl.hydrated = true;
+  return fresh;
+}
+
+function spanBlock(id) {
+  return {
+    type: "span",
+    key: `span:${id}`,
+    span_id: id,
+    spanType: null,
+    opened: false, // its span.opened is loaded
+    closed: false,
+    closeReason: null,
+    closeSummary: null,
+    start: null,
+    end: null,
+    items: [],
+    channels: [],
+    messageCount: 0,
+    innerCount: 0,
+    firstText: null,
+  };
+}
+
+function noteSpanEvent(b, ev) {
+  if (!b.start) b.start = ev.ts;
+  b.end = ev.ts;
+  // The channels a span shows are where things were said, not where bookkeeping happened.
+  if (ev.kind === "message" && ev.channel && ev.channel !== "inner" && !b.channels.includes(ev.channel)) {
+    b.channels.push(ev.channel);
+  }
+}
+
+/**
+ * The render blocks, oldest first:
+ *   {type:"span", key, span_id, spanType, closed, start, end, items, summary, …}
+ *   {type:"event", key, event}          an event with no span (e.g. inner.signal between spans)
+ *   {type:"divider", key, event}        conversation.ended: a subtle line, not a wall
+ * Span items are {type:"event"|"stream"|"pending", key, …}. A span sits where its first
+ * loaded event sits; later events of the same span join it (delayed extraction included).
+ */
+export function buildView(tl) {
+  const blocks = [];
+  const spans = new Map();
+  const userMessages = new Map(); // message id -> span block (or null)
+  for (const ev of tl.order) {
+    if (ev.kind === "conversation.opened") continue; // never a "new chat" boundary
+    if (ev.kind === "conversation.ended") {
+      blocks.push({ type: "divider", key: `div:${ev.id}`, event: ev });
+      continue;
+    }
+    if (!ev.span_id) {
+      if (STRUCTURAL_KINDS.has(ev.kind)) continue;
+      blocks.push({ type: "event", key: `ev:${ev.id}`, event: ev });
+      if (ev.kind === "message" && ev.role === "user") userMessages.set(ev.id, null);
+      continue;
+    }
+    let b = spans.get(ev.span_id);
+    if (!b) {
+      b = spanBlock(ev.span_id);
+      spans.set(ev.span_id, b);
+      blocks.push(b);
+    }
+    noteSpanEvent(b, ev);
+    if (ev.kind === "span.opened") {
+      b.opened = true;
+      b.spanType = (ev.payload && ev.payload.type) || null;
+      continue;
+    }
+    if (ev.kind === "span.closed") {
+      b.closed = true;
+      b.closeReason = (ev.payload && ev.payload.reason) || null;
+      b.closeSummary = (ev.payload && ev.payload.summary) || null;
+      continue;
+    }
+    if (ev.kind === "message") {
+      b.messageCount += 1;
+      if (b.firstText === null && ev.payload && typeof ev.payload.text === "string") b.firstText = ev.payload.text;
+      if (ev.role === "user") userMessages.set(ev.id, b);
+    } else if (isInnerKind(ev.kind)) {
+      b.innerCount += 1;
+    }
+    b.items.push({ type: "event", key: `ev:${ev.id}`, event: ev });
+  }
+
+  const tail = blocks[blocks.length - 1];
+  const openTail = tail && tail.type === "span" && !tail.closed ? tail : null;
+  const trailing = []; // top-level optimistic items after every block
+
+  // Pending bubbles: inside the open span at the end (where the commit will land), else after it.
+  const pendingByEventId = new Map();
+  for (const p of tl.pending.values()) {
+    const item = { type: "pending", key: `pending:${p.client_msg_id}`, pending: p };
+    if (p.event_id) pendingByEventId.set(p.event_id, item);
+    (openTail ? openTail.items : trailing).push(item);
+  }
+
+  // Streaming answers: under their user message, else under its pending bubble, else at the end.
+  for (const s of tl.streams.values()) {
+    const item = { type: "stream", key: `stream:${s.turn_id}`, stream: s };
+    if (userMessages.has(s.turn_id)) {
+      const home = userMessages.get(s.turn_id);
+      if (home) home.items.push(item);
+      else insertAfter(blocks, `ev:${s.turn_id}`, item);
+    } else if (pendingByEventId.has(s.turn_id)) {
+      const list = openTail ? openTail.items : trailing;
+      list.splice(list.indexOf(pendingByEventId.get(s.turn_id)) + 1, 0, item);
+    } else {
+      (openTail ? openTail.items : trailing).push(item);
+    }
+  }
+
+  for (const b of spans.values()) b.summary = spanSummary(b);
+  return blocks.concat(trailing);
+}
+
+function insertAfter(list, key, item) {
+  const i = list.findIndex((x) => x.key === key);
+  list.splice(i < 0 ? list.length : i + 1, 0, item);
+}
+
+const SPAN_LABELS = {
+  interaction: "Conversation",
+  voice: "Browser voice call",
+  phone: "Phone call",
+  activation: "Inner activity",
+};
+
+export function spanLabel(spanType) {
+  return SPAN_LABELS[spanType] || "Activity";
+}
+
+function clip(text, n) {
+  const one = String(text).replace(/\s+/g, " ").trim();
+  return one.length > n ? `${one.slice(0, n - 1)}…` : one;
+}
+
+/** The one line shown when a span is collapsed. */
+export function spanSummary(b) {
+  if (b.closeSummary) return clip(b.closeSummary, 140);
+  const parts = [];
+  if (b.messageCount) parts.push(`${b.messageCount} message${b.messageCount === 1 ? "" : "s"}`);
+  if (b.innerCount) parts.push(`${b.innerCount} inner step${b.innerCount === 1 ? "" : "s"}`);
+  const count = parts.join(", ") || "no messages";
+  return b.firstText ? `${count} · “${clip(b.firstText, 90)}”` : count;
+}
+
+/** The ids of every committed event, for tests and for duplicate checks. */
+export function eventIds(tl) {
+  return tl.order.map((ev) => ev.id);
+}

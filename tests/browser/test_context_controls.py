@@ -1,0 +1,113 @@
+"""The topbar's context controls against the real agent: Compact now, busy state, End conversation."""
+
+from collections.abc import Awaitable, Callable
+
+import pytest
+
+from tests.support.standin import StandinProcess
+from tests.support.system import System
+
+from .chat_page import ChatPage
+
+pytestmark = [pytest.mark.browser, pytest.mark.integration]
+
+NewPage = Callable[..., Awaitable[ChatPage]]
+
+# Records every disabled/enabled flip of the button, so a short-lived state is not missed.
+WATCH_BUTTON = """() => {
+  const btn = document.getElementById('compact-btn');
+  window.__compactStates = [btn.disabled];
+  new MutationObserver(() => window.__compactStates.push(btn.disabled))
+    .observe(btn, {attributes: true, attributeFilter: ['disabled']});
+  const notice = document.getElementById('live-notice');
+  window.__notices = [];
+  new MutationObserver(() => { if (!notice.hidden) window.__notices.push(notice.textContent); })
+    .observe(notice, {attributes: true, childList: true, characterData: true, subtree: true});
+}"""
+
+
+async def test_compact_now_and_end_conversation(
+    delegate: Callable[..., Awaitable[System]], standin: StandinProcess, new_page: NewPage
+) -> None:
+    sys_ = await delegate(extra=("inner-plane",))
+    # Each answer matches its question: the inner plane's capsule refresh calls the model too.
+    standin.script(
+        {"action": "text", "text": "Noted: tea, not coffee.", "match": {"input_contains": "I drink tea"}},
+        # This answer pauses mid-stream: the agent is busy meanwhile.
+        {
+            "action": "stall", "after_deltas": 1, "seconds": 3.0, "text": "Still thinking about that, but yes.",
+            "match": {"input_contains": "for a moment"},
+        },
+        # The compaction call takes a moment, so its in-flight state is visible.
+        {"action": "stall", "seconds": 1.5, "match": {"endpoint": "compact"}},
+        {"action": "text", "text": "A fresh start, same timeline.", "match": {"input_contains": "Hello again"}},
+    )
+    page = await new_page(sys_)
+    p = page.page
+    btn = p.locator("#compact-btn")
+
+    await page.send("Remember: I drink tea, not coffee.")
+    await page.wait_for_text("#timeline article.msg-assistant[data-event-id]", "Noted: tea")
+    await page.wait_for("() => !document.getElementById('compact-btn').disabled")
+
+    # While a response streams, Compact now is disabled; it comes back when the turn ends.
+    await page.send("Can you think about that for a moment?")
+    await p.wait_for_selector("#timeline article.streaming")
+    await page.wait_for("() => document.getElementById('compact-btn').disabled")
+    await page.wait_for_text("#timeline article.msg-assistant[data-event-id]", "Still thinking")
+    await page.wait_for("() => !document.getElementById('compact-btn').disabled")
+
+    # Compact now: disabled while it runs, the compaction lands as inner-plane activity, enabled again.
+    await p.evaluate(WATCH_BUTTON)
+    await btn.click()
+    await page.wait_for("() => document.getElementById('compact-label').textContent === 'Compacting…'")
+    compacted = p.locator('#timeline .inner[data-kind="context.compacted"]')
+    await compacted.wait_for()
+    await page.wait_for("() => !document.getElementById('compact-btn').disabled")
+    states = await p.evaluate("() => window.__compactStates")
+    assert states[0] is False and True in states and states[-1] is False, states
+    assert "on request" in await compacted.locator(".inner-text").inner_text()
+    await page.wait_for("() => document.getElementById('compacted').textContent.startsWith('Compacted ')")
+    # Inner-plane activity never looks like speech: not an article, no bubble.
+    assert await compacted.evaluate("n => n.closest('article') === null && n.querySelector('.bubble') === null")
+    await compacted.locator(":scope > details > summary").click()
+    await compacted.locator(".inner-detail").wait_for(state="visible")
+
+    # The inner plane refreshes the capsule after a compaction; its text stays inner, never a message.
+    capsule = p.locator('#timeline .inner[data-kind="context.capsule"]')
+    await capsule.wait_for(timeout=60_000)
+    await page.wait_for("() => document.getElementById('capsule').dataset.active === 'true'")
+    # The refresh was announced live while it ran, and the notice is gone now that it is done.
+    assert "Refreshing capsule…" in await p.evaluate("() => window.__notices")
+    assert await p.locator("#live-notice").is_hidden()
+    capsule_text = await capsule.evaluate("n => n.querySelector('pre').textContent")
+    assert capsule_text and not await p.eval_on_selector_all(
+        "#timeline article.msg", "(ns, t) => ns.some(n => n.textContent.includes(t))", capsule_text
+    )
+    await page.screenshot("compacted")
+
+    # End conversation asks first; Cancel changes nothing.
+    before = await page.event_ids()
+    await p.click("#end-btn")
+    dialog = p.locator("#end-dialog")
+    await dialog.wait_for(state="visible")
+    await dialog.locator("button[value=cancel]").click()
+    await dialog.wait_for(state="hidden")
+    assert await p.locator("#timeline .divider").count() == 0
+    await p.click("#end-btn")
+    await dialog.locator("#end-confirm").click()
+    await p.wait_for_selector('#timeline .divider[data-kind="conversation.ended"]')
+
+    # A subtle divider, not a wall: the history stays and the next message joins the same timeline.
+    shown = await page.event_ids()
+    assert set(before) <= set(shown)
+    await page.send("Hello again")
+    await page.wait_for_text("#timeline article.msg-assistant[data-event-id]", "A fresh start")
+    order = await p.eval_on_selector_all(
+        "#timeline > *", "ns => ns.map(n => n.classList.contains('divider') ? 'divider' : n.tagName)"
+    )
+    assert order.index("divider") < len(order) - 1, order
+    texts = [m["text"] for m in await page.messages()]
+    assert texts[0] == "Remember: I drink tea, not coffee." and texts[-1] == "A fresh start, same timeline."
+    await page.screenshot("conversation-ended")
+    page.assert_clean()

@@ -1,0 +1,49 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+import { channelInfo, formatPercent, formatRange, innerDetail, innerSummary } from "../../client/js/format.js";
+
+test("every channel has a label", () => {
+  assert.deepEqual(
+    ["text", "browser_voice", "phone", "sms", "email", "inner"].map((c) => channelInfo(c).label),
+    ["Text", "Browser voice", "Phone", "SMS", "Email", "Inner"],
+  );
+  assert.equal(channelInfo("pigeon").label, "pigeon");
+});
+
+test("percentages stay honest at the edges", () => {
+  assert.equal(formatPercent(0), "0%");
+  assert.equal(formatPercent(0.2), "<1%");
+  assert.equal(formatPercent(61.6), "62%");
+  assert.equal(formatPercent(NaN), "–");
+});
+
+test("inner summaries read as activity, not speech", () => {
+  const s = (kind, payload) => innerSummary({ kind, payload });
+  assert.equal(s("context.usage", { input_tokens: 12000, compact_threshold: 200000 }).text, "12,000 input tokens · 6% of compaction threshold");
+  assert.match(s("context.compacted", { trigger: "manual", input_tokens_before: 9000, input_tokens_after: 1200 }).text, /on request · 9,000 → 1,200/);
+  assert.equal(s("context.capsule", { text: "SECRET CAPSULE" }).text.includes("SECRET"), false);
+  assert.equal(s("memory.retrieved", { query: "tea", items: [{}, {}] }).text, "2 items for “tea”");
+  assert.equal(s("tool.call", { name: "notes", arguments: { q: "x" } }).text, 'notes(q: "x")');
+  assert.equal(s("tool.result", { name: "notes", ok: false, error_code: "timeout" }).tone, "warn");
+  assert.equal(s("task.created", { task_id: "t1" }).label, "Task created");
+  assert.equal(s("something.new", {}).label, "something.new");
+});
+
+test("capsule text appears only in the expanded detail, preformatted", () => {
+  const rows = innerDetail({ kind: "context.capsule", payload: { text: "Facts: likes tea", reason: "compaction", through_seq: 9 } });
+  const capsule = rows.find((r) => r[0] === "Capsule");
+  assert.equal(capsule[1], "Facts: likes tea");
+  assert.deepEqual(capsule[2], { pre: true });
+  const generic = innerDetail({ kind: "tool.call", payload: { name: "x", arguments: { a: 1 }, agent: "" } });
+  assert.deepEqual(generic.map((r) => r[0]), ["name", "arguments"]);
+});
+
+test("time ranges collapse when short", () => {
+  const now = new Date("2026-01-05T12:00:00Z");
+  const one = formatRange("2026-01-05T09:00:00Z", "2026-01-05T09:00:30Z", now);
+  assert.ok(!one.includes("–"));
+  const two = formatRange("2026-01-05T09:00:00Z", "2026-01-05T09:30:00Z", now);
+  assert.ok(two.includes("–"));
+  assert.equal(formatRange("garbage", null, now), "");
+});

@@ -1,0 +1,267 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+import {
+  addEvents,
+  addPending,
+  applyDelta,
+  buildView,
+  compareEvents,
+  createTimeline,
+  eventIds,
+  isInnerKind,
+  mergePage,
+  spanSummary,
+  tsKey,
+  updatePending,
+} from "../../client/js/timeline.js";
+import { at, botMsg, ev, spanClosed, spanOpened, userMsg } from "./helpers.mjs";
+
+function spanKeys(blocks) {
+  return blocks.map((b) => (b.type === "span" ? `span:${b.span_id}(${b.items.map((i) => i.key).join(",")})` : b.key));
+}
+
+test("tsKey sorts fixed-width and offset timestamps alike, to the microsecond", () => {
+  assert.equal(tsKey("2026-01-05T09:00:01.000001Z"), "2026-01-05T09:00:01.000001");
+  assert.equal(tsKey("2026-01-05T10:00:01.5+01:00"), "2026-01-05T09:00:01.500000");
+  assert.equal(tsKey("2026-01-05T09:00:01Z"), "2026-01-05T09:00:01.000000");
+  assert.ok(tsKey("2026-01-05T09:00:01.000002Z") > tsKey("2026-01-05T09:00:01.000001Z"));
+  assert.equal(tsKey(null), "");
+});
+
+test("order is (ts, id): same timestamp falls back to the id", () => {
+  const a = { id: "a", ts: at(1) };
+  const b = { id: "b", ts: at(1) };
+  const c = { id: "0", ts: at(2) };
+  assert.deepEqual([c, b, a].sort(compareEvents).map((e) => e.id), ["a", "b", "0"]);
+});
+
+test("addEvents deduplicates by id and tracks the highest seq", () => {
+  const tl = createTimeline();
+  const e1 = userMsg("hi", { seq: 3 });
+  const e2 = botMsg("hello", e1.id, { seq: 4 });
+  assert.equal(addEvents(tl, [e1, e2]).length, 2);
+  assert.equal(addEvents(tl, [e2, { ...e1 }]).length, 0);
+  assert.deepEqual(eventIds(tl), [e1.id, e2.id]);
+  assert.equal(tl.maxSeq, 4);
+  addEvents(tl, [null, { nope: 1 }, { id: "", kind: "message" }]);
+  assert.equal(tl.order.length, 2);
+});
+
+test("out-of-order arrivals land in timeline order", () => {
+  const tl = createTimeline();
+  const late = ev("memory.extracted", { seq: 10, ts: at(2.5) });
+  const a = userMsg("a", { seq: 2 });
+  const b = userMsg("b", { seq: 3 });
+  addEvents(tl, [b]);
+  addEvents(tl, [a]);
+  addEvents(tl, [late]);
+  assert.deepEqual(eventIds(tl), [a.id, late.id, b.id]);
+});
+
+test("spans group their events; structural events are not items", () => {
+  const tl = createTimeline();
+  const open = ev("conversation.opened", { span_id: null });
+  const s = spanOpened("interaction", { span_id: "s1" });
+  const u = userMsg("first question", { span_id: "s1" });
+  const usage = ev("context.usage", { span_id: "s1", payload: { input_tokens: 10 } });
+  const a = botMsg("answer", u.id, { span_id: "s1" });
+  const closed = spanClosed({ span_id: "s1" });
+  addEvents(tl, [open, s, u, usage, a, closed]);
+  const view = buildView(tl);
+  assert.equal(view.length, 1, "conversation.opened is never a boundary");
+  const span = view[0];
+  assert.equal(span.type, "span");
+  assert.equal(span.spanType, "interaction");
+  assert.equal(span.closed, true);
+  assert.deepEqual(span.items.map((i) => i.event.id), [u.id, usage.id, a.id]);
+  assert.equal(span.start, s.ts);
+  assert.equal(span.end, closed.ts);
+  assert.equal(span.messageCount, 2);
+  assert.equal(span.innerCount, 1);
+  assert.match(span.summary, /2 messages, 1 inner step · “first question”/);
+});
+
+test("events without a span sit inline between spans; conversation.ended is a divider", () => {
+  const tl = createTimeline();
+  const s1 = spanOpened("interaction", { span_id: "A" });
+  const m1 = userMsg("one", { span_id: "A" });
+  const c1 = spanClosed({ span_id: "A" });
+  const sig = ev("inner.signal", { span_id: null, channel: "inner", payload: { source: "timer", type: "due" } });
+  const end = ev("conversation.ended", { span_id: null });
+  const s2 = spanOpened("activation", { span_id: "B", channel: "inner" });
+  const m2 = botMsg("reminder", null, { span_id: "B" });
+  addEvents(tl, [m2, s2, end, sig, c1, m1, s1]);
+  const view = buildView(tl);
+  assert.deepEqual(spanKeys(view), [
+    `span:A(ev:${m1.id})`,
+    `ev:${sig.id}`,
+    `div:${end.id}`,
+    `span:B(ev:${m2.id})`,
+  ]);
+  assert.equal(view[3].spanType, "activation");
+});
+
+test("a late event of an older span joins that span, not the newer one", () => {
+  const tl = createTimeline();
+  const a0 = spanOpened("interaction", { span_id: "A" });
+  const a1 = userMsg("x", { span_id: "A" });
+  const b0 = spanOpened("interaction", { span_id: "B" });
+  const b1 = userMsg("y", { span_id: "B" });
+  const late = ev("memory.extracted", { span_id: "A", payload: { items: [] } });
+  addEvents(tl, [a0, a1, b0, b1, late]);
+  const view = buildView(tl);
+  assert.deepEqual(spanKeys(view), [`span:A(ev:${a1.id},ev:${late.id})`, `span:B(ev:${b1.id})`]);
+});
+
+test("load older prepends without duplicates and merges a span that straddles pages", () => {
+  const tl = createTimeline();
+  const s0 = spanOpened("interaction", { span_id: "S" });
+  const m = [];
+  for (let i = 0; i < 6; i += 1) m.push(userMsg(`m${i}`, { span_id: "S" }));
+  const t0 = spanOpened("interaction", { span_id: "T" });
+  const t1 = userMsg("t", { span_id: "T" });
+  // Newest page: the tail of span S and all of T (as if the server cut inside S).
+  mergePage(tl, { events: [m[3], m[4], m[5], t0, t1], cursor: "c-newest" });
+  assert.equal(tl.cursor, "c-newest");
+  assert.equal(tl.hasOlder, true);
+  // A live event arrives meanwhile.
+  const live = botMsg("live", t1.id, { span_id: "T" });
+  addEvents(tl, [live]);
+  // The older page overlaps (the server expanded it to the span start) and repeats m[3].
+  mergePage(tl, { events: [s0, m[0], m[1], m[2], m[3]], cursor: null }, { older: true });
+  assert.equal(tl.cursor, null);
+  assert.equal(tl.hasOlder, false);
+  const ids = eventIds(tl);
+  assert.equal(new Set(ids).size, ids.length);
+  const view = buildView(tl);
+  assert.equal(view.length, 2, "one group per span");
+  assert.deepEqual(view[0].items.map((i) => i.event.payload.text), ["m0", "m1", "m2", "m3", "m4", "m5"]);
+  assert.equal(view[0].spanType, "interaction");
+  assert.deepEqual(view[1].items.map((i) => i.event.id), [t1.id, live.id]);
+});
+
+test("a live event does not move the older cursor", () => {
+  const tl = createTimeline();
+  mergePage(tl, { events: [userMsg("a")], cursor: "c1" });
+  mergePage(tl, { events: [userMsg("b")], cursor: null }); // not an older page: e.g. a re-fetch
+  assert.equal(tl.cursor, "c1");
+});
+
+test("deltas stream under the user message; a higher attempt replaces the partial text", () => {
+  const tl = createTimeline();
+  const s = spanOpened("interaction", { span_id: "S" });
+  const u = userMsg("tell me", { span_id: "S" });
+  addEvents(tl, [s, u]);
+  assert.ok(applyDelta(tl, { type: "delta", turn_id: u.id, attempt: 1, index: 0, text: "Hel" }));
+  assert.ok(applyDelta(tl, { type: "delta", turn_id: u.id, attempt: 1, index: 1, text: "lo" }));
+  assert.equal(applyDelta(tl, { type: "delta", turn_id: u.id, attempt: 1, index: 1, text: "lo" }), false, "repeat");
+  let view = buildView(tl);
+  assert.deepEqual(view[0].items.map((i) => i.key), [`ev:${u.id}`, `stream:${u.id}`]);
+  assert.equal(view[0].items[1].stream.text, "Hello");
+  // The agent restarted the turn: attempt 2 starts over.
+  applyDelta(tl, { turn_id: u.id, attempt: 2, index: 0, text: "Hi" });
+  assert.equal(tl.streams.get(u.id).text, "Hi");
+  assert.equal(applyDelta(tl, { turn_id: u.id, attempt: 1, index: 2, text: "!!" }), false, "stale attempt");
+  assert.equal(tl.streams.get(u.id).text, "Hi");
+  // Out-of-order indexes still assemble in order.
+  applyDelta(tl, { turn_id: u.id, attempt: 2, index: 2, text: "!" });
+  applyDelta(tl, { turn_id: u.id, attempt: 2, index: 1, text: " there" });
+  assert.equal(tl.streams.get(u.id).text, "Hi there!");
+  // The committed answer replaces the streaming bubble, and later deltas are ignored.
+  const a = botMsg("Hi there!", u.id, { span_id: "S" });
+  addEvents(tl, [a]);
+  assert.equal(tl.streams.size, 0);
+  assert.equal(applyDelta(tl, { turn_id: u.id, attempt: 2, index: 3, text: "late" }), false);
+  view = buildView(tl);
+  assert.deepEqual(view[0].items.map((i) => i.key), [`ev:${u.id}`, `ev:${a.id}`]);
+});
+
+test("turn.failed ends the stream too", () => {
+  const tl = createTimeline();
+  const u = userMsg("q");
+  addEvents(tl, [u]);
+  applyDelta(tl, { turn_id: u.id, attempt: 1, index: 0, text: "par" });
+  addEvents(tl, [ev("turn.failed", { parent_id: u.id, payload: { code: "upstream", message: "model unreachable" } })]);
+  assert.equal(tl.streams.size, 0);
+  const items = buildView(tl)[0].items;
+  assert.deepEqual(items.map((i) => i.event.kind), ["message", "turn.failed"]);
+});
+
+test("pending bubbles live until the committed message carries their client_msg_id", () => {
+  const tl = createTimeline();
+  const s = spanOpened("interaction", { span_id: "S" });
+  addEvents(tl, [s]);
+  addPending(tl, { client_msg_id: "cm-1", text: "hello?" });
+  let view = buildView(tl);
+  assert.deepEqual(view[0].items.map((i) => i.key), ["pending:cm-1"], "inside the open span");
+  // The server told us the event id; a delta for it streams under the pending bubble.
+  updatePending(tl, "cm-1", { event_id: "E1", status: "sent" });
+  applyDelta(tl, { turn_id: "E1", attempt: 1, index: 0, text: "Yes" });
+  view = buildView(tl);
+  assert.deepEqual(view[0].items.map((i) => i.key), ["pending:cm-1", "stream:E1"]);
+  const u = userMsg("hello?", { id: "E1", span_id: "S", payload: { client_msg_id: "cm-1" } });
+  addEvents(tl, [u]);
+  assert.equal(tl.pending.size, 0);
+  view = buildView(tl);
+  assert.deepEqual(view[0].items.map((i) => i.key), ["ev:E1", "stream:E1"]);
+  // A late ack for an already committed message does not bring the bubble back.
+  assert.equal(addPending(tl, { client_msg_id: "cm-1", text: "hello?" }), null);
+});
+
+test("pending bubbles go after a closed span, not inside it", () => {
+  const tl = createTimeline();
+  addEvents(tl, [spanOpened("interaction", { span_id: "S" }), userMsg("a", { span_id: "S" }), spanClosed({ span_id: "S" })]);
+  addPending(tl, { client_msg_id: "x", text: "later" });
+  applyDelta(tl, { turn_id: "unknown-turn", attempt: 1, index: 0, text: "..." });
+  const view = buildView(tl);
+  assert.deepEqual(view.map((b) => b.key), ["span:S", "pending:x", "stream:unknown-turn"]);
+});
+
+test("inner kinds include task.* and never the message kind", () => {
+  for (const k of ["context.usage", "context.capsule", "tool.call", "checkpoint", "task.created", "task.failed"]) {
+    assert.ok(isInnerKind(k), k);
+  }
+  assert.equal(isInnerKind("message"), false);
+  assert.equal(isInnerKind("turn.failed"), false);
+  assert.equal(isInnerKind("task."), true);
+});
+
+test("the capsule is an inner item of its span, never a message", () => {
+  const tl = createTimeline();
+  const cap = ev("context.capsule", { span_id: "S", payload: { text: "The person prefers tea." } });
+  addEvents(tl, [spanOpened("interaction", { span_id: "S" }), cap]);
+  const span = buildView(tl)[0];
+  assert.equal(span.messageCount, 0);
+  assert.equal(span.firstText, null, "capsule text is not a summary quote");
+  assert.equal(span.innerCount, 1);
+});
+
+test("a closed span's own summary wins over the counts", () => {
+  assert.equal(spanSummary({ closeSummary: "Planned the trip", messageCount: 4, innerCount: 0, firstText: "x" }), "Planned the trip");
+  assert.equal(spanSummary({ closeSummary: null, messageCount: 1, innerCount: 0, firstText: null }), "1 message");
+  assert.equal(spanSummary({ closeSummary: null, messageCount: 0, innerCount: 0, firstText: null }), "no messages");
+});
+
+test("many pages merged in any order give one sorted, duplicate-free timeline", () => {
+  const all = [];
+  for (let s = 0; s < 20; s += 1) {
+    all.push(spanOpened("interaction", { span_id: `S${s}` }));
+    for (let i = 0; i < 5; i += 1) all.push(userMsg(`m${s}.${i}`, { span_id: `S${s}` }));
+    all.push(spanClosed({ span_id: `S${s}` }));
+  }
+  const tl = createTimeline();
+  // Overlapping random slices, newest first, like repeated "load older" with overlap.
+  let seed = 7;
+  const rand = () => (seed = (seed * 48271) % 2147483647) / 2147483647;
+  for (let end = all.length; end > 0; ) {
+    const start = Math.max(0, end - 1 - Math.floor(rand() * 15));
+    const overlap = Math.min(all.length, end + Math.floor(rand() * 4));
+    mergePage(tl, { events: all.slice(start, overlap), cursor: start ? `c${start}` : null }, { older: true });
+    end = start;
+  }
+  assert.deepEqual(eventIds(tl), all.map((e) => e.id));
+  const view = buildView(tl);
+  assert.equal(view.length, 20);
+  assert.ok(view.every((b) => b.items.length === 5 && b.closed));
+});
