@@ -1,0 +1,92 @@
+"""Entry point: open the store, join the bus, write batches and answer queries until SIGTERM."""
+
+import asyncio
+import logging
+
+from delegate.contracts import streams, topics
+from delegate.runtime.bus import Bus
+from delegate.runtime.service import run_service
+
+from .handlers import Ledger
+from .settings import Settings
+from .store import LedgerStore, StoreUnavailable, open_store
+
+SERVICE = "ledger"
+log = logging.getLogger(__name__)
+
+
+async def serve(settings: Settings, stop: asyncio.Event) -> None:
+    store = open_store(
+        database_url=settings.database_url,
+        runtime_data_dir=settings.runtime_data_dir,
+        sqlite_journal_mode=settings.sqlite_journal_mode,
+    )
+    if not await _open(store, stop):
+        return
+    try:
+        bus = await Bus.connect(settings.nats_url, settings.instance_name or SERVICE)
+        try:
+            await _serve(settings, store, bus, stop)
+        finally:
+            await bus.close()  # drains: acks and announcements already queued still go out
+    finally:
+        await store.close()
+
+
+async def _serve(settings: Settings, store: LedgerStore, bus: Bus, stop: asyncio.Event) -> None:
+    while True:  # JetStream may still be starting next to us
+        try:
+            await bus.ensure_streams()
+            break
+        except Exception as exc:
+            log.warning("cannot ensure streams yet: %r", exc)
+            if await _stopped_within(stop, 1.0):
+                return
+    ledger = Ledger(
+        store, bus, history_limit=settings.timeline_history_event_limit,
+        expansion_cap=settings.ledger_page_expansion_cap, stop=stop,
+    )
+    await ledger.recover()
+    await bus.serve(topics.LEDGER_PAGE, ledger.on_page)
+    await bus.serve(topics.LEDGER_QUERY, ledger.on_query)
+    await bus.serve(topics.LEDGER_GET, ledger.on_get)
+    await bus.serve(topics.LEDGER_RESUME, ledger.on_resume)
+    consumer = asyncio.create_task(
+        bus.consume_batches(
+            topics.LEDGER_APPEND, ledger.on_batch, durable=streams.LEDGER_WRITER, stream="LEDGER", stop=stop,
+            batch=settings.ledger_batch_size, ack_wait=settings.ledger_ack_wait_seconds,
+        ),
+        name="ledger-writer",
+    )
+    await bus.serve_ping(SERVICE, ready=lambda: not consumer.done())
+    log.info("ready: writing %s as durable %s", topics.LEDGER_APPEND.subject, streams.LEDGER_WRITER)
+    stopping = asyncio.create_task(stop.wait())
+    await asyncio.wait({consumer, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    stopping.cancel()
+    # On SIGTERM the pull loop stops fetching and returns once its in-flight batch is
+    # committed and acked. If it ended on its own, that is a failure: raise it.
+    await consumer
+
+
+async def _open(store: LedgerStore, stop: asyncio.Event) -> bool:
+    """Open the store, waiting for a database that is still starting (PostgreSQL in compose)."""
+    while True:
+        try:
+            await store.open()
+            return True
+        except StoreUnavailable as exc:
+            log.warning("database not reachable yet: %s", exc)
+            if await _stopped_within(stop, 2.0):
+                return False
+
+
+async def _stopped_within(stop: asyncio.Event, seconds: float) -> bool:
+    try:
+        await asyncio.wait_for(stop.wait(), seconds)
+    except TimeoutError:
+        return False
+    return True
+
+
+def run() -> None:
+    run_service(SERVICE, Settings(), serve)

@@ -1,0 +1,369 @@
+"""The store interface every backend implements, and the logic they share.
+
+Backends supply a few primitive reads (keyset scans, span starts, newest-of-kind)
+and one write (``append``); paging with span expansion and the resume state are
+built here once, so SQLite and PostgreSQL cannot drift apart on what they mean.
+"""
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from importlib import resources
+from typing import Any
+
+from delegate.contracts.cursor import Cursor
+from delegate.contracts.events import Event
+from delegate.contracts.ids import format_ts
+from delegate.contracts.messages import ResumeState
+
+Key = tuple[datetime, str]  # the timeline key: (ts, event id)
+
+ANNOUNCED = "announced_seq"  # ledger_state key: newest seq announced on ledger.live.committed
+
+
+class StoreUnavailable(Exception):
+    """The database cannot be reached or is busy right now: retry the same work later."""
+
+
+_quote = json.encoder.encode_basestring  # type: ignore[attr-defined]  # the C string encoder json.dumps uses
+
+
+def _opt(value: str | None) -> str:
+    return "null" if value is None else _quote(value)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEvent:
+    """One row as read back: what paging needs to compare, and the stored JSON to send.
+
+    Building 500 pydantic ``Event`` objects and serializing them again costs several
+    times the query; a page is instead spliced together from the stored JSON text.
+    """
+
+    seq: int
+    id: str
+    ts: datetime
+    ts_text: str  # format_ts(ts): the wire form
+    conversation_id: str | None
+    span_id: str | None
+    kind: str
+    channel: str
+    role: str | None
+    parent_id: str | None
+    payload_json: str
+
+    @property
+    def key(self) -> Key:
+        return (self.ts, self.id)
+
+    def event(self) -> Event:
+        # Rows were validated on the way in: no second validation.
+        return Event.model_construct(
+            id=self.id, ts=self.ts, seq=self.seq, conversation_id=self.conversation_id, span_id=self.span_id,
+            kind=self.kind, channel=self.channel, role=self.role, parent_id=self.parent_id,
+            payload=json.loads(self.payload_json),
+        )
+
+    def json(self) -> str:
+        """The event's wire JSON, the same document ``Event.model_dump_json`` would give."""
+        return (
+            f'{{"id":{_quote(self.id)},"ts":"{self.ts_text}","seq":{self.seq},'
+            f'"conversation_id":{_opt(self.conversation_id)},"span_id":{_opt(self.span_id)},'
+            f'"kind":{_quote(self.kind)},"channel":{_quote(self.channel)},"role":{_opt(self.role)},'
+            f'"parent_id":{_opt(self.parent_id)},"payload":{self.payload_json}}}'
+        )
+
+
+@dataclass(frozen=True)
+class Page:
+    rows: list[StoredEvent]  # oldest first
+    cursor: Cursor | None  # of the oldest event, None when nothing is older
+    capped: bool = False  # the expansion cap cut a span (the page still joins its neighbours exactly)
+
+    @property
+    def events(self) -> list[Event]:
+        return [r.event() for r in self.rows]
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    rows: list[StoredEvent]  # by seq ascending
+    more: bool
+    last_seq: int
+
+    @property
+    def events(self) -> list[Event]:
+        return [r.event() for r in self.rows]
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    sql: str
+
+
+def migrations(backend: str) -> list[Migration]:
+    """The numbered SQL files of one backend (``NNN_name.sql``), in order."""
+    folder = resources.files("delegate.ledger").joinpath("migrations", backend)
+    found = []
+    for entry in folder.iterdir():
+        if entry.name.endswith(".sql"):
+            number, _, rest = entry.name.partition("_")
+            found.append(Migration(int(number), rest.removesuffix(".sql"), entry.read_text()))
+    found.sort(key=lambda m: m.version)
+    if [m.version for m in found] != list(range(1, len(found) + 1)):
+        raise RuntimeError(f"{backend} migrations are not numbered 1..n: {[m.version for m in found]}")
+    return found
+
+
+def client_msg_id(event: Event) -> str | None:
+    value = event.payload.get("client_msg_id") if event.kind == "message" else None
+    return value if isinstance(value, str) else None
+
+
+def payload_json(event: Event) -> str:
+    # allow_nan=False: what we store is strict JSON, spliced verbatim into replies.
+    return json.dumps(event.payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def stored(event: Event, row: tuple[Any, ...], seq: int) -> StoredEvent:
+    """The StoredEvent of an event just inserted, from its insert parameters (see ``insert_params``)."""
+    event_id, ts_text, conv, span, kind, channel, role, parent, _client_msg_id, payload = row
+    return StoredEvent(seq, event_id, event.ts, ts_text, conv, span, kind, channel, role, parent, payload)
+
+
+def insert_params(event: Event) -> tuple[Any, ...]:
+    """(id, ts text, conversation_id, span_id, kind, channel, role, parent_id, client_msg_id, payload json)."""
+    return (
+        event.id, format_ts(event.ts), event.conversation_id, event.span_id, event.kind, event.channel,
+        event.role, event.parent_id, client_msg_id(event), payload_json(event),
+    )
+
+
+def unique_by_id(events: Sequence[Event]) -> list[Event]:
+    """First occurrence wins: the same event twice in one batch is stored once."""
+    seen: set[str] = set()
+    out = []
+    for event in events:
+        if event.id not in seen:
+            seen.add(event.id)
+            out.append(event)
+    return out
+
+
+@dataclass
+class ConversationTouch:
+    id: str
+    last_event_at: datetime
+    last_seq: int
+    opened_at: datetime | None = None
+    ended_at: datetime | None = None
+
+
+@dataclass
+class SpanChange:
+    id: str
+    conversation_id: str | None = None
+    type: str | None = None
+    opened_at: datetime | None = None
+    opened_seq: int | None = None
+    closed_at: datetime | None = None
+
+
+@dataclass
+class Summary:
+    conversations: list[ConversationTouch] = field(default_factory=list)
+    spans: list[SpanChange] = field(default_factory=list)
+
+
+def summarize(committed: Sequence[StoredEvent]) -> Summary:
+    """What newly stored events change in the conversations and spans tables, one row each."""
+    convs: dict[str, ConversationTouch] = {}
+    spans: dict[str, SpanChange] = {}
+    for event in committed:
+        if event.conversation_id:
+            touch = convs.get(event.conversation_id)
+            if touch is None:
+                touch = convs[event.conversation_id] = ConversationTouch(event.conversation_id, event.ts, event.seq)
+            touch.last_event_at = max(touch.last_event_at, event.ts)
+            touch.last_seq = max(touch.last_seq, event.seq)
+            if event.kind == "conversation.opened" and touch.opened_at is None:
+                touch.opened_at = event.ts
+            elif event.kind == "conversation.ended" and touch.ended_at is None:
+                touch.ended_at = event.ts
+        if event.span_id and event.kind in ("span.opened", "span.closed"):
+            change = spans.setdefault(event.span_id, SpanChange(event.span_id))
+            change.conversation_id = change.conversation_id or event.conversation_id
+            if event.kind == "span.opened" and change.opened_seq is None:
+                change.type = str(json.loads(event.payload_json).get("type") or "") or None
+                change.opened_at = event.ts
+                change.opened_seq = event.seq
+            elif event.kind == "span.closed" and change.closed_at is None:
+                change.closed_at = event.ts
+    return Summary(list(convs.values()), list(spans.values()))
+
+
+class LedgerStore(ABC):
+    """What the ledger's consumer and request handlers need from a database.
+
+    ``append`` is the only write. Every read returns ``Event`` objects carrying ``seq``.
+    """
+
+    backend: str = "?"
+
+    # ---- lifecycle ------------------------------------------------------------------
+
+    @abstractmethod
+    async def open(self) -> None:
+        """Connect and bring the schema up to date (numbered migrations, ``schema_version``)."""
+
+    @abstractmethod
+    async def close(self) -> None: ...
+
+    # ---- the write ------------------------------------------------------------------
+
+    @abstractmethod
+    async def append(
+        self, events: Sequence[Event], *, announced_through: int | None = None
+    ) -> list[StoredEvent]:
+        """Store a batch in ONE transaction, idempotently by event id.
+
+        Returns only the events this call newly stored, each with its ``seq``, in seq
+        order (``.event()`` gives the ``Event``, ``.json()`` its wire form); events
+        already stored (redeliveries) are skipped silently. Conversations
+        and spans are updated in the same transaction. ``announced_through`` records,
+        in that transaction too, the newest seq already announced live.
+        Raises ``StoreUnavailable`` when the database is unreachable or busy.
+        """
+
+    # ---- reads ----------------------------------------------------------------------
+
+    @abstractmethod
+    async def query(
+        self,
+        *,
+        after_seq: int = 0,
+        through_seq: int | None = None,
+        conversation_id: str | None = None,
+        span_id: str | None = None,
+        kinds: Collection[str] | None = None,
+        limit: int = 500,
+    ) -> QueryResult:
+        """Events with ``after_seq < seq <= through_seq``, narrowed, by seq; one snapshot."""
+
+    @abstractmethod
+    async def get(self, *, event_id: str | None = None, client_msg_id: str | None = None) -> Event | None:
+        """One event by id, or the first stored message carrying ``client_msg_id``."""
+
+    @abstractmethod
+    async def last_seq(self) -> int: ...
+
+    @abstractmethod
+    async def announced_seq(self) -> int:
+        """The ``announced_through`` recorded by the newest ``append`` (0 if none)."""
+
+    # ---- primitives for paging and resume (backend-specific SQL) ---------------------
+
+    @abstractmethod
+    async def _older(self, before: Key | None, limit: int) -> list[StoredEvent]:
+        """Up to ``limit`` events strictly older than ``before`` (all if None), newest first."""
+
+    @abstractmethod
+    async def _between(self, low: Key, high: Key, limit: int) -> list[StoredEvent]:
+        """Up to ``limit`` events with ``low <= key < high``, newest first."""
+
+    @abstractmethod
+    async def _span_starts(self, span_ids: Collection[str]) -> dict[str, Key]:
+        """The oldest timeline key of each span (its span.opened event, normally)."""
+
+    @abstractmethod
+    async def _has_older(self, key: Key) -> bool: ...
+
+    @abstractmethod
+    async def _newest_open_conversation(self) -> str | None:
+        """The not-ended conversation with the newest committed event."""
+
+    @abstractmethod
+    async def _open_span_event(self, conversation_id: str) -> Event | None:
+        """The span.opened event of the conversation's newest span that is not closed."""
+
+    @abstractmethod
+    async def _newest(
+        self, conversation_id: str, kind: str, limit: int, role: str | None = None
+    ) -> list[Event]:
+        """The newest ``limit`` events of one kind in a conversation, newest first (by seq)."""
+
+    # ---- shared logic ---------------------------------------------------------------
+
+    async def page(self, *, before: Cursor | None, limit: int, expansion_cap: int) -> Page:
+        """The ``limit`` events just older than ``before`` (newest if None), grown to whole spans.
+
+        A page is always one contiguous run of the (ts, id) timeline, so walking the
+        cursors back returns every event exactly once. It then grows older until every
+        span with an event on the page starts on the page (a span's events all lie
+        after its start, so no span is ever split between two pages). The growth stops
+        at ``expansion_cap`` extra events; the page is then still contiguous, and only
+        that one oversized span is split.
+        """
+        high_key = (before.ts, before.event_id) if before else None
+        newest_first = await self._older(high_key, limit)
+        if not newest_first:
+            return Page([], None)
+        rows = newest_first[::-1]
+        low: Key = rows[0].key
+        budget = expansion_cap
+        checked: set[str] = set()
+        fresh = rows
+        capped = False
+        while True:
+            spans = {e.span_id for e in fresh if e.span_id} - checked
+            if not spans:
+                break
+            checked |= spans
+            starts = await self._span_starts(spans)
+            start = min(starts.values(), default=low)
+            if start >= low:
+                break
+            grown = await self._between(start, low, budget + 1)
+            if len(grown) > budget:
+                grown, capped = grown[:budget], True
+            fresh = grown[::-1]
+            rows = fresh + rows
+            budget -= len(fresh)
+            if fresh:
+                low = fresh[0].key
+            if capped:
+                break
+        cursor = Cursor(low[0], low[1]) if await self._has_older(low) else None
+        return Page(rows, cursor, capped)
+
+    async def resume(self, *, turn_limit: int) -> ResumeState:
+        # Read last_seq first: anything committed while we look is then also after it,
+        # so a caller catching up from last_seq sees it (perhaps twice, never not at all).
+        last_seq = await self.last_seq()
+        conversation_id = await self._newest_open_conversation()
+        if conversation_id is None:
+            return ResumeState(last_seq=last_seq)
+
+        async def newest(kind: str, role: str | None = None) -> Event | None:
+            found = await self._newest(conversation_id, kind, 1, role)
+            return found[0] if found else None
+
+        turns = await self._newest(conversation_id, "message", turn_limit) if turn_limit else []
+        assistant = await newest("message", "assistant")
+        response_id = assistant.payload.get("response_id") if assistant else None
+        return ResumeState(
+            conversation_id=conversation_id,
+            open_span=await self._open_span_event(conversation_id),
+            recent_turns=turns[::-1],
+            capsule=await newest("context.capsule"),
+            last_response_id=response_id if isinstance(response_id, str) else None,
+            last_checkpoint=await newest("checkpoint"),
+            last_compacted=await newest("context.compacted"),
+            last_usage=await newest("context.usage"),
+            last_assistant=assistant,
+            last_seq=last_seq,
+        )

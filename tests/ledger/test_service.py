@@ -1,0 +1,193 @@
+"""The ledger service's own code path (``serve``) on a real nats-server and real databases."""
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from delegate.contracts import topics
+from delegate.contracts.cursor import Cursor
+from delegate.contracts.events import MAX_EVENT_BYTES, Event
+from delegate.contracts.messages import (
+    DeadLetter,
+    GetRequest,
+    PageRequest,
+    QueryRequest,
+    ResumeRequest,
+)
+from delegate.contracts.streams import LEDGER_WRITER
+from delegate.ledger.main import serve
+from delegate.ledger.settings import Settings
+from delegate.runtime.bus import Bus, RemoteError
+
+from .builders import conversation_opened, message, span_opened
+from .conftest import until
+
+
+@dataclass
+class Running:
+    bus: Bus  # the test's own connection
+    settings: Settings
+    committed: list[Event] = field(default_factory=list)
+
+    def announced(self, event_id: str) -> bool:
+        return any(e.id == event_id for e in self.committed)
+
+
+@pytest.fixture(params=["sqlite"])
+async def ledger(request: pytest.FixtureRequest, nats_url: str, tmp_path: Path) -> AsyncIterator[Running]:
+    database_url = request.getfixturevalue("pg_url") if request.param == "postgres" else None
+    settings = Settings(
+        _env_file=None,  # type: ignore[call-arg]
+        nats_url=nats_url, runtime_data_dir=tmp_path / "runtime-data", database_url=database_url,
+        sqlite_journal_mode=None, timeline_history_event_limit=500, ledger_ack_wait_seconds=3.0,
+    )
+    stop = asyncio.Event()
+    service = asyncio.create_task(serve(settings, stop))
+    bus = await Bus.connect(nats_url, "ledger-test")
+    running = Running(bus, settings)
+
+    async def on_committed(event: Event) -> None:
+        running.committed.append(event)
+
+    await bus.subscribe(topics.LEDGER_COMMITTED, on_committed)
+
+    async def ready() -> bool:
+        assert not service.done(), service
+        try:
+            return (await bus.ping("ledger", timeout=0.3)).ready
+        except Exception:
+            return False
+
+    await until(ready, what="ledger ready")
+    yield running
+    stop.set()
+    await asyncio.wait_for(service, 20)
+    await bus.close()
+
+
+def _conversation(n: int) -> list[Event]:
+    events = [conversation_opened("c1", t=0), span_opened("s1", t=1)]
+    for i in range(n):
+        events.append(message(f"q{i}", t=2 + 2 * i, client_msg_id=f"client-{i}"))
+        events.append(message(f"a{i}", role="assistant", response_id=f"resp_{i}", t=3 + 2 * i))
+    return events
+
+
+@pytest.mark.parametrize("ledger", ["sqlite", "postgres"], indirect=True)
+async def test_commits_announce_in_seq_order_once_and_queries_answer(ledger: Running) -> None:
+    bus = ledger.bus
+    events = _conversation(20)
+    for event in events:
+        await bus.publish(topics.LEDGER_APPEND, event)
+    await until(lambda: len(ledger.committed) >= len(events), what="all announced")
+    assert [e.id for e in ledger.committed] == [e.id for e in events]
+    seqs = [e.seq for e in ledger.committed]
+    assert all(s is not None for s in seqs) and seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+
+    # The same events again under new message ids (past JetStream's dedupe): stored and announced once.
+    for event in events[:5]:
+        await bus.publish(topics.LEDGER_APPEND, event, msg_id=f"again-{event.id}")
+    sentinel = message("after the duplicates", t=100)
+    await bus.publish(topics.LEDGER_APPEND, sentinel)
+    await until(lambda: ledger.announced(sentinel.id), what="sentinel announced")
+    assert len(ledger.committed) == len(events) + 1
+
+    # Acked only after the commit: nothing stays pending.
+    async def drained() -> bool:
+        info = await bus.js.consumer_info("LEDGER", LEDGER_WRITER)
+        return info.num_ack_pending == 0 and info.num_pending == 0
+
+    await until(drained, what="all acked")
+
+    page = await bus.request(topics.LEDGER_PAGE, PageRequest(limit=3))
+    # The newest 3 are in span s1, so the page grows to its span.opened; only conversation.opened is older.
+    assert [e.id for e in page.events] == [e.id for e in [*events[1:], sentinel]]
+    assert page.cursor == Cursor(events[1].ts, events[1].id).encode()
+    older = await bus.request(topics.LEDGER_PAGE, PageRequest(before=page.cursor))
+    assert [e.id for e in older.events] == [events[0].id] and older.cursor is None
+
+    query = await bus.request(topics.LEDGER_QUERY, QueryRequest(after_seq=seqs[9] or 0, limit=5))
+    assert [e.seq for e in query.events] == seqs[10:15] and query.more
+    assert query.last_seq == ledger.committed[-1].seq
+    got = await bus.request(topics.LEDGER_GET, GetRequest(client_msg_id="client-3"))
+    assert got.event is not None and got.event.payload["text"] == "q3"
+    assert (await bus.request(topics.LEDGER_GET, GetRequest(id="nope"))).event is None
+
+    state = await bus.request(topics.LEDGER_RESUME, ResumeRequest(turn_limit=3))
+    assert state.conversation_id == "c1" and state.open_span is not None and state.open_span.id == events[1].id
+    assert [t.payload["text"] for t in state.recent_turns] == ["q19", "a19", "after the duplicates"]
+    assert state.last_response_id == "resp_19" and state.last_seq == ledger.committed[-1].seq
+
+
+async def _dead_letters(bus: Bus, count: int) -> list[DeadLetter]:
+    async def enough() -> bool:
+        return (await bus.js.stream_info("DEAD")).state.messages >= count
+
+    await until(enough, what=f"{count} dead letters")
+    psub = await bus.js.pull_subscribe("dead.evt.>", stream="DEAD")
+    msgs = await psub.fetch(count, timeout=5)
+    return [DeadLetter.model_validate_json(m.data) for m in msgs]
+
+
+async def test_bad_input_is_dead_lettered_with_a_reason_and_good_events_flow_on(ledger: Running) -> None:
+    bus = ledger.bus
+    subject = topics.LEDGER_APPEND.subject
+    before = message("before the garbage", t=1)
+    await bus.publish(topics.LEDGER_APPEND, before)
+    await bus.js.publish(subject, b"{not json", headers={"Nats-Msg-Id": "bad-json"})
+    unknown = json.dumps({"id": "u1", "ts": "2026-01-01T00:00:00.000000Z", "kind": "nope", "payload": {}})
+    await bus.js.publish(subject, unknown.encode(), headers={"Nats-Msg-Id": "bad-kind"})
+    mismatch = json.dumps({"id": "u2", "ts": "2026-01-01T00:00:00.000000Z", "kind": "message", "role": "user",
+                           "payload": {"no_text": 1}})
+    await bus.js.publish(subject, mismatch.encode(), headers={"Nats-Msg-Id": "bad-payload"})
+    huge = message("x" * (MAX_EVENT_BYTES + 10), t=2)
+    await bus.publish(topics.LEDGER_APPEND, huge)
+    after = message("after the garbage", t=3)
+    await bus.publish(topics.LEDGER_APPEND, after)
+
+    await until(lambda: ledger.announced(after.id), what="the good event behind the garbage")
+    assert [e.id for e in ledger.committed] == [before.id, after.id]
+    letters = await _dead_letters(bus, 4)
+    assert {d.consumer for d in letters} == {LEDGER_WRITER}
+    assert {d.subject for d in letters} == {subject}
+    reasons = sorted(d.reason for d in letters)
+    assert sum(r.startswith("undecodable") for r in reasons) == 3, reasons
+    oversized = [d for d in letters if d.reason.startswith("oversized")]
+    assert len(oversized) == 1 and huge.id in oversized[0].reason and str(MAX_EVENT_BYTES) in oversized[0].reason
+    assert oversized[0].size > MAX_EVENT_BYTES
+    assert (await bus.request(topics.LEDGER_GET, GetRequest(id=huge.id))).event is None
+
+
+@pytest.mark.parametrize("ledger", ["postgres"], indirect=True)
+async def test_an_event_the_database_refuses_is_parked_and_its_batch_kept(ledger: Running) -> None:
+    # PostgreSQL text cannot hold NUL: the batch fails, is retried event by event, and only
+    # the refused event is dead-lettered.
+    bus = ledger.bus
+    good = [message(f"g{i}", t=i) for i in range(5)]
+    poison = message("poison", t=2.5, id="poison\x00id")
+    batch = [*good[:3], poison, *good[3:]]
+    await asyncio.gather(*(
+        bus.publish(topics.LEDGER_APPEND, e, msg_id=f"m-{i}") for i, e in enumerate(batch)
+    ))
+    await until(lambda: all(ledger.announced(e.id) for e in good), what="the good events")
+    letters = await _dead_letters(bus, 1)
+    assert len(letters) == 1 and letters[0].reason.startswith("the store refused event")
+    assert not ledger.announced(poison.id)
+
+
+async def test_malformed_cursors_and_requests_get_clear_errors(ledger: Running) -> None:
+    bus = ledger.bus
+    for cursor in ("garbage!", "", "djF8bm90LWEtZGF0ZXxpZA"):  # the last one: v1|not-a-date|id
+        with pytest.raises(RemoteError) as caught:
+            await bus.request(topics.LEDGER_PAGE, PageRequest(before=cursor))
+        assert caught.value.code == "bad_cursor", cursor
+    with pytest.raises(RemoteError) as caught:
+        await bus.request(topics.LEDGER_GET, GetRequest())
+    assert caught.value.code == "bad_request"
+    # A request that does not even parse is refused by the bus helper.
+    reply = await bus.nc.request(topics.LEDGER_PAGE.subject, b'{"limit": -4}', timeout=2)
+    assert json.loads(reply.data)["error"]["code"] == "bad_request"
