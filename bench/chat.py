@@ -1,0 +1,300 @@
+"""Chat path latency and throughput through the real processes, against a floor measured in the same run.
+
+    .venv/bin/python bench/chat.py [--turns 1000] [--watchers 20] [--burst 200] [--events 5000]
+
+Starts nats-server, the ledger, the agent, the gateway (``python -m delegate.gateway``) and the
+OpenAI stand-in answering instantly (no scripted latency), then measures:
+
+  floor            a bare WebSocket echo through uvicorn (separate process): frame out -> frame back
+  message -> ack   a /chat message frame -> its ack (validated, published to JetStream, PubAck)
+  message -> delta a /chat message frame -> the first answer delta of that turn; turns one after
+                   another, each waiting for the assistant message before the next
+  turns/s          --burst messages sent at once while --watchers other clients watch everything;
+                   from the first send until every watcher has every assistant message
+  fan-out          --events ledger events published by this script (as a producer) until every
+                   watcher has every one of them: what the ledger + gateway deliver without the agent
+
+Ratios are against the floor of the same run: this machine's load changes absolute numbers.
+"""
+
+import argparse
+import asyncio
+import json
+import logging
+import statistics
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import websockets  # noqa: E402
+
+from delegate.contracts import topics  # noqa: E402
+from delegate.contracts.events import Message, make_event  # noqa: E402
+from delegate.contracts.messages import Delta, QueryRequest  # noqa: E402
+from delegate.runtime.bus import Bus  # noqa: E402
+from delegate.runtime.procs import free_port, wait_for_port  # noqa: E402
+from tests.support.standin import TEST_API_KEY, StandinProcess  # noqa: E402
+from tests.support.system import System  # noqa: E402
+
+ECHO_SERVER = textwrap.dedent(
+    """
+    import sys, uvicorn
+    from starlette.applications import Starlette
+    from starlette.routing import WebSocketRoute
+
+    async def echo(ws):
+        await ws.accept()
+        while True:
+            message = await ws.receive()
+            if message["type"] == "websocket.disconnect":
+                return
+            await ws.send_text(message["text"])
+
+    uvicorn.run(Starlette(routes=[WebSocketRoute("/echo", echo)]), host="127.0.0.1",
+                port=int(sys.argv[1]), log_level="warning")
+    """
+)
+
+
+def pct(samples: list[float], p: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+def ms(value: float) -> str:
+    return f"{value * 1000:7.2f} ms"
+
+
+async def floor(n: int, frame: str) -> list[float]:
+    port = free_port()
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", ECHO_SERVER, str(port))
+    try:
+        await asyncio.to_thread(wait_for_port, port, 20)
+        async with websockets.connect(f"ws://127.0.0.1:{port}/echo") as conn:
+            for _ in range(50):
+                await conn.send(frame)
+                await conn.recv()
+            samples = []
+            for _ in range(n):
+                t0 = time.perf_counter()
+                await conn.send(frame)
+                await conn.recv()
+                samples.append(time.perf_counter() - t0)
+            return samples
+    finally:
+        proc.terminate()
+        await proc.wait()
+
+
+async def hello(conn: websockets.ClientConnection, after_seq: int) -> int:
+    await conn.send(json.dumps({"type": "hello", "after_seq": after_seq}))
+    while True:
+        frame = json.loads(await conn.recv())
+        if frame["type"] == "ready":
+            return int(frame["last_seq"])
+
+
+def is_answer(frame: dict[str, Any]) -> bool:
+    event = frame.get("event") or {}
+    return frame["type"] == "event" and event.get("kind") == "message" and event.get("role") == "assistant"
+
+
+class Turn:
+    def __init__(self, sent: float) -> None:
+        self.sent = sent
+        self.acked = 0.0
+        self.delta = 0.0  # first delta of this turn on the client's socket
+        self.turn_id = ""
+
+
+async def turns(conn: websockets.ClientConnection, n: int, tag: str) -> list[Turn]:
+    """Sequential turns, each waiting for its assistant message before the next one is sent."""
+    done: list[Turn] = []
+    for i in range(n):
+        client_msg_id = f"{tag}-{i}"
+        frame_out = {"type": "message", "text": f"turn {i}: say something", "client_msg_id": client_msg_id}
+        turn = Turn(time.perf_counter())
+        await conn.send(json.dumps(frame_out))
+        first_delta: tuple[float, str] | None = None
+        while True:
+            frame = json.loads(await asyncio.wait_for(conn.recv(), 60))
+            now = time.perf_counter()
+            if frame["type"] == "ack" and frame.get("client_msg_id") == client_msg_id:
+                turn.turn_id, turn.acked = frame["event_id"], now
+            elif frame["type"] == "delta" and first_delta is None:
+                first_delta = (now, frame["turn_id"])
+            elif frame["type"] == "error":
+                raise RuntimeError(f"turn {i}: {frame}")
+            elif is_answer(frame) and turn.turn_id and frame["event"]["parent_id"] == turn.turn_id:
+                break
+        if first_delta is None or first_delta[1] != turn.turn_id:
+            raise RuntimeError(f"turn {i}: no delta of its own ({first_delta}, {turn.turn_id})")
+        turn.delta = first_delta[0]
+        done.append(turn)
+    return done
+
+
+class Watcher:
+    """A client that reads everything and notes when it has seen what the bench waits for."""
+
+    def __init__(self, conn: websockets.ClientConnection) -> None:
+        self.conn = conn
+        self.answers: set[str] = set()  # parent ids of assistant messages seen
+        self.events: list[int] = []
+        self.frames = 0
+        self.task = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        try:
+            async for raw in self.conn:
+                self.frames += 1
+                frame = json.loads(raw)
+                if frame["type"] == "event":
+                    self.events.append(frame["event"]["seq"])
+                    if is_answer(frame):
+                        self.answers.add(frame["event"]["parent_id"])
+                elif frame["type"] == "resync":
+                    raise RuntimeError("a watcher was told to resync: it fell behind")
+        except websockets.ConnectionClosed:
+            return
+
+
+async def until(predicate: Any, timeout: float, what: str) -> float:
+    deadline = time.perf_counter() + timeout
+    while not predicate():
+        if time.perf_counter() > deadline:
+            raise TimeoutError(what)
+        await asyncio.sleep(0.002)
+    return time.perf_counter()
+
+
+async def run(args: argparse.Namespace) -> None:
+    root = Path(tempfile.mkdtemp(prefix="bench-chat-"))
+    standin = StandinProcess(log_dir=root / "standin").start()
+    env = {
+        "OPENAI_API_KEY": TEST_API_KEY,
+        "OPENAI_BASE_URL": standin.base_url,
+        "LOG_LEVEL": "WARNING",
+        "COMPACT_THRESHOLD": "10000000",  # this run measures the chat path, not compaction
+        "IDLE_SPAN_SECONDS": "100000",
+    }
+    system = System(root / "system", env=env)
+    bus: Bus | None = None
+    try:
+        system.start("ledger", "agent", "gateway")
+        url = f"{system.ws}/chat?token={system.token}"
+        sample_frame = json.dumps({"type": "message", "text": "turn 0: say something", "client_msg_id": "x-0"})
+
+        print(f"floor: bare WebSocket echo through uvicorn, {args.turns} round trips")
+        echo = await floor(args.turns, sample_frame)
+
+        print(f"chat path: {args.turns} sequential turns, stand-in answering instantly")
+        assert system.nats is not None
+        bus = await Bus.connect(system.nats.url, "bench-probe")
+        on_nats: dict[str, float] = {}  # first delta of each turn as NATS delivers it (to us and the gateway)
+
+        async def seen_delta(delta: Delta) -> None:
+            on_nats.setdefault(delta.turn_id, time.perf_counter())
+
+        await bus.subscribe(topics.AGENT_DELTA, seen_delta)
+        async with websockets.connect(url, max_size=None) as conn:
+            await hello(conn, 0)
+            await turns(conn, 20, "warmup")
+            measured = await turns(conn, args.turns, "turn")
+        to_ack = [t.acked - t.sent for t in measured]
+        to_delta = [t.delta - t.sent for t in measured]
+        agent_part = [on_nats[t.turn_id] - t.acked for t in measured]
+        hop = [t.delta - on_nats[t.turn_id] for t in measured]
+
+        print()
+        print(f"{'':30}{'p50':>11}{'p99':>11}{'mean':>11}   ratio to floor (p50 / p99)")
+        f50, f99 = pct(echo, 50), pct(echo, 99)
+        rows = (
+            ("floor (ws echo)", echo),
+            ("message -> ack", to_ack),
+            ("message -> 1st delta", to_delta),
+            ("  of which ack -> delta on NATS", agent_part),
+            ("  of which NATS -> client (gw)", hop),
+        )
+        for name, samples in rows:
+            p50, p99 = pct(samples, 50), pct(samples, 99)
+            ratio = "" if samples is echo else f"   {p50 / f50:6.1f}x / {p99 / f99:6.1f}x"
+            print(f"{name:30}{ms(p50):>11}{ms(p99):>11}{ms(statistics.fmean(samples)):>11}{ratio}")
+        print("  (ack -> delta on NATS is the agent: consume, conversation/span/message events, the SDK call)")
+
+        print(f"\nthroughput: {args.burst} messages at once, {args.watchers} watchers")
+        now = (await bus.request(topics.LEDGER_QUERY, QueryRequest(after_seq=0, limit=1))).last_seq
+        watchers = []
+        for _ in range(args.watchers):
+            conn = await websockets.connect(url, max_size=None)
+            await hello(conn, now)  # live from here: no history replay in this figure
+            watchers.append(Watcher(conn))
+        async with websockets.connect(url, max_size=None) as sender:
+            await hello(sender, now)
+            t0 = time.perf_counter()
+            for i in range(args.burst):
+                await sender.send(json.dumps({"type": "message", "text": f"burst {i}", "client_msg_id": f"burst-{i}"}))
+            ids: list[str] = []
+            while len(ids) < args.burst:
+                frame = json.loads(await asyncio.wait_for(sender.recv(), 60))
+                if frame["type"] == "ack":
+                    ids.append(frame["event_id"])
+                elif frame["type"] == "error":
+                    raise RuntimeError(frame)
+            acked = time.perf_counter()
+            wanted = set(ids)
+            done = await until(lambda: all(wanted <= w.answers for w in watchers), 600, "burst answers")
+        elapsed = done - t0
+        frames = sum(w.frames for w in watchers)
+        accepted = args.burst / (acked - t0)
+        print(f"  all {args.burst} acked after {acked - t0:.2f} s ({accepted:.0f} messages/s accepted)")
+        print(f"  every watcher had every answer after {elapsed:.2f} s: {args.burst / elapsed:.1f} turns/s sustained "
+              f"({frames} frames delivered, {frames / elapsed:.0f} frames/s across watchers)")
+
+        print(f"\nfan-out without the agent: {args.events} ledger events published by this script")
+        base = (await bus.request(topics.LEDGER_QUERY, QueryRequest(after_seq=0, limit=1))).last_seq
+        counts = [len(w.events) for w in watchers]
+        events = [
+            make_event(Message(text=f"fan-out {i}"), conversation_id=None, span_id=None, channel="text", role="user")
+            for i in range(args.events)
+        ]
+        t0 = time.perf_counter()
+        for start in range(0, len(events), 500):
+            await asyncio.gather(*(bus.publish(topics.LEDGER_APPEND, e) for e in events[start:start + 500]))
+        done = await until(
+            lambda: all(len(w.events) - c >= args.events for w, c in zip(watchers, counts, strict=True)), 600, "fan-out"
+        )
+        elapsed = done - t0
+        ordered = all(w.events == sorted(set(w.events)) for w in watchers)
+        print(f"  every watcher had all {args.events} after {elapsed:.2f} s: {args.events / elapsed:.0f} events/s "
+              f"per watcher, {args.events * args.watchers / elapsed:.0f} event frames/s in all; "
+              f"in seq order, once each: {ordered} (ledger seq {base} -> {max(w.events[-1] for w in watchers)})")
+        for w in watchers:
+            await w.conn.close()
+            w.task.cancel()
+    finally:
+        if bus is not None:
+            await bus.close()
+        system.stop()
+        standin.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--turns", type=int, default=1000)
+    parser.add_argument("--watchers", type=int, default=20)
+    parser.add_argument("--burst", type=int, default=200)
+    parser.add_argument("--events", type=int, default=5000)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    asyncio.run(run(args))
+
+
+if __name__ == "__main__":
+    main()

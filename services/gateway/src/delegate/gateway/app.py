@@ -1,0 +1,61 @@
+"""``create_app(settings, bus=None)``: the whole gateway as one FastAPI app.
+
+The lifespan owns the bus: it connects (in the background, so /healthz answers
+while NATS is still coming up), ensures the streams and starts the fan-out hub.
+Pass ``bus`` to reuse a connection someone else owns.
+"""
+
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio.to_thread
+from fastapi import FastAPI
+from starlette.staticfiles import StaticFiles
+
+from delegate.runtime.bus import Bus
+
+from . import chat_ws, http
+from .auth import OwnerAuth, load_or_create_token
+from .deps import GatewayContext
+from .errors import install_error_handlers
+from .logs import install_secret_redaction
+from .settings import Settings
+
+
+class ClientFiles(StaticFiles):
+    """``client/`` as static files; a missing folder is a 404, not a crash (it may not exist yet)."""
+
+    async def check_config(self) -> None:
+        if self.directory is not None and not await anyio.to_thread.run_sync(os.path.isdir, self.directory):
+            return
+        await super().check_config()
+
+
+def create_app(settings: Settings, bus: Bus | None = None) -> FastAPI:
+    install_secret_redaction()
+    token = (
+        settings.delegate_token.get_secret_value()
+        if settings.delegate_token is not None
+        else load_or_create_token(settings.runtime_data_dir)
+    )
+    ctx = GatewayContext(settings, OwnerAuth(token, settings), bus)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        await ctx.start()
+        try:
+            yield
+        finally:
+            await ctx.stop()
+
+    app = FastAPI(title="Delegate gateway", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.ctx = ctx
+    install_error_handlers(app)
+    app.include_router(http.public)
+    app.include_router(http.api)
+    app.include_router(chat_ws.router)
+    # Later routers (Twilio webhooks and /call, /browser-call, /api/tasks) are included here.
+    # Static files last: every route above wins over a file of the same name.
+    app.mount("/", ClientFiles(directory=settings.client_dir, html=True, check_dir=False), name="client")
+    return app

@@ -1,0 +1,338 @@
+"""The /chat fan-out: one bus subscription per gateway process, one bounded outbox per connection.
+
+The hub turns ``ledger.live.committed`` into a gapless, duplicate-free stream by
+commit seq: an event whose seq jumps ahead (a live message was lost, say while
+NATS restarted) is preceded by the missing events, fetched from the ledger. A
+periodic tail check finds losses that no later event reveals.
+
+Every connection (``ChatClient``) has its own outbox. The hub never waits for a
+client: it appends and moves on. A client whose outbox overflows is told
+``resync`` and closed (4408); it reconnects with ``hello`` from its last seq, so
+committed events are never silently dropped. Deltas are the one droppable frame.
+
+A connection starts *pending*: committed events are held until it says ``hello``
+(then the ledger replay runs and the held events follow it, deduplicated by seq)
+or until a short grace period passes (then it simply goes live).
+"""
+
+import asyncio
+import json
+import logging
+from collections import deque
+from typing import Any, Literal
+
+from delegate.contracts import topics
+from delegate.contracts.events import Event
+from delegate.contracts.messages import AgentState, Delta, LiveNotice, QueryRequest
+from delegate.runtime.bus import Bus, BusUnavailable, RemoteError
+
+log = logging.getLogger(__name__)
+
+Mode = Literal["pending", "replay", "live"]
+
+REPLAY_PAGE = 500
+CLOSE_LAGGING = 4408
+RESYNC_LAGGING = json.dumps({"type": "resync", "reason": "lagging"})
+
+
+def event_frame(event: Event) -> str:
+    return '{"type":"event","event":' + event.model_dump_json() + "}"
+
+
+def state_frame(state: AgentState) -> str:
+    return json.dumps({"type": "state", **state.model_dump(mode="json", exclude={"error"})})
+
+
+def delta_frame(delta: Delta) -> str:
+    return json.dumps({"type": "delta", **delta.model_dump(mode="json")})
+
+
+def live_frame(notice: LiveNotice) -> str:
+    return json.dumps({"type": "live", "event": notice.model_dump(mode="json")})
+
+
+def frame(kind: str, **fields: Any) -> str:
+    return json.dumps({"type": kind, **fields})
+
+
+class ChatClient:
+    """One /chat connection as the hub sees it: a bounded outbox and its place in the seq stream."""
+
+    def __init__(self, limit: int, label: str) -> None:
+        self.label = label
+        self.limit = limit
+        self.mode: Mode = "pending"
+        self.last_seq: int | None = None  # highest event seq queued on this connection
+        self.first_live_seq: int | None = None  # the first event seq it was sent
+        self.close_code: int | None = None
+        self.close_reason = ""
+        self.dropped_deltas = 0
+        self.closing_event = asyncio.Event()
+        self._frames: deque[str] = deque()
+        self._held: list[tuple[int, str]] = []  # committed events waiting for hello/replay to finish
+        self._wake = asyncio.Event()
+        self._space = asyncio.Event()
+        self._space.set()
+
+    @property
+    def closing(self) -> bool:
+        return self.close_code is not None
+
+    # ---- producers (the hub, and the connection's own tasks) -----------------------------
+
+    def send(self, text: str, *, droppable: bool = False) -> None:
+        """Queue a non-event frame; a droppable one (a delta) is skipped instead of overflowing."""
+        if self.closing:
+            return
+        if len(self._frames) >= self.limit:
+            if droppable:
+                self.dropped_deltas += 1
+                return
+            self._overflow()
+            return
+        self._push(text)
+
+    def offer_event(self, seq: int, text: str) -> None:
+        """A committed event from the hub: held while pending or replaying, else queued once."""
+        if self.closing:
+            return
+        if self.mode != "live":
+            if len(self._held) >= self.limit:
+                self._overflow()
+                return
+            self._held.append((seq, text))
+            return
+        self._queue_event(seq, text)
+
+    def _queue_event(self, seq: int, text: str) -> None:
+        if self.last_seq is not None and seq <= self.last_seq:
+            return  # already sent on this connection (replay and live overlap)
+        if len(self._frames) >= self.limit:
+            self._overflow()
+            return
+        self._push(text)
+        self.last_seq = seq
+        if self.first_live_seq is None:
+            self.first_live_seq = seq
+
+    def _push(self, text: str) -> None:
+        self._frames.append(text)
+        self._wake.set()
+        if len(self._frames) >= self.limit // 2:
+            self._space.clear()
+
+    def _overflow(self) -> None:
+        log.info("chat client %s fell behind (%d frames queued): resync", self.label, len(self._frames))
+        self._frames.clear()
+        self._held.clear()
+        self._push(RESYNC_LAGGING)
+        self.close(CLOSE_LAGGING, "lagging")
+
+    def close(self, code: int, reason: str = "") -> None:
+        """End the connection once the frames already queued are written."""
+        if self.closing:
+            return
+        self.close_code = code
+        self.close_reason = reason
+        self.closing_event.set()
+        self._wake.set()
+        self._space.set()
+
+    # ---- modes ------------------------------------------------------------------------------
+
+    def go_live(self) -> None:
+        """No hello came: deliver from the first held event on."""
+        if self.mode == "pending":
+            self.mode = "live"
+            self._flush_held()
+
+    def hello_too_late(self, after_seq: int) -> bool:
+        """Events already went out live; replaying older ones now would break seq order."""
+        return self.first_live_seq is not None and after_seq < self.first_live_seq - 1
+
+    def begin_replay(self, after_seq: int) -> None:
+        self.mode = "replay"
+        self.last_seq = after_seq if self.last_seq is None else max(after_seq, self.last_seq)
+
+    async def replay(self, events: list[Event]) -> bool:
+        """Queue replayed events, waiting for room: a slow client only slows its own replay."""
+        for event in events:
+            await self._space.wait()
+            if self.closing:
+                return False
+            assert event.seq is not None
+            self._queue_event(event.seq, event_frame(event))
+        return not self.closing
+
+    def finish_replay(self, *, force: bool = False) -> bool:
+        """Go live if the held events continue where the replay stopped (or ``force``)."""
+        self._held.sort(key=lambda item: item[0])
+        if not force and self._held and self.last_seq is not None and self._held[0][0] > self.last_seq + 1:
+            return False  # the ledger had more than its answer said: query again
+        self.mode = "live"
+        self._flush_held()
+        return True
+
+    def _flush_held(self) -> None:
+        held, self._held = self._held, []
+        for seq, text in sorted(held, key=lambda item: item[0]):
+            self._queue_event(seq, text)
+
+    # ---- the writer ----------------------------------------------------------------------------
+
+    async def next_frame(self) -> str | None:
+        """The next frame to write; None once closing and everything queued is out."""
+        while not self._frames:
+            if self.closing:
+                return None
+            self._wake.clear()
+            await self._wake.wait()
+        text = self._frames.popleft()
+        if len(self._frames) < self.limit // 2:
+            self._space.set()
+        return text
+
+
+class Hub:
+    """One set of live subscriptions per gateway process, shared by every /chat connection."""
+
+    def __init__(self, *, queue_limit: int, tail_check_s: float) -> None:
+        self.queue_limit = queue_limit
+        self.tail_check_s = tail_check_s
+        self.clients: set[ChatClient] = set()
+        self.last_seq: int | None = None  # highest committed seq forwarded (gapless up to here)
+        self.latest_state: AgentState | None = None
+        self.filled = 0  # events fetched from the ledger to close gaps
+        self._bus: Bus | None = None
+        self._lock = asyncio.Lock()
+        self._count = 0
+
+    def attach(self) -> ChatClient:
+        self._count += 1
+        client = ChatClient(self.queue_limit, f"#{self._count}")
+        self.clients.add(client)
+        return client
+
+    def detach(self, client: ChatClient) -> None:
+        self.clients.discard(client)
+
+    async def start(self, bus: Bus) -> None:
+        self._bus = bus
+        await bus.subscribe(topics.LEDGER_COMMITTED, self._on_committed)
+        await bus.subscribe(topics.AGENT_DELTA, self._on_delta)
+        await bus.subscribe(topics.AGENT_STATE, self._on_state)
+        await bus.subscribe(topics.INNER_NOTICE, self._on_notice)
+        bus.spawn(self._tail_loop())
+
+    def close_all(self, code: int, reason: str) -> None:
+        for client in list(self.clients):
+            client.close(code, reason)
+
+    # ---- committed events: gapless, in seq order ----------------------------------------------
+
+    async def _on_committed(self, event: Event) -> None:
+        if event.seq is None:
+            log.warning("committed event %s without a seq: ignored", event.id)
+            return
+        async with self._lock:
+            await self._admit(event)
+        # A burst of committed events arrives back to back without the loop ever switching
+        # tasks; yielding here lets every connection's writer keep pace instead of overflowing.
+        await asyncio.sleep(0)
+
+    async def _admit(self, event: Event) -> None:
+        assert event.seq is not None
+        if self.last_seq is None:
+            self.last_seq = event.seq - 1  # nothing known yet: start from here, hello replays the rest
+        if event.seq <= self.last_seq:
+            return
+        if event.seq > self.last_seq + 1:
+            await self._fill_gap(event.seq - 1)
+        if event.seq > self.last_seq:
+            self._deliver(event)
+
+    def _deliver(self, event: Event) -> None:
+        assert event.seq is not None
+        text = event_frame(event)
+        for client in list(self.clients):
+            client.offer_event(event.seq, text)
+        self.last_seq = event.seq
+
+    async def _fetch_after(self, through: int | None, timeout: float) -> None:
+        """Forward every committed event after ``last_seq`` (up to ``through``) from the ledger."""
+        assert self._bus is not None and self.last_seq is not None
+        while True:
+            reply = await self._bus.request(
+                topics.LEDGER_QUERY,
+                QueryRequest(after_seq=self.last_seq, through_seq=through, limit=REPLAY_PAGE),
+                timeout=timeout,
+            )
+            for event in reply.events:
+                if event.seq is not None and event.seq > self.last_seq:
+                    self.filled += 1
+                    self._deliver(event)
+                    await asyncio.sleep(0)  # as in _on_committed: let the writers keep pace
+            if not reply.more or not reply.events:
+                return
+
+    async def _fill_gap(self, through: int) -> None:
+        assert self.last_seq is not None
+        log.info("committed seq jumped from %d to %d: filling from the ledger", self.last_seq, through + 1)
+        delay = 0.1
+        for _ in range(8):
+            try:
+                await self._fetch_after(through, timeout=2.0)
+                return
+            except (BusUnavailable, RemoteError) as exc:
+                log.warning("could not fill the gap after seq %s: %s", self.last_seq, exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+        # The ledger did not answer for a long while: no client may believe it is complete, so
+        # every one is told to resync (its hello replays from the ledger once it is back).
+        log.error("giving up on the gap after seq %s: telling every client to resync", self.last_seq)
+        for client in list(self.clients):
+            client.send(frame("resync", reason="gap"))
+            client.close(CLOSE_LAGGING, "gap")
+        self.last_seq = through
+
+    async def catch_up(self, timeout: float = 1.0) -> None:
+        """Ask the ledger for anything committed that the live subscription did not bring."""
+        if self._bus is None:
+            return
+        async with self._lock:
+            if self.last_seq is None:
+                reply = await self._bus.request(
+                    topics.LEDGER_QUERY, QueryRequest(after_seq=0, limit=1), timeout=timeout
+                )
+                if self.last_seq is None:
+                    self.last_seq = reply.last_seq
+                return
+            await self._fetch_after(None, timeout=timeout)
+
+    async def _tail_loop(self) -> None:
+        while True:
+            try:
+                await self.catch_up()
+            except (BusUnavailable, RemoteError) as exc:
+                log.debug("tail check skipped: %s", exc)
+            except Exception:
+                log.exception("tail check failed")
+            await asyncio.sleep(self.tail_check_s)
+
+    # ---- live-only frames ---------------------------------------------------------------------
+
+    async def _on_delta(self, delta: Delta) -> None:
+        text = delta_frame(delta)
+        for client in list(self.clients):
+            client.send(text, droppable=True)
+
+    async def _on_state(self, state: AgentState) -> None:
+        self.latest_state = state
+        text = state_frame(state)
+        for client in list(self.clients):
+            client.send(text)
+
+    async def _on_notice(self, notice: LiveNotice) -> None:
+        text = live_frame(notice)
+        for client in list(self.clients):
+            client.send(text)

@@ -1,0 +1,223 @@
+"""REST routes: health, sign-in, timeline, state, messages, compact, end conversation."""
+
+import asyncio
+import json
+import logging
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request, Response
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from delegate.contracts import topics
+from delegate.contracts.cursor import Cursor, CursorError
+from delegate.contracts.messages import AgentCommand, AgentState, PageRequest, Usage
+from delegate.runtime.bus import Bus, BusUnavailable, RemoteError
+
+from .auth import SESSION_COOKIE
+from .deps import BusDep, ContextDep, SettingsDep, require_owner
+from .errors import ApiError
+from .inputs import InputRejected, submit_message
+from .settings import Settings
+
+log = logging.getLogger(__name__)
+
+MAX_BODY_BYTES = 64 * 1024
+MAX_PAGE = 5000
+READY_PING_TIMEOUT_S = 1.0
+
+public = APIRouter()
+api = APIRouter(prefix="/api", dependencies=[Depends(require_owner)])
+
+
+# ---- request bodies ------------------------------------------------------------------------
+
+
+class SignIn(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+    token: str = Field(max_length=512)
+
+
+class PostMessage(BaseModel):
+    # Strict: a number is not text. Unknown fields are ignored (clients may add some).
+    model_config = ConfigDict(extra="ignore", strict=True)
+    text: str
+    client_msg_id: str | None = Field(default=None, min_length=1, max_length=200)
+
+
+async def read_json(request: Request, limit: int = MAX_BODY_BYTES) -> Any:
+    """The body as JSON, refusing anything over ``limit`` bytes before and while reading it."""
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        try:
+            too_big = int(declared) > limit
+        except ValueError as exc:
+            raise ApiError(400, "bad_request", "Content-Length is not a number") from exc
+        if too_big:
+            raise ApiError(413, "too_large", f"the body is over {limit} bytes")
+    size = 0
+    chunks: list[bytes] = []
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise ApiError(413, "too_large", f"the body is over {limit} bytes")
+        chunks.append(chunk)
+    try:
+        return json.loads(b"".join(chunks))
+    except ValueError as exc:  # also UnicodeDecodeError
+        raise ApiError(400, "bad_json", "the body is not valid JSON") from exc
+
+
+def parse_body(model: type[BaseModel], data: Any) -> Any:
+    if not isinstance(data, dict):
+        raise ApiError(400, "bad_request", "the body must be a JSON object")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ())) or "body"
+        raise ApiError(400, "bad_request", f"{where}: {first.get('msg', 'invalid')}") from exc
+
+
+# ---- health --------------------------------------------------------------------------------
+
+
+@public.get("/healthz")
+async def healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@public.get("/readyz")
+async def readyz(ctx: ContextDep) -> JSONResponse:
+    bus = ctx.bus
+    if bus is None or not bus.nc.is_connected:
+        missing = ["nats", "ledger", "agent"]
+    else:
+        names = ("ledger", "agent")
+        pongs = await asyncio.gather(
+            *(bus.ping(name, timeout=READY_PING_TIMEOUT_S) for name in names), return_exceptions=True
+        )
+        missing = [n for n, p in zip(names, pongs, strict=True) if isinstance(p, BaseException) or not p.ready]
+    if missing:
+        return JSONResponse({"status": "unready", "missing": missing}, status_code=503)
+    return JSONResponse({"status": "ready"})
+
+
+# ---- sign-in -------------------------------------------------------------------------------
+
+
+@public.post("/api/session", status_code=204)
+async def sign_in(request: Request, ctx: ContextDep) -> Response:
+    body = parse_body(SignIn, await read_json(request, limit=4096))
+    if not ctx.auth.check_token(body.token):
+        raise ApiError(401, "unauthorized", "that is not the owner token")
+    response = Response(status_code=204)
+    response.set_cookie(
+        SESSION_COOKIE,
+        ctx.auth.session_cookie(),
+        httponly=True,
+        samesite="strict",
+        secure=ctx.auth.secure_cookies,
+        path="/",
+        max_age=400 * 24 * 3600,  # the browser's cap; signing out (DELETE) ends it sooner
+    )
+    return response
+
+
+@public.delete("/api/session", status_code=204)
+async def sign_out(ctx: ContextDep) -> Response:
+    response = Response(status_code=204)
+    response.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="strict", secure=ctx.auth.secure_cookies)
+    return response
+
+
+# ---- timeline and state ----------------------------------------------------------------------
+
+
+@api.get("/timeline")
+async def timeline(
+    bus: BusDep, settings: SettingsDep, limit: str | None = None, before: str | None = None
+) -> dict[str, Any]:
+    size = settings.timeline_history_event_limit
+    if limit is not None:
+        try:
+            size = int(limit)
+        except ValueError as exc:
+            raise ApiError(400, "bad_limit", "limit must be a whole number") from exc
+        if not 1 <= size <= MAX_PAGE:
+            raise ApiError(400, "bad_limit", f"limit must be between 1 and {MAX_PAGE}")
+    if before is not None:
+        try:
+            Cursor.decode(before)
+        except CursorError as exc:
+            raise ApiError(400, "bad_cursor", "the cursor is malformed") from exc
+    try:
+        reply = await bus.request(topics.LEDGER_PAGE, PageRequest(limit=size, before=before))
+    except BusUnavailable as exc:
+        raise ApiError(503, "ledger_unavailable", "the ledger is not answering") from exc
+    except RemoteError as exc:
+        if exc.code in ("bad_cursor", "bad_request"):
+            raise ApiError(400, exc.code, exc.message) from exc
+        raise ApiError(502, exc.code, exc.message) from exc
+    return reply.model_dump(mode="json", exclude={"error"})
+
+
+def offline_state(settings: Settings) -> AgentState:
+    return AgentState(usage=Usage(input_tokens=0, compact_threshold=settings.compact_threshold, percent=0.0))
+
+
+@api.get("/state")
+async def state(bus: BusDep, settings: SettingsDep) -> dict[str, Any]:
+    try:
+        reply = await bus.request(topics.AGENT_STATE_GET, AgentCommand(), timeout=2.0)
+    except BusUnavailable as exc:
+        # The body still carries a neutral state so a page can draw its meter while it waits.
+        raise ApiError(
+            503, "agent_unavailable", "the agent is not answering",
+            state=offline_state(settings).model_dump(mode="json", exclude={"error"}),
+        ) from exc
+    except RemoteError as exc:
+        raise ApiError(502, exc.code, exc.message) from exc
+    return reply.model_dump(mode="json", exclude={"error"})
+
+
+# ---- input and commands -----------------------------------------------------------------------
+
+
+@api.post("/messages", status_code=202)
+async def post_message(request: Request, ctx: ContextDep) -> dict[str, Any]:
+    body: PostMessage = parse_body(PostMessage, await read_json(request))
+    bus = ctx.require_bus()
+    try:
+        done = await submit_message(bus, body.text, body.client_msg_id)
+    except InputRejected as exc:
+        raise ApiError(exc.status, exc.code, exc.message) from exc
+    except BusUnavailable as exc:
+        raise ApiError(503, "bus_unavailable", "the message could not be stored; send it again") from exc
+    return {"event_id": done.event_id, "duplicate": done.duplicate}
+
+
+async def agent_command(bus: Bus, which: str) -> None:
+    query = topics.AGENT_COMPACT if which == "compact" else topics.AGENT_END
+    try:
+        reply = await bus.request(query, AgentCommand())
+    except BusUnavailable as exc:
+        raise ApiError(503, "agent_unavailable", "the agent is not answering") from exc
+    except RemoteError as exc:
+        status = 409 if exc.code == "busy" else 502
+        raise ApiError(status, exc.code, exc.message) from exc
+    if not reply.ok:
+        raise ApiError(502, "failed", f"the agent could not {which.replace('_', ' ')}")
+
+
+@api.post("/compact", status_code=202)
+async def compact(bus: BusDep) -> dict[str, Any]:
+    await agent_command(bus, "compact")
+    return {"ok": True}
+
+
+@api.post("/conversation/end", status_code=200)
+async def end_conversation(bus: BusDep) -> dict[str, Any]:
+    await agent_command(bus, "end_conversation")
+    return {"ok": True}
+

@@ -1,0 +1,54 @@
+"""The gateway's one settings class; env var names as in interfaces.md."""
+
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from pydantic import Field, SecretStr, field_validator
+
+from delegate.runtime.settings import ServiceSettings
+
+# services/gateway/src/delegate/gateway/settings.py -> the repository root is five levels up.
+_REPO_ROOT = Path(__file__).resolve().parents[5]
+
+
+def default_client_dir() -> Path:
+    """The repo's ``client/`` for a source checkout; containers set CLIENT_DIR instead."""
+    for candidate in (_REPO_ROOT / "client", Path.cwd() / "client"):
+        if candidate.is_dir():
+            return candidate
+    return _REPO_ROOT / "client"
+
+
+class Settings(ServiceSettings):
+    # Loopback by default: the owner's machine should not expose the API to its LAN unasked.
+    # The container image sets DELEGATE_HOST=0.0.0.0.
+    delegate_host: str = "127.0.0.1"  # DELEGATE_HOST
+    delegate_port: int = 8081  # DELEGATE_PORT
+    delegate_token: SecretStr | None = None  # DELEGATE_TOKEN; unset -> generated and stored once
+    public_base_url: str = "http://localhost:8081"  # PUBLIC_BASE_URL
+    client_dir: Path = Field(default_factory=default_client_dir)  # CLIENT_DIR
+    timeline_history_event_limit: int = Field(default=500, ge=1, le=5000)  # TIMELINE_HISTORY_EVENT_LIMIT
+    compact_threshold: int = 200_000  # COMPACT_THRESHOLD, only for the state shown while the agent is down
+
+    # /chat fan-out tuning (GATEWAY_*): frames a connection may have queued before it is told to
+    # resync, how long a lagging client gets to take its resync frame, how long a new connection
+    # may take to say hello before it is switched to live delivery, and how often the hub asks the
+    # ledger whether it missed a committed event (lost live messages after a NATS restart).
+    gateway_ws_queue_limit: int = Field(default=1000, ge=8)
+    gateway_ws_lag_close_s: float = Field(default=10.0, gt=0)
+    gateway_hello_grace_s: float = Field(default=1.0, ge=0)
+    gateway_tail_check_s: float = Field(default=2.0, gt=0)
+
+    @field_validator("delegate_token", mode="before")
+    @classmethod
+    def _empty_token_is_unset(cls, value: object) -> object:
+        return None if value == "" else value
+
+    @property
+    def secure_cookies(self) -> bool:
+        return urlsplit(self.public_base_url).scheme == "https"
+
+    @property
+    def public_origin(self) -> str:
+        parts = urlsplit(self.public_base_url)
+        return f"{parts.scheme}://{parts.netloc}".lower()

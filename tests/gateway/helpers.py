@@ -1,0 +1,215 @@
+"""Gateway test helpers: a real uvicorn serving ``create_app`` in-process, WebSocket and stream readers."""
+
+import asyncio
+import json
+import socket
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+import websockets
+from websockets.asyncio.client import ClientConnection
+from websockets.client import ClientProtocol
+from websockets.frames import Frame, Opcode
+from websockets.protocol import State
+from websockets.uri import parse_uri
+
+from delegate.contracts import topics
+from delegate.contracts.events import Event, Message, make_event
+from delegate.gateway.app import create_app
+from delegate.gateway.main import WS_MAX_MESSAGE_BYTES
+from delegate.gateway.settings import Settings
+from delegate.runtime.bus import Bus
+from delegate.runtime.procs import free_port
+
+TOKEN = "test-owner-token-0123456789"
+
+
+def gateway_settings(nats_url: str, root: Path, **overrides: Any) -> Settings:
+    values: dict[str, Any] = {
+        "nats_url": nats_url,
+        "runtime_data_dir": root / "runtime-data",
+        "delegate_port": free_port(),
+        "delegate_token": TOKEN,
+        "client_dir": root / "client",
+        **overrides,
+    }
+    return Settings(_env_file=None, **values)  # type: ignore[call-arg]
+
+
+@dataclass
+class Gateway:
+    settings: Settings
+    server: uvicorn.Server
+
+    @property
+    def http(self) -> str:
+        return f"http://127.0.0.1:{self.settings.delegate_port}"
+
+    @property
+    def ws(self) -> str:
+        return f"ws://127.0.0.1:{self.settings.delegate_port}"
+
+    @property
+    def bus_ready(self) -> bool:
+        return self.server.config.loaded_app is not None and _ctx(self).bus is not None
+
+
+def _ctx(gw: Gateway) -> Any:
+    app = gw.server.config.loaded_app
+    while not hasattr(app, "state"):  # uvicorn wraps the app in middleware
+        app = app.app  # type: ignore[union-attr]
+    return app.state.ctx  # type: ignore[union-attr]
+
+
+@asynccontextmanager
+async def running_gateway(settings: Settings, *, wait_for_bus: bool = True) -> AsyncIterator[Gateway]:
+    """The production app on a real uvicorn (same event loop as the test), connected to the bus."""
+    config = uvicorn.Config(
+        create_app(settings),
+        host="127.0.0.1",
+        port=settings.delegate_port,
+        log_config=None,
+        lifespan="on",
+        ws_max_size=WS_MAX_MESSAGE_BYTES,
+        timeout_graceful_shutdown=2,
+    )
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    gw = Gateway(settings, server)
+    await until(lambda: server.started or task.done(), what="uvicorn to start")
+    if task.done():
+        task.result()
+    if wait_for_bus:
+        await until(lambda: gw.bus_ready, what="the gateway to connect to NATS")
+    try:
+        yield gw
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(task, 15)
+
+
+async def until(predicate: Callable[[], bool], timeout: float = 20.0, what: str = "condition") -> None:
+    """Poll a condition with a deadline (never a fixed sleep)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+def auth() -> dict[str, str]:
+    return {"Authorization": f"Bearer {TOKEN}"}
+
+
+async def connect(gw_ws: str, *, token: str | None = TOKEN, **kwargs: Any) -> ClientConnection:
+    url = f"{gw_ws}/chat" + (f"?token={token}" if token else "")
+    return await websockets.connect(url, max_size=8 * 1024 * 1024, **kwargs)
+
+
+async def recv(ws: ClientConnection, timeout: float = 20.0) -> dict[str, Any]:
+    frame: dict[str, Any] = json.loads(await asyncio.wait_for(ws.recv(), timeout))
+    return frame
+
+
+async def recv_until(
+    ws: ClientConnection, predicate: Callable[[dict[str, Any]], bool], timeout: float = 30.0
+) -> list[dict[str, Any]]:
+    """Every frame up to and including the first one matching ``predicate``."""
+    frames: list[dict[str, Any]] = []
+    deadline = time.monotonic() + timeout
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise AssertionError(f"no matching frame in time; got {[f.get('type') for f in frames][-20:]}")
+        frame = await recv(ws, remaining)
+        frames.append(frame)
+        if predicate(frame):
+            return frames
+
+
+def seqs(frames: list[dict[str, Any]]) -> list[int]:
+    return [f["event"]["seq"] for f in frames if f.get("type") == "event"]
+
+
+def user_event(text: str, *, conversation_id: str = "conv-1", span_id: str = "span-1") -> Event:
+    return make_event(Message(text=text), conversation_id=conversation_id, span_id=span_id, channel="text", role="user")
+
+
+async def produce(bus: Bus, events: list[Event]) -> None:
+    """Publish events on LEDGER_APPEND as any producer does (in flight together, like the agent)."""
+    await asyncio.gather(*(bus.publish(topics.LEDGER_APPEND, e) for e in events))
+
+
+async def stream_messages(bus: Bus, stream: str) -> list[bytes]:
+    """Every message a JetStream stream holds, oldest first."""
+    info = await bus.js.stream_info(stream)
+    out: list[bytes] = []
+    if info.state.messages == 0:
+        return out
+    for seq in range(info.state.first_seq, info.state.last_seq + 1):
+        msg = await bus.js.get_msg(stream, seq)
+        if msg.data is not None:
+            out.append(msg.data)
+    return out
+
+
+class StallingClient:
+    """A /chat client that reads its socket only when asked: a browser tab frozen mid-stream.
+
+    Built on websockets' sans-I/O protocol over a plain socket with a small receive buffer, so
+    nothing (no library read-ahead) drains the socket behind the test's back.
+    """
+
+    def __init__(self, url: str, rcvbuf: int = 4096) -> None:
+        self.uri = parse_uri(url)
+        self.rcvbuf = rcvbuf
+        self.proto = ClientProtocol(self.uri, max_size=None)
+        self.sock = socket.socket()
+        self.close_code: int | None = None
+
+    async def open(self) -> "StallingClient":
+        loop = asyncio.get_running_loop()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.rcvbuf)
+        self.sock.setblocking(False)
+        await loop.sock_connect(self.sock, (self.uri.host, self.uri.port))
+        self.proto.send_request(self.proto.connect())
+        await self._flush()
+        while self.proto.handshake_exc is None and self.proto.state is State.CONNECTING:
+            self.proto.receive_data(await loop.sock_recv(self.sock, 65536))
+        if self.proto.handshake_exc is not None:
+            raise self.proto.handshake_exc
+        return self
+
+    async def _flush(self) -> None:
+        for data in self.proto.data_to_send():
+            if data:
+                await asyncio.get_running_loop().sock_sendall(self.sock, data)
+
+    async def send(self, frame: dict[str, Any]) -> None:
+        self.proto.send_text(json.dumps(frame).encode())
+        await self._flush()
+
+    async def drain(self, timeout: float = 30.0) -> list[dict[str, Any]]:
+        """Read everything up to the server's close; the frames, in order."""
+        loop = asyncio.get_running_loop()
+        frames: list[dict[str, Any]] = []
+        while self.close_code is None:
+            data = await asyncio.wait_for(loop.sock_recv(self.sock, 65536), timeout)
+            if not data:
+                break
+            self.proto.receive_data(data)
+            for event in self.proto.events_received():
+                if isinstance(event, Frame) and event.opcode is Opcode.TEXT:
+                    frames.append(json.loads(bytes(event.data)))
+            if self.proto.close_rcvd is not None:
+                self.close_code = self.proto.close_rcvd.code
+                await self._flush()  # our half of the closing handshake
+        return frames
+
+    def close(self) -> None:
+        self.sock.close()
