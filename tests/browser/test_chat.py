@@ -129,9 +129,9 @@ async def test_two_tabs_see_the_same_timeline(
     b = await new_page(sys_, viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
 
     await a.send("Hello from tab A")
-    await b.wait_for_text("#timeline article.msg-assistant", "Answer for tab A.")
+    await b.wait_for_text("#timeline article.msg-assistant[data-event-id]", "Answer for tab A.")
     await b.send("And hello from tab B")
-    await a.wait_for_text("#timeline article.msg-assistant", "Answer for tab B.")
+    await a.wait_for_text("#timeline article.msg-assistant[data-event-id]", "Answer for tab B.")
 
     await same_as_ledger(a, sys_)
     await same_as_ledger(b, sys_)
@@ -163,7 +163,7 @@ async def test_gateway_restart_reconnects_without_gaps_or_duplicates(
     standin.script({"action": "text", "text": "Before the restart."}, {"action": "text", "text": "After the restart."})
     page = await new_page(sys_)
     await page.send("First, before anything breaks")
-    await page.wait_for_text("#timeline article.msg-assistant", "Before the restart.")
+    await page.wait_for_text("#timeline article.msg-assistant[data-event-id]", "Before the restart.")
     await same_as_ledger(page, sys_)
 
     await asyncio.to_thread(sys_.kill, "gateway")
@@ -183,7 +183,7 @@ async def test_gateway_restart_reconnects_without_gaps_or_duplicates(
 
     # And the conversation carries on over the new connection.
     await page.send("Still there?")
-    await page.wait_for_text("#timeline article.msg-assistant", "After the restart.")
+    await page.wait_for_text("#timeline article.msg-assistant[data-event-id]", "After the restart.")
     await same_as_ledger(page, sys_)
     texts = [m["text"] for m in await page.messages()]
     assert texts == ["First, before anything breaks", "Before the restart.", "Still there?", "After the restart."]
