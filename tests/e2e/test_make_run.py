@@ -49,15 +49,18 @@ def _ready(base: str) -> bool:
 
 def test_launcher_runs_the_whole_system_offline_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     port = free_port()
-    token = "launcher-test-token"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "NATS_", "TWILIO_", "IMAP_", "SMTP_"))}
-    env.update(RUNTIME_DATA_DIR=str(tmp_path / "rt"), DELEGATE_PORT=str(port), DELEGATE_TOKEN=token)
+    env.update(RUNTIME_DATA_DIR=str(tmp_path / "rt"), DELEGATE_PORT=str(port))
+    env.pop("DELEGATE_TOKEN", None)
     log = open(tmp_path / "launch.log", "wb")  # noqa: SIM115
     proc = subprocess.Popen([sys.executable, "-m", "delegate.runtime.launch"], env=env, stdout=log, stderr=log)
     base = f"http://127.0.0.1:{port}"
-    auth = {"Authorization": f"Bearer {token}"}
     try:
         _wait(lambda: _ready(base), 90, "/readyz 200")
+        # First start: the generated owner token is shown once on the launcher's own output.
+        token = (tmp_path / "rt" / "delegate-token").read_text().strip()
+        _wait(lambda: token in (tmp_path / "launch.log").read_text(), 10, "the token on the launcher's output")
+        auth = {"Authorization": f"Bearer {token}"}
         state = httpx.get(f"{base}/api/state", headers=auth, timeout=5).json()
         assert state["offline_model"] is True
 

@@ -87,6 +87,10 @@ def main() -> None:
     port = env.get("DELEGATE_PORT", "8081")
     log.info("Delegate is starting on http://localhost:%s (logs in %s); Ctrl-C stops it", port, logs)
 
+    # The gateway generates the owner token on first start and logs it to its own log file;
+    # the person who typed `make run` is looking at this terminal, so show it here once.
+    token_file = runtime / "delegate-token"
+    announce_token = not env.get("DELEGATE_TOKEN") and not token_file.exists()
     stopping = False
 
     def on_signal(signum: int, _frame: object) -> None:
@@ -98,6 +102,10 @@ def main() -> None:
     try:
         while not stopping:
             supervisor.tick()
+            if announce_token and token_file.exists():
+                announce_token = False
+                token = token_file.read_text().strip()
+                log.warning("owner token (shown once; sign in with it at http://localhost:%s): %s", port, token)
             time.sleep(0.5)
     finally:
         log.info("stopping")
