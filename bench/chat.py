@@ -1,6 +1,6 @@
 """Chat path latency and throughput through the real processes, against a floor measured in the same run.
 
-    .venv/bin/python bench/chat.py [--turns 1000] [--watchers 20] [--burst 200] [--events 5000]
+    .venv/bin/python bench/chat.py [--turns 1000] [--watchers 20] [--burst 200] [--events 5000] [--latency-only]
 
 Starts nats-server, the ledger, the agent, the gateway (``python -m delegate.gateway``) and the
 OpenAI stand-in answering instantly (no scripted latency), then measures:
@@ -9,7 +9,13 @@ OpenAI stand-in answering instantly (no scripted latency), then measures:
   message -> ack   a /chat message frame -> its ack (validated, published to JetStream, PubAck)
   message -> delta a /chat message frame -> the first answer delta of that turn; turns one after
                    another, each waiting for the assistant message before the next
-  turns/s          --burst messages sent at once while --watchers other clients watch everything;
+  stand-in alone   after each of those turns, the SDK straight to the stand-in (no Delegate), the
+                   agent's own request (instructions, tools) continuing the same chain from the
+                   response just recorded, sent the way the agent sends it: its first delta.
+                   The stand-in's work grows with the chain, so only this pairing is fair.
+  overhead         message -> delta minus the stand-in alone (each percentile): what Delegate
+                   adds with the stand-in answering instantly
+  messages/s       --burst messages sent at once while --watchers other clients watch everything;
                    from the first send until every watcher has every assistant message
   fan-out          --events ledger events published by this script (as a producer) until every
                    watcher has every one of them: what the ledger + gateway deliver without the agent
@@ -33,6 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import websockets  # noqa: E402
+from openai import AsyncStream, RequestOptions  # noqa: E402
 
 from delegate.contracts import topics  # noqa: E402
 from delegate.contracts.events import Message, make_event  # noqa: E402
@@ -60,6 +67,15 @@ ECHO_SERVER = textwrap.dedent(
                 port=int(sys.argv[1]), log_level="warning")
     """
 )
+
+
+# How the agent calls the stand-in (delegate.agent.model): raw events, no typed-params transform.
+RawEvents = AsyncStream[object]
+BEARER: RequestOptions = {"security": {"bearer_auth": True}}
+
+# The issue's target for Delegate's own part, with the stand-in answering instantly.
+TARGET_P50 = 0.005
+TARGET_P99 = 0.020
 
 
 def pct(samples: list[float], p: float) -> float:
@@ -111,10 +127,47 @@ class Turn:
         self.acked = 0.0
         self.delta = 0.0  # first delta of this turn on the client's socket
         self.turn_id = ""
+        self.response_id = ""  # of the assistant message: where the chain now ends
+        self.standin = 0.0  # the stand-in alone, continuing from response_id: to its first delta
 
 
-async def turns(conn: websockets.ClientConnection, n: int, tag: str) -> list[Turn]:
-    """Sequential turns, each waiting for its assistant message before the next one is sent."""
+class StandinProbe:
+    """The stand-in without Delegate: the agent's request, sent as the agent sends it, to the first delta."""
+
+    def __init__(self, standin: StandinProcess, template: dict[str, Any]) -> None:
+        self.client = standin.async_client(max_retries=0, timeout=60)
+        self.template = {k: v for k, v in template.items() if k not in ("input", "previous_response_id", "stream")}
+
+    async def first_delta(self, previous_response_id: str, text: str) -> float:
+        body = {
+            **self.template,
+            "input": [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}],
+            "previous_response_id": previous_response_id,
+            "stream": True,
+        }
+        t0 = time.perf_counter()
+        stream = await self.client.post(
+            "/responses", body=body, cast_to=object, stream=True, stream_cls=RawEvents, options=BEARER
+        )
+        first = 0.0
+        async for event in stream:
+            if not first and isinstance(event, dict) and event.get("type") == "response.output_text.delta":
+                first = time.perf_counter() - t0
+        if not first:
+            raise RuntimeError("the stand-in sent no delta")
+        return first
+
+    async def close(self) -> None:
+        await self.client.close()
+
+
+async def turns(
+    conn: websockets.ClientConnection, n: int, tag: str, probe: StandinProbe | None = None
+) -> list[Turn]:
+    """Sequential turns, each waiting for its assistant message before the next one is sent.
+
+    With a probe, each turn is followed by one stand-in-alone request on the same chain.
+    """
     done: list[Turn] = []
     for i in range(n):
         client_msg_id = f"{tag}-{i}"
@@ -132,10 +185,13 @@ async def turns(conn: websockets.ClientConnection, n: int, tag: str) -> list[Tur
             elif frame["type"] == "error":
                 raise RuntimeError(f"turn {i}: {frame}")
             elif is_answer(frame) and turn.turn_id and frame["event"]["parent_id"] == turn.turn_id:
+                turn.response_id = frame["event"]["payload"]["response_id"]
                 break
         if first_delta is None or first_delta[1] != turn.turn_id:
             raise RuntimeError(f"turn {i}: no delta of its own ({first_delta}, {turn.turn_id})")
         turn.delta = first_delta[0]
+        if probe is not None:
+            turn.standin = await probe.first_delta(turn.response_id, frame_out["text"])
         done.append(turn)
     return done
 
@@ -194,7 +250,8 @@ async def run(args: argparse.Namespace) -> None:
         print(f"floor: bare WebSocket echo through uvicorn, {args.turns} round trips")
         echo = await floor(args.turns, sample_frame)
 
-        print(f"chat path: {args.turns} sequential turns, stand-in answering instantly")
+        print(f"chat path: {args.turns} sequential turns, stand-in answering instantly, each followed by "
+              "the stand-in alone on the same chain")
         assert system.nats is not None
         bus = await Bus.connect(system.nats.url, "bench-probe")
         on_nats: dict[str, float] = {}  # first delta of each turn as NATS delivers it (to us and the gateway)
@@ -206,14 +263,21 @@ async def run(args: argparse.Namespace) -> None:
         async with websockets.connect(url, max_size=None) as conn:
             await hello(conn, 0)
             await turns(conn, 20, "warmup")
-            measured = await turns(conn, args.turns, "turn")
+            # The agent's own request, as the stand-in recorded it (read once: the log grows).
+            probe = StandinProbe(standin, standin.response_requests()[-1]["body"])
+            try:
+                await turns(conn, 5, "probe-warmup", probe)
+                measured = await turns(conn, args.turns, "turn", probe)
+            finally:
+                await probe.close()
         to_ack = [t.acked - t.sent for t in measured]
         to_delta = [t.delta - t.sent for t in measured]
         agent_part = [on_nats[t.turn_id] - t.acked for t in measured]
         hop = [t.delta - on_nats[t.turn_id] for t in measured]
+        alone = [t.standin for t in measured]
 
         print()
-        print(f"{'':30}{'p50':>11}{'p99':>11}{'mean':>11}   ratio to floor (p50 / p99)")
+        print(f"{'':34}{'p50':>11}{'p99':>11}{'mean':>11}   ratio to floor (p50 / p99)")
         f50, f99 = pct(echo, 50), pct(echo, 99)
         rows = (
             ("floor (ws echo)", echo),
@@ -221,12 +285,27 @@ async def run(args: argparse.Namespace) -> None:
             ("message -> 1st delta", to_delta),
             ("  of which ack -> delta on NATS", agent_part),
             ("  of which NATS -> client (gw)", hop),
+            ("stand-in alone -> 1st delta", alone),
         )
         for name, samples in rows:
             p50, p99 = pct(samples, 50), pct(samples, 99)
             ratio = "" if samples is echo else f"   {p50 / f50:6.1f}x / {p99 / f99:6.1f}x"
-            print(f"{name:30}{ms(p50):>11}{ms(p99):>11}{ms(statistics.fmean(samples)):>11}{ratio}")
-        print("  (ack -> delta on NATS is the agent: consume, conversation/span/message events, the SDK call)")
+            print(f"{name:34}{ms(p50):>11}{ms(p99):>11}{ms(statistics.fmean(samples)):>11}{ratio}")
+        added = {p: pct(to_delta, p) - pct(echo, p) for p in (50, 99)}
+        over = {p: pct(to_delta, p) - pct(alone, p) for p in (50, 99)}
+        paired = [t.delta - t.sent - t.standin for t in measured]
+        print(f"{'added latency (- floor)':34}{ms(added[50]):>11}{ms(added[99]):>11}{'':11}"
+              f"   {added[50] / f50:6.1f}x / {added[99] / f99:6.1f}x")
+        print(f"{'Delegate overhead (- stand-in)':34}{ms(over[50]):>11}{ms(over[99]):>11}{'':11}"
+              f"   {over[50] / f50:6.1f}x / {over[99] / f99:6.1f}x")
+        print(f"{'  paired per turn (for reference)':34}{ms(pct(paired, 50)):>11}{ms(pct(paired, 99)):>11}"
+              f"{ms(statistics.fmean(paired)):>11}")
+        verdict = "met" if over[50] <= TARGET_P50 and over[99] <= TARGET_P99 else "NOT met"
+        print(f"  target: overhead p50 <= {TARGET_P50 * 1000:.0f} ms, p99 <= {TARGET_P99 * 1000:.0f} ms: {verdict}")
+        print("  (overhead = each percentile of message -> 1st delta minus the same percentile of the stand-in alone;")
+        print("   ack -> delta on NATS is the agent: consume, the model request, opening events published meanwhile)")
+        if args.latency_only:
+            return
 
         print(f"\nthroughput: {args.burst} messages at once, {args.watchers} watchers")
         now = (await bus.request(topics.LEDGER_QUERY, QueryRequest(after_seq=0, limit=1))).last_seq
@@ -254,8 +333,10 @@ async def run(args: argparse.Namespace) -> None:
         frames = sum(w.frames for w in watchers)
         accepted = args.burst / (acked - t0)
         print(f"  all {args.burst} acked after {acked - t0:.2f} s ({accepted:.0f} messages/s accepted)")
-        print(f"  every watcher had every answer after {elapsed:.2f} s: {args.burst / elapsed:.1f} turns/s sustained "
-              f"({frames} frames delivered, {frames / elapsed:.0f} frames/s across watchers)")
+        print(
+            f"  every watcher had every answer after {elapsed:.2f} s: {args.burst / elapsed:.1f} messages/s "
+            f"answered, sustained ({frames} frames delivered, {frames / elapsed:.0f} frames/s across watchers)"
+        )
 
         print(f"\nfan-out without the agent: {args.events} ledger events published by this script")
         base = (await bus.request(topics.LEDGER_QUERY, QueryRequest(after_seq=0, limit=1))).last_seq
@@ -291,8 +372,11 @@ def main() -> None:
     parser.add_argument("--watchers", type=int, default=20)
     parser.add_argument("--burst", type=int, default=200)
     parser.add_argument("--events", type=int, default=5000)
+    parser.add_argument("--latency-only", action="store_true", help="stop after the latency figures")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
+    # Readiness probes connect and close a bus each: their "disconnected" warnings are noise here.
+    logging.getLogger("delegate.runtime.bus").setLevel(logging.ERROR)
     asyncio.run(run(args))
 
 

@@ -81,7 +81,12 @@ SPAN_FOR_CHANNEL: dict[str, SpanType] = {"browser_voice": "voice", "phone": "pho
 
 @dataclass(frozen=True)
 class Turn:
-    """One input being answered: where its events go and what the model is given."""
+    """One input being answered: where its events go and what the model is given.
+
+    ``opening`` publishes the events that open the turn (conversation, span, the user message)
+    while the model request already runs; ``opened()`` is the barrier before anything else of
+    the turn is published, so the stream still holds them first, in order.
+    """
 
     id: str
     channel: Channel
@@ -89,6 +94,13 @@ class Turn:
     span_id: str
     item: dict[str, Any]
     delivery: int = 1
+    opening: "asyncio.Task[None] | None" = None
+
+    async def opened(self) -> None:
+        if self.opening is not None:
+            # Shielded: the turn timing out while it waits here must not cancel the opening,
+            # which ``turn.failed`` then still waits for.
+            await asyncio.shield(self.opening)
 
 
 class TurnText:
@@ -131,6 +143,11 @@ class TurnText:
             topics.AGENT_DELTA, Delta(turn_id=self.turn_id, attempt=self.attempt, index=self.index, text=text)
         )
         self.index += 1
+        if self.index == 1:
+            # Let the NATS client's flusher write the first delta now: events that arrived in
+            # one read are parsed without yielding, so a fast stream would hold it back until
+            # the whole read is through. Later ones may go out together.
+            await asyncio.sleep(0)
 
 
 class Agent:
@@ -257,23 +274,32 @@ class Agent:
 
     async def _user_turn(self, msg: UserInput, delivery: int) -> None:
         async with self._turn_slot():
+            # A first delivery cannot have been answered: answering needs a delivery, and the
+            # durable consumer counts deliveries across leaders. So only redeliveries look.
             if delivery > 1 and await self._recorded_answers(msg.id, ("message", "turn.failed"), anchored=True):
                 return
             span_type = SPAN_FOR_CHANNEL.get(msg.channel, "interaction")
-            conversation_id, span = await self._ensure_open(msg.channel, span_type, msg.ts)
-            await self.ledger.append(
-                make_event(
-                    Message(text=msg.text, client_msg_id=msg.client_msg_id, meta=msg.meta),
-                    conversation_id=conversation_id,
-                    span_id=span.id,
-                    channel=msg.channel,
-                    role="user",
-                    id=msg.id,
-                    ts=msg.ts,
-                )
+            conversation_id, span = self._open_ids(msg.channel, span_type)
+            user_message = make_event(
+                Message(text=msg.text, client_msg_id=msg.client_msg_id, meta=msg.meta),
+                conversation_id=conversation_id,
+                span_id=span.id,
+                channel=msg.channel,
+                role="user",
+                id=msg.id,
+                ts=msg.ts,
             )
-            turn = Turn(msg.id, msg.channel, conversation_id, span.id, user_item(msg.text), delivery)
-            await self._answer(turn)
+            # The opening events go out while the model request runs: the first delta does not
+            # wait for their fsynced PubAcks, everything published after them still does.
+            opening = asyncio.create_task(self._publish_opening(conversation_id, span, msg.ts, user_message))
+            turn = Turn(msg.id, msg.channel, conversation_id, span.id, user_item(msg.text), delivery, opening)
+            try:
+                await self._answer(turn)
+            except asyncio.CancelledError:
+                opening.cancel()  # stepping down: this leader publishes nothing more
+                raise
+            finally:
+                await _settle(opening)
 
     async def _activation(self, msg: ActivationInput, delivery: int) -> None:
         async with self._turn_slot():
@@ -341,27 +367,43 @@ class Agent:
 
     async def _ensure_open(self, channel: Channel, span_type: SpanType, ts: datetime) -> tuple[str, SpanRef]:
         """The open conversation and span, opening them just before ``ts`` when there are none."""
+        conversation_id, span = self._open_ids(channel, span_type)
+        await self._publish_opening(conversation_id, span, ts)
+        return conversation_id, span
+
+    def _open_ids(self, channel: Channel, span_type: SpanType) -> tuple[str, SpanRef]:
+        """The open conversation and span, or new ids for them: ``_publish_opening`` opens those."""
+        s = self.session
+        conversation_id = s.conversation_id or new_id()
+        span = s.span or SpanRef(new_id(), span_type, channel)
+        return conversation_id, span
+
+    async def _publish_opening(self, conversation_id: str, span: SpanRef, ts: datetime, *then: Event) -> None:
+        """Open the conversation and span if they are new, just before ``ts``; then publish ``then``.
+
+        One publish at a time, each acked before the next: a retried publish can never land
+        behind a later one. The session takes each id only once its event is acked, as before.
+        """
         s = self.session
         if s.conversation_id is None:
-            conversation_id = new_id()
             await self.ledger.append(
                 make_event(
-                    ConversationOpened(), conversation_id=conversation_id, span_id=None, channel=channel,
+                    ConversationOpened(), conversation_id=conversation_id, span_id=None, channel=span.channel,
                     ts=ts - 2 * TICK,
                 )
             )
             s.conversation_id = conversation_id
         if s.span is None:
-            span = SpanRef(new_id(), span_type, channel)
             await self.ledger.append(
                 make_event(
-                    SpanOpened(type=span_type), conversation_id=s.conversation_id, span_id=span.id, channel=channel,
-                    ts=ts - TICK,
+                    SpanOpened(type=span.type), conversation_id=conversation_id, span_id=span.id,
+                    channel=span.channel, ts=ts - TICK,
                 )
             )
             s.span = span
+        for event in then:
+            await self.ledger.append(event)
         await self.publish_state()
-        return s.conversation_id, s.span
 
     async def _close_span(self, reason: Any) -> None:
         s = self.session
@@ -398,6 +440,7 @@ class Agent:
             message = "Something went wrong on our side while answering. Please try again."
             await self._fail(turn, "internal", message, retryable=True)
             return False, message
+        await turn.opened()
         await self.ledger.append(
             make_event(
                 Message(text=text, response_id=response_id),
@@ -415,6 +458,7 @@ class Agent:
         return True, text
 
     async def _fail(self, turn: Turn, code: str, message: str, *, retryable: bool) -> None:
+        await turn.opened()
         await self.ledger.append(
             make_event(
                 TurnFailed(code=code, message=message, retryable=retryable),
@@ -537,6 +581,7 @@ class Agent:
             await self.publish_state()
 
     async def _record_usage(self, turn: Turn, result: responses.ModelResult) -> None:
+        await turn.opened()  # the first thing of a turn published after its opening events
         s = self.session
         before = s.input_tokens
         common: dict[str, Any] = {
@@ -740,3 +785,18 @@ class Agent:
             # from the capsule and recent cross-channel turns (the same rule as at resume).
             log.info("voice activity: clearing the Responses chain")
             s.clear_chain()
+
+
+async def _settle(task: "asyncio.Task[None]") -> None:
+    """Let a turn's opening publishes finish even when the turn itself failed.
+
+    Left running, they could land after the retried input opened its own conversation. Their
+    error, if any, was already raised by ``Turn.opened`` or loses to the turn's own error.
+    """
+    try:
+        await asyncio.wait([task])
+    except asyncio.CancelledError:
+        task.cancel()  # stepping down while waiting for it: publish nothing more
+        raise
+    if not task.cancelled() and task.exception() is not None:
+        log.debug("opening publishes failed: %r", task.exception())

@@ -8,7 +8,7 @@
   timeout, ``response.failed``, an in-stream ``error`` event in either shape). Sending the
   same request again is safe: a failed response never becomes the chain head.
 
-The SDK parses leniently, so everything here dispatches on ``.type`` strings, never classes.
+Events are the server's JSON objects as sent (see ``RawEvents``), dispatched on their ``type``.
 """
 
 import logging
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import openai
-from openai import AsyncOpenAI
+from openai import AsyncOpenAI, AsyncStream, RequestOptions
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +76,15 @@ class ModelResult:
 DeltaSink = Callable[[str], Awaitable[None]]
 FlagSink = Callable[[bool], Awaitable[None]]
 
+# Events arrive as the plain JSON objects the server sent. ``responses.create`` would run our
+# already wire-shaped request through the SDK's typed-params transform and build a pydantic
+# model of every event, the echoed tools and instructions included: together most of a turn's
+# CPU before its first delta. ``client.post`` keeps everything else of the SDK (auth, retries
+# before the first byte, timeouts, status errors, SSE framing, raising on an in-stream
+# ``error`` object) and hands the events over untouched.
+RawEvents = AsyncStream[object]
+BEARER: RequestOptions = {"security": {"bearer_auth": True}}
+
 
 async def stream_response(
     client: AsyncOpenAI,
@@ -84,9 +93,12 @@ async def stream_response(
     on_delta: DeltaSink,
     on_compacting: FlagSink | None = None,
 ) -> ModelResult:
-    """Run one streamed ``responses.create`` to its terminal event."""
+    """Run one streamed ``POST /responses`` to its terminal event."""
     try:
-        stream = await client.responses.create(**request, stream=True)
+        stream = await client.post(
+            "/responses", body={**request, "stream": True}, cast_to=object, stream=True, stream_cls=RawEvents,
+            options=BEARER,
+        )
     except openai.APIStatusError as exc:
         raise classify_status(exc) from exc
     except openai.APITimeoutError as exc:
@@ -96,20 +108,24 @@ async def stream_response(
     final: Any = None
     try:
         async for event in stream:
-            kind = getattr(event, "type", "")
+            if not isinstance(event, dict):
+                continue
+            kind = event.get("type")
             if kind == "response.output_text.delta":
-                if event.delta:
-                    await on_delta(event.delta)
+                if event.get("delta"):
+                    await on_delta(str(event["delta"]))
             elif kind in ("response.output_item.added", "response.output_item.done"):
-                if on_compacting and getattr(event.item, "type", "") == "compaction":
+                if on_compacting and _get(event.get("item"), "type") == "compaction":
                     await on_compacting(kind.endswith("added"))
             elif kind in ("response.completed", "response.incomplete"):
-                final = event.response
+                final = event.get("response")
+                if not isinstance(final, dict):
+                    raise _broken(None, f"{kind} carried no response object")
             elif kind == "response.failed":
-                error = getattr(event.response, "error", None)
-                raise _broken(getattr(error, "code", None), getattr(error, "message", None))
+                error = _get(event.get("response"), "error")
+                raise _broken(_get(error, "code"), _get(error, "message"))
             elif kind == "error":
-                raise _broken(getattr(event, "code", None), getattr(event, "message", None))
+                raise _broken(event.get("code"), event.get("message"))
     except ModelError:
         raise
     except openai.APITimeoutError as exc:
@@ -134,42 +150,55 @@ async def stream_response(
     return parse_response(final)
 
 
-def parse_response(response: Any) -> ModelResult:
+def _get(obj: Any, key: str) -> Any:
+    """A field of a wire object, or None when the object is missing or not an object."""
+    return obj.get(key) if isinstance(obj, dict) else None
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def parse_response(response: dict[str, Any]) -> ModelResult:
+    """A final Response object, as sent on the wire."""
     texts: list[str] = []
     calls: list[FunctionCall] = []
     compactions = 0
-    for item in getattr(response, "output", None) or []:
-        kind = getattr(item, "type", "")
-        if kind == "message" and getattr(item, "role", "assistant") == "assistant":
-            for part in getattr(item, "content", None) or []:
-                part_type = getattr(part, "type", "")
+    for item in _list(response.get("output")):
+        kind = _get(item, "type")
+        if kind == "message" and (item.get("role") or "assistant") == "assistant":
+            for part in _list(item.get("content")):
+                part_type = _get(part, "type")
                 if part_type == "output_text":
-                    texts.append(getattr(part, "text", "") or "")
+                    texts.append(str(part.get("text") or ""))
                 elif part_type == "refusal":
-                    texts.append(getattr(part, "refusal", "") or "")
+                    texts.append(str(part.get("refusal") or ""))
         elif kind == "function_call":
-            calls.append(FunctionCall(item.call_id, item.name, getattr(item, "arguments", "") or "{}"))
+            calls.append(FunctionCall(str(item["call_id"]), str(item["name"]), str(item.get("arguments") or "{}")))
         elif kind == "compaction":
             compactions += 1
     return ModelResult(
-        response_id=response.id,
-        status=getattr(response, "status", None) or "completed",
+        response_id=str(response.get("id") or ""),
+        status=str(response.get("status") or "completed"),
         text="".join(texts),
         calls=calls,
         compactions=compactions,
-        usage=parse_usage(getattr(response, "usage", None)),
+        usage=parse_usage(response.get("usage")),
     )
 
 
 def parse_usage(usage: Any) -> TokenUsage | None:
+    """Usage from a wire object (dict) or an SDK model (the compaction endpoint returns one)."""
     if usage is None:
         return None
-    details = getattr(usage, "input_tokens_details", None)
+    if not isinstance(usage, dict):
+        usage = usage.to_dict(mode="json") if hasattr(usage, "to_dict") else {}
+    details = usage.get("input_tokens_details")
     return TokenUsage(
-        input_tokens=int(getattr(usage, "input_tokens", 0) or 0),
-        output_tokens=int(getattr(usage, "output_tokens", 0) or 0),
-        total_tokens=int(getattr(usage, "total_tokens", 0) or 0),
-        cached_tokens=int(getattr(details, "cached_tokens", 0) or 0) if details is not None else 0,
+        input_tokens=int(usage.get("input_tokens") or 0),
+        output_tokens=int(usage.get("output_tokens") or 0),
+        total_tokens=int(usage.get("total_tokens") or 0),
+        cached_tokens=int(_get(details, "cached_tokens") or 0),
     )
 
 

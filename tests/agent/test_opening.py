@@ -1,0 +1,62 @@
+"""The model request starts while a turn's opening events are still being published.
+
+Whatever the model does, and however fast, the stream must still hold conversation.opened,
+span.opened and the user message before anything else of the turn, in that order.
+"""
+
+import pytest
+
+from delegate.contracts.events import Event
+
+pytestmark = [pytest.mark.integration]
+
+
+def answer_of(events: list[Event], turn_id: str) -> Event:
+    [answer] = [
+        e for e in events
+        if e.parent_id == turn_id and (e.kind == "turn.failed" or (e.kind == "message" and e.role == "assistant"))
+    ]
+    return answer
+
+
+async def test_a_model_failing_at_once_is_recorded_after_the_opening_events(make_system, probe_for, standin):
+    system = make_system().start("ledger", "agent")
+    probe = await probe_for(system)
+    # 400 is not retried by the SDK: turn.failed is ready while the opening may still be in flight.
+    standin.script({"action": "error", "status": 400, "message": "nope"})
+    msg = await probe.send("first words", client_msg_id="open-1")
+    failed = await probe.answer(msg.id)
+    assert failed.kind == "turn.failed" and failed.payload["code"] == "model_rejected"
+
+    events = await probe.ledger_events()
+    assert [e.kind for e in events] == ["conversation.opened", "span.opened", "message", "turn.failed"]
+    opened, span, user, _ = events
+    assert user.id == msg.id and user.role == "user" and user.payload["client_msg_id"] == "open-1"
+    assert opened.ts < span.ts < user.ts
+    assert {e.conversation_id for e in events} == {opened.conversation_id}
+    assert span.span_id == user.span_id == failed.span_id
+    state = await probe.state()
+    assert state.conversation_id == opened.conversation_id and state.span_id == span.span_id and not state.busy
+
+
+async def test_instant_answers_keep_every_turn_in_order(make_system, probe_for, standin):
+    system = make_system().start("ledger", "agent")
+    probe = await probe_for(system)
+    sent = [await probe.send(f"quick {i}") for i in range(12)]  # queued at once: back-to-back turns
+    for msg in sent:
+        await probe.answer(msg.id)
+
+    events = await probe.ledger_events()
+    kinds = [e.kind for e in events]
+    assert kinds[:2] == ["conversation.opened", "span.opened"]
+    assert kinds.count("conversation.opened") == 1 and kinds.count("span.opened") == 1
+    seq = {e.id: e.seq or 0 for e in events}
+    for i, msg in enumerate(sent):
+        turn = [e for e in events if e.id == msg.id or e.parent_id == msg.id]
+        assert [e.kind for e in turn] == ["message", "context.usage", "message"], (i, turn)
+        answer = answer_of(events, msg.id)
+        assert answer.payload["response_id"] == turn[1].payload["response_id"]
+        if i:  # each turn after the previous one's answer: one at a time
+            assert seq[msg.id] > seq[answer_of(events, sent[i - 1].id).id]
+    said = [e.payload["text"] for e in events if e.kind == "message" and e.role == "user"]
+    assert said == [f"quick {i}" for i in range(12)]
