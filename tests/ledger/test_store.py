@@ -1,5 +1,7 @@
 """The store interface against real databases: SQLite (WAL, DELETE) and PostgreSQL."""
 
+import asyncio
+import contextlib
 import json
 import sqlite3
 from pathlib import Path
@@ -251,3 +253,56 @@ async def test_stored_json_is_the_event_json(store: LedgerStore) -> None:
         original = next(e for e in tricky if e.id == row.id).with_seq(seqs[row.id])
         assert json.loads(row.json()) == json.loads(original.model_dump_json())
         assert row.event() == original
+
+
+async def test_a_large_batch_with_stored_events_mixed_in_gets_exact_seqs(store: LedgerStore) -> None:
+    # 300 = 256 + 32 + 8 + 4: every multi-row statement size the SQLite writer uses at once.
+    early = [message(f"e{i}", t=i) for i in range(3)]
+    first = await store.append(early)
+    batch = [message(f"m{i}", t=10 + i, meta={"n": i, "x": 1e-05 * i}) for i in range(300)]
+    committed = await store.append(batch)
+    assert [c.id for c in committed] == [e.id for e in batch]
+    top = first[-1].seq or 0
+    assert [c.seq for c in committed] == list(range(top + 1, top + 301))
+    # A redelivery: stored events mixed with new ones; only the new ones are stored, with the
+    # seqs the database gave them (skipped-over duplicates may leave gaps, never reuse).
+    fresh = [message(f"f{i}", t=400 + i) for i in range(5)]
+    again = await store.append([batch[0], fresh[0], *batch[100:200], *fresh[1:], early[1]])
+    assert [c.id for c in again] == [e.id for e in fresh]
+    seqs = [c.seq or 0 for c in again]
+    assert seqs == sorted(seqs) and seqs[0] > top + 300
+    for c in again:
+        got = await store.get(event_id=c.id)
+        assert got is not None and got.seq == c.seq
+    for c in [*committed[::37], *again]:
+        original = next(e for e in [*batch, *fresh] if e.id == c.id).with_seq(c.seq or 0)
+        assert c.json() == original.model_dump_json()  # byte for byte: the stored payload is pydantic's
+    assert rows(store, "SELECT COUNT(*) FROM conversation_events")[0][0] == 308
+
+
+async def test_a_payload_that_is_not_strict_json_is_refused(store: LedgerStore) -> None:
+    bad = message("x", t=1).model_copy(update={"payload": {"text": "x", "meta": {"v": float("nan")}}})
+    with pytest.raises(ValueError):
+        await store.append([bad])
+    named = message("NaN and Infinity are fine as words", t=2)
+    assert [c.id for c in await store.append([named])] == [named.id]
+
+
+@pytest.mark.parametrize("mode", ["WAL", "DELETE"])
+async def test_an_append_cancelled_mid_transaction_leaves_the_writer_usable(tmp_path: Path, mode: str) -> None:
+    store = SqliteStore(tmp_path / "db" / "assistant.sqlite", journal_mode=mode)
+    await store.open()
+    try:
+        for steps in range(4):  # cancelled at each await of the transaction in turn
+            doomed = asyncio.create_task(store.append([message(f"doomed {steps}", t=steps)]))
+            for _ in range(steps):
+                await asyncio.sleep(0)
+            doomed.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await doomed
+            kept = message(f"kept {steps}", t=10 + steps)
+            assert [c.id for c in await store.append([kept])] == [kept.id]
+        texts = {r[0] for r in rows(store, "SELECT json_extract(payload, '$.text') FROM conversation_events")}
+        assert {f"kept {i}" for i in range(4)} <= texts
+    finally:
+        await store.close()

@@ -2,13 +2,18 @@
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
+from nats.aio.msg import Msg
+from nats.js.api import AckPolicy, ConsumerConfig, ConsumerInfo
 
 from delegate.contracts import topics
 from delegate.contracts.events import Event, Message, make_event
 from delegate.contracts.messages import GetReply, GetRequest
+from delegate.runtime import bus as bus_module
 from delegate.runtime.bus import Bus, BusUnavailable, DomainError, RemoteError, Retryable
 from delegate.runtime.procs import NatsServer
 
@@ -135,3 +140,249 @@ async def test_a_consumer_survives_a_nats_restart(nats_server: NatsServer, bus: 
     stop.set()
     await asyncio.wait_for(consumer, 10)
     assert seen == {e.id for e in before + after}
+
+
+# ---- consume_batches: an ack-all consumer that never acks past what it has committed -------------
+
+
+@dataclass
+class Ledgerish:
+    """A batch handler standing in for a committing service: what it committed, in order."""
+
+    committed: list[str] = field(default_factory=list)
+    batches: list[list[str]] = field(default_factory=list)
+    fail: Callable[[list[str]], bool] = lambda ids: False
+
+    async def __call__(self, items: list[tuple[Msg, Event]]) -> None:
+        ids = [e.id for _, e in items]
+        self.batches.append(ids)
+        if self.fail(ids):
+            raise RuntimeError("the database said no")
+        self.committed.extend(i for i in ids if i not in self.committed)  # idempotent, like the ledger
+
+
+async def _publish_all(bus: Bus, events: list[Event]) -> None:
+    for e in events:
+        await bus.publish(topics.LEDGER_APPEND, e)
+
+
+def _batches(bus: Bus, handler: Ledgerish, stop: asyncio.Event, durable: str, **kw: Any) -> "asyncio.Task[None]":
+    return asyncio.create_task(
+        bus.consume_batches(topics.LEDGER_APPEND, handler, durable=durable, stream="LEDGER", stop=stop, **kw)
+    )
+
+
+async def _settled(bus: Bus, durable: str) -> ConsumerInfo:
+    """The consumer once every message is acked (acks are asynchronous)."""
+    info: ConsumerInfo | None = None
+
+    def done() -> bool:
+        return info is not None and info.num_ack_pending == 0 and info.num_pending == 0
+
+    deadline = asyncio.get_running_loop().time() + 10
+    while not done():
+        assert asyncio.get_running_loop().time() < deadline, f"never settled: {info}"
+        info = await bus.js.consumer_info("LEDGER", durable)
+        if not done():
+            await asyncio.sleep(0.05)
+    assert info is not None
+    return info
+
+
+@pytest.fixture(params=["reset-api", "recreate"])
+def reset_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both ways a consumer is reset: the 2.14+ API, and delete + create for older servers."""
+    if request.param == "recreate":
+        monkeypatch.setattr(bus_module, "RESET_SINCE", (99, 0))
+    return str(request.param)
+
+
+async def test_batches_arrive_in_order_and_one_ack_settles_each(bus: Bus) -> None:
+    events = [_event(f"m{i}") for i in range(300)]
+    await _publish_all(bus, events)
+    handler = Ledgerish()
+    stop = asyncio.Event()
+    task = _batches(bus, handler, stop, "b1", batch=64)
+    await _until(lambda: len(handler.committed) == len(events))
+    stop.set()
+    await asyncio.wait_for(task, 10)
+    assert handler.committed == [e.id for e in events]
+    assert max(len(b) for b in handler.batches) == 64
+    info = await _settled(bus, "b1")
+    assert info.config.ack_policy == AckPolicy.ALL
+    assert info.ack_floor.stream_seq == len(events)
+
+
+async def test_a_dead_lettered_message_is_termed_only_after_its_batch_commits(bus: Bus) -> None:
+    events = [_event(f"m{i}") for i in range(8)]
+    await _publish_all(bus, events)
+    floor_during: list[int] = []
+    seen: list[str] = []
+    stop = asyncio.Event()
+
+    async def handle(items: list[tuple[Msg, Event]]) -> None:
+        for raw, event in items:
+            if event.payload["text"] == "m2":
+                await bus.dead_letter("b2", raw, "not wanted")
+                await bus.nc.flush()
+                # A term on an ack-all consumer acks everything before it: it must wait.
+                info = await bus.js.consumer_info("LEDGER", "b2")
+                floor_during.append(info.ack_floor.stream_seq)
+            else:
+                seen.append(event.id)
+        if len(seen) == 7:
+            stop.set()
+
+    await asyncio.wait_for(
+        bus.consume_batches(topics.LEDGER_APPEND, handle, durable="b2", stream="LEDGER", stop=stop, batch=8), 10
+    )
+    assert floor_during == [0]
+    assert seen == [e.id for e in events if e.payload["text"] != "m2"]
+    assert (await _settled(bus, "b2")).ack_floor.stream_seq == 8
+    assert (await bus.js.stream_info("DEAD")).state.messages == 1
+
+
+async def test_a_failed_batch_comes_back_in_order_and_a_poison_one_is_dead_lettered(
+    bus: Bus, reset_mode: str
+) -> None:
+    events = [_event(f"m{i}") for i in range(12)]
+    await _publish_all(bus, events)
+    flaky, poison = events[2].id, events[9].id
+    failures = {flaky: 0}
+
+    def fail(ids: list[str]) -> bool:
+        if flaky in ids and failures[flaky] < 2:
+            failures[flaky] += 1
+            return True
+        return poison in ids
+
+    handler = Ledgerish(fail=fail)
+    stop = asyncio.Event()
+    task = _batches(bus, handler, stop, "b3", batch=4, max_deliver=3)
+
+    async def dead() -> int:
+        return (await bus.js.stream_info("DEAD")).state.messages
+
+    deadline = asyncio.get_running_loop().time() + 30
+    while True:
+        letters = await dead()
+        parked = await _dead_ids(bus, letters)
+        if poison in parked and set(handler.committed) | parked == {e.id for e in events}:
+            break
+        assert asyncio.get_running_loop().time() < deadline, (handler.batches, parked)
+        await asyncio.sleep(0.05)
+    stop.set()
+    await asyncio.wait_for(task, 10)
+    assert not set(handler.committed) & parked
+    assert flaky in handler.committed
+    # Committed in stream order: every redelivery restarts from the ack floor.
+    order = [e.id for e in events]
+    assert handler.committed == sorted(handler.committed, key=order.index)
+    await _settled(bus, "b3")
+
+
+async def _dead_ids(bus: Bus, count: int) -> set[str]:
+    if not count:
+        return set()
+    psub = await bus.js.pull_subscribe("dead.evt.b3", stream="DEAD")
+    try:
+        letters = [json.loads(m.data) for m in await psub.fetch(count, timeout=2)]
+    finally:
+        await psub.unsubscribe()
+    return {json.loads(letter["data"])["id"] for letter in letters}
+
+
+async def test_what_a_crashed_predecessor_held_is_delivered_again_at_once(bus: Bus, reset_mode: str) -> None:
+    events = [_event(f"m{i}") for i in range(50)]
+    await _publish_all(bus, events)
+    stuck = asyncio.Event()
+
+    async def hang(items: list[tuple[Msg, Event]]) -> None:
+        stuck.set()
+        await asyncio.Event().wait()  # never commits: a process that died mid-batch
+
+    predecessor = asyncio.create_task(
+        bus.consume_batches(topics.LEDGER_APPEND, hang, durable="b4", stream="LEDGER", stop=asyncio.Event(),
+                            batch=16, ack_wait=60)
+    )
+    await asyncio.wait_for(stuck.wait(), 10)
+    predecessor.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await predecessor
+    assert (await bus.js.consumer_info("LEDGER", "b4")).num_ack_pending > 0
+    # Its deliveries would come back only after ack_wait (60 s); the successor resets the consumer.
+    handler = Ledgerish()
+    stop = asyncio.Event()
+    task = _batches(bus, handler, stop, "b4", batch=16, ack_wait=60)
+    await _until(lambda: len(handler.committed) == len(events))
+    stop.set()
+    await asyncio.wait_for(task, 10)
+    assert handler.committed == [e.id for e in events]
+    await _settled(bus, "b4")
+
+
+async def test_a_delivery_that_went_elsewhere_is_noticed_and_delivered_again(bus: Bus, reset_mode: str) -> None:
+    handler = Ledgerish()
+    stop = asyncio.Event()
+    task = _batches(bus, handler, stop, "b5", batch=8)
+    published = [_event(f"m{i}") for i in range(5)]
+    await _publish_all(bus, published)
+    await _until(lambda: len(handler.committed) == 5)
+    # Someone else pulls from the same durable and never acks (a zombie predecessor): its
+    # delivery leaves a gap in the delivery numbers, and acking past it would lose the message.
+    thief = await bus.js.pull_subscribe_bind("b5", stream="LEDGER")
+    stolen = asyncio.create_task(thief.fetch(1, timeout=20))
+    await asyncio.sleep(0)
+    i = 5
+    while not stolen.done():
+        more = _event(f"m{i}")
+        published.append(more)
+        await bus.publish(topics.LEDGER_APPEND, more)
+        i += 1
+        await asyncio.sleep(0.02)
+    assert len(await stolen) == 1
+    for _ in range(3):  # deliveries after the gap
+        more = _event(f"m{i}")
+        published.append(more)
+        await bus.publish(topics.LEDGER_APPEND, more)
+        i += 1
+    await _until(lambda: set(handler.committed) == {e.id for e in published}, timeout=20)
+    stop.set()
+    await asyncio.wait_for(task, 10)
+    await thief.unsubscribe()
+    await _settled(bus, "b5")
+
+
+async def test_an_explicit_ack_consumer_is_upgraded_from_its_ack_floor(bus: Bus) -> None:
+    events = [_event(f"m{i}") for i in range(10)]
+    await _publish_all(bus, events)
+    old = ConsumerConfig(durable_name="b6", ack_policy=AckPolicy.EXPLICIT, filter_subject=topics.LEDGER_APPEND.subject)
+    await bus.js.add_consumer("LEDGER", old)
+    psub = await bus.js.pull_subscribe_bind("b6", stream="LEDGER")
+    for msg in await psub.fetch(4, timeout=5):
+        await msg.ack_sync()
+    await psub.unsubscribe()
+    handler = Ledgerish()
+    stop = asyncio.Event()
+    task = _batches(bus, handler, stop, "b6")
+    await _until(lambda: len(handler.committed) == 6)
+    stop.set()
+    await asyncio.wait_for(task, 10)
+    assert handler.committed == [e.id for e in events[4:]]
+    info = await _settled(bus, "b6")
+    assert info.config.ack_policy == AckPolicy.ALL and info.ack_floor.stream_seq == 10
+
+
+async def test_a_batch_consumer_survives_a_nats_restart(nats_server: NatsServer, bus: Bus) -> None:
+    handler = Ledgerish()
+    stop = asyncio.Event()
+    task = _batches(bus, handler, stop, "b7", batch=32)
+    events = [_event(f"m{i}") for i in range(200)]
+    await _publish_all(bus, events[:100])
+    await _until(lambda: len(handler.committed) == 100)
+    await asyncio.to_thread(nats_server.restart)
+    await _publish_all(bus, events[100:])  # retries until the server is back
+    await _until(lambda: len(handler.committed) == 200, timeout=30)
+    stop.set()
+    await asyncio.wait_for(task, 10)
+    assert handler.committed == [e.id for e in events]

@@ -23,7 +23,7 @@ from delegate.contracts.messages import (
     ResumeState,
 )
 from delegate.contracts.streams import LEDGER_WRITER
-from delegate.runtime.bus import Bus, DomainError
+from delegate.runtime.bus import TRANSIENT, Bus, DomainError
 
 from .store import LedgerStore, StoreUnavailable
 from .store.base import StoredEvent
@@ -58,6 +58,7 @@ class Ledger:
         self.retry_max_delay = retry_max_delay
         self.announced = 0  # newest seq announced on ledger.live.committed by this process
         self._persisted_announced = 0  # what the database says was announced
+        self._announcing: asyncio.Future[None] | None = None  # the newest batch's announcement
 
     # ---- the writer -------------------------------------------------------------------
 
@@ -85,7 +86,12 @@ class Ledger:
         return count
 
     async def on_batch(self, items: list[tuple[Msg, Event]]) -> None:
-        """Commit a fetched batch in one transaction; the bus acks it after this returns."""
+        """Commit a fetched batch in one transaction; the bus acks it after this returns.
+
+        Its announcement goes out behind the previous one's, while the next batch is
+        being committed: the writer does not wait for it. The ack may precede it; a crash
+        in between is covered by ``recover`` (the transactions record what was announced).
+        """
         good: list[tuple[Msg, Event]] = []
         for raw, event in items:
             if len(raw.data) > MAX_EVENT_BYTES:
@@ -97,7 +103,14 @@ class Ledger:
                 continue
             good.append((raw, event))
         committed = await self._store(good)
-        await self._announce(committed)
+        if self._announcing is not None:
+            await self._announcing  # at most one batch's announcements in flight: bounded lag
+        self._announce_in_order(committed)
+
+    async def drain(self) -> None:
+        """Wait for the announcements still going out (before the bus closes)."""
+        if self._announcing is not None:
+            await self._announcing
 
     async def _store(self, good: list[tuple[Msg, Event]]) -> list[StoredEvent]:
         announced = self.announced if self.announced != self._persisted_announced else None
@@ -144,15 +157,38 @@ class Ledger:
                     self._persisted_announced, announced = announced, None
         except StoreUnavailable:
             # What is committed must still be announced: a redelivery would skip it as a duplicate.
-            await self._announce(committed)
+            self._announce_in_order(committed)
             raise
         return committed
+
+    def _announce_in_order(self, events: Sequence[StoredEvent]) -> None:
+        """Announce after every earlier announcement (seq order across batches), in the background."""
+        if not events:
+            return
+        previous = self._announcing
+
+        async def announce() -> None:
+            if previous is not None:
+                await previous  # never fails: each one catches its own errors
+            try:
+                await self._announce(events)
+            except Exception:  # live only: subscribers resync by seq; recover() covers a restart
+                log.exception("announcing seq %d..%d failed", events[0].seq, events[-1].seq)
+
+        self._announcing = asyncio.ensure_future(announce())
 
     async def _announce(self, events: Sequence[StoredEvent]) -> None:
         if not events:
             return
-        for event in events:  # the stored JSON, not a second pydantic round trip
-            await self.bus.emit_raw(topics.LEDGER_COMMITTED.subject, event.json().encode())
+        # One core publish per event, in seq order: the stored JSON, not a second pydantic round
+        # trip. nc.publish only appends to the client's buffer; the flush below sends them together.
+        publish = self.bus.nc.publish
+        subject = topics.LEDGER_COMMITTED.subject
+        for event in events:
+            try:
+                await publish(subject, event.json().encode())
+            except TRANSIENT as exc:  # live only: a subscriber that missed it resyncs by seq
+                log.debug("announcement of seq %d dropped: %r", event.seq, exc)
         # Out of our buffers before the next transaction records them as announced: a crash
         # after that record must not take unsent announcements with it.
         try:

@@ -65,7 +65,10 @@ async def _serve(settings: Settings, store: LedgerStore, bus: Bus, stop: asyncio
     stopping.cancel()
     # On SIGTERM the pull loop stops fetching and returns once its in-flight batch is
     # committed and acked. If it ended on its own, that is a failure: raise it.
-    await consumer
+    try:
+        await consumer
+    finally:
+        await ledger.drain()  # its announcements go out before the connection drains
 
 
 async def _open(store: LedgerStore, stop: asyncio.Event) -> bool:

@@ -11,7 +11,9 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from importlib import resources
-from typing import Any
+from typing import Any, NamedTuple
+
+from pydantic_core import to_json
 
 from delegate.contracts.cursor import Cursor
 from delegate.contracts.events import Event
@@ -34,12 +36,13 @@ def _opt(value: str | None) -> str:
     return "null" if value is None else _quote(value)
 
 
-@dataclass(frozen=True, slots=True)
-class StoredEvent:
+class StoredEvent(NamedTuple):
     """One row as read back: what paging needs to compare, and the stored JSON to send.
 
     Building 500 pydantic ``Event`` objects and serializing them again costs several
     times the query; a page is instead spliced together from the stored JSON text.
+    A NamedTuple, not a frozen dataclass: just as immutable, and built ~7x faster (the
+    writer builds one per committed event, a page one per row).
     """
 
     seq: int
@@ -125,8 +128,13 @@ def client_msg_id(event: Event) -> str | None:
 
 
 def payload_json(event: Event) -> str:
-    # allow_nan=False: what we store is strict JSON, spliced verbatim into replies.
-    return json.dumps(event.payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    """Compact JSON as ``Event.model_dump_json`` writes the payload (pydantic's serializer: ~5x json.dumps)."""
+    text = to_json(event.payload).decode()
+    if "NaN" in text or "Infinity" in text:
+        # to_json writes NaN/Infinity bare, but what we store is strict JSON, spliced verbatim
+        # into replies: json.dumps refuses those (ValueError) and passes a string merely naming them.
+        return json.dumps(event.payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return text
 
 
 def stored(event: Event, row: tuple[Any, ...], seq: int) -> StoredEvent:
