@@ -14,9 +14,12 @@ from delegate.contracts.events import MAX_EVENT_BYTES, Event
 from delegate.contracts.messages import (
     DeadLetter,
     GetRequest,
+    PageReply,
     PageRequest,
+    QueryReply,
     QueryRequest,
     ResumeRequest,
+    ResumeState,
 )
 from delegate.contracts.streams import LEDGER_WRITER
 from delegate.ledger.main import serve
@@ -191,3 +194,65 @@ async def test_malformed_cursors_and_requests_get_clear_errors(ledger: Running) 
     # A request that does not even parse is refused by the bus helper.
     reply = await bus.nc.request(topics.LEDGER_PAGE.subject, b'{"limit": -4}', timeout=2)
     assert json.loads(reply.data)["error"]["code"] == "bad_request"
+
+
+async def _raw(bus: Bus, subject: str, request: QueryRequest | PageRequest | ResumeRequest) -> bytes:
+    """A request as the bus sends it, returning the reply's bytes (to measure them)."""
+    reply = await bus.nc.request(subject, request.model_dump_json().encode(), timeout=10)
+    assert len(reply.data) <= bus.nc.max_payload
+    assert json.loads(reply.data)["error"] is None, reply.data[:300]
+    return reply.data
+
+
+@pytest.mark.parametrize("ledger", ["sqlite", "postgres"], indirect=True)
+async def test_replies_of_big_events_fit_one_nats_message_and_walk_everything(ledger: Running) -> None:
+    # 14 events of ~200 KiB (2.8 MB) against a 1 MB max_payload: no reply may carry them all.
+    bus = ledger.bus
+    big = "b" * (200 * 1024)
+    events = [conversation_opened("c1", t=0), span_opened("s1", t=1)]
+    for i in range(7):
+        events.append(message(f"q{i}" + big, t=2 + 2 * i))
+        events.append(message(f"a{i}" + big, role="assistant", response_id=f"resp_{i}", t=3 + 2 * i))
+    for event in events:
+        await bus.publish(topics.LEDGER_APPEND, event)
+    await until(lambda: len(ledger.committed) >= len(events), what="all announced")
+    ids = [e.id for e in events]  # timeline order is publish order here
+
+    # A gateway-like replay: query after_seq while more, each reply one NATS message.
+    first = QueryReply.model_validate_json(
+        await _raw(bus, topics.LEDGER_QUERY.subject, QueryRequest(after_seq=0, limit=5000))
+    )
+    assert first.more and 1 <= len(first.events) < len(events)
+    replayed: list[Event] = []
+    after = 0
+    while True:
+        reply = await bus.request(topics.LEDGER_QUERY, QueryRequest(after_seq=after, limit=5000))
+        replayed += reply.events
+        if not reply.more:
+            break
+        after = reply.events[-1].seq or 0
+    assert [e.id for e in replayed] == ids
+
+    # "Load older" from the newest page back: every event once, in order, each page one message.
+    pages: list[PageReply] = []
+    cursor = None
+    while True:
+        page = PageReply.model_validate_json(await _raw(bus, topics.LEDGER_PAGE.subject, PageRequest(before=cursor)))
+        assert page.events, "a cursor promised older events"
+        pages.append(page)
+        if page.cursor is None:
+            break
+        assert page.cursor == Cursor(page.events[0].ts, page.events[0].id).encode()
+        cursor = page.cursor
+    assert len(pages) > 1  # the one span was split by the byte budget, the pages join exactly
+    assert [e.id for p in reversed(pages) for e in p.events] == ids
+
+    # Resume: the oldest turns make way; the newest stay, oldest first, with the anchors.
+    state = ResumeState.model_validate_json(
+        await _raw(bus, topics.LEDGER_RESUME.subject, ResumeRequest(turn_limit=20))
+    )
+    turns = [e.id for e in events if e.kind == "message"]
+    assert 1 <= len(state.recent_turns) < len(turns)
+    assert [t.id for t in state.recent_turns] == turns[-len(state.recent_turns):]
+    assert state.last_assistant is not None and state.last_response_id == "resp_6"
+    assert state.open_span is not None and state.open_span.id == events[1].id

@@ -12,6 +12,7 @@ import pytest
 
 from delegate.contracts.cursor import Cursor
 from delegate.ledger.store import LedgerStore
+from delegate.ledger.store.base import reply_bytes
 from delegate.ledger.store.postgres import PostgresStore
 from delegate.ledger.store.sqlite import SqliteStore
 
@@ -306,3 +307,38 @@ async def test_an_append_cancelled_mid_transaction_leaves_the_writer_usable(tmp_
         assert {f"kept {i}" for i in range(4)} <= texts
     finally:
         await store.close()
+
+
+async def test_query_within_a_byte_budget_says_more_and_walks_to_everything(store: LedgerStore) -> None:
+    # Sizes around the budget, and one event bigger than all of it: it still comes, alone.
+    events = [message("x" * size, t=i) for i, size in enumerate([10, 900, 300, 5000, 20, 20, 1200, 700, 0, 2500])]
+    await store.append(events)
+    budget = 2000
+    walked: list[str] = []
+    after = 0
+    while True:
+        result = await store.query(after_seq=after, limit=500, max_bytes=budget)
+        assert result.rows, "more promised events after after_seq"
+        assert len(result.rows) == 1 or sum(reply_bytes(r) for r in result.rows) <= budget
+        walked += [r.id for r in result.rows]
+        if not result.more:
+            break
+        after = result.rows[-1].seq
+    assert walked == [e.id for e in events]
+    assert [r.id for r in (await store.query(after_seq=3, max_bytes=budget)).rows] == [events[3].id]
+    # Without a budget nothing changes: the row limit alone.
+    everything = await store.query(limit=500)
+    assert [r.id for r in everything.rows] == walked and not everything.more
+
+
+async def test_resume_leaves_out_the_oldest_turns_to_fit_a_byte_budget(store: LedgerStore) -> None:
+    turns = [message(f"{i}:" + "t" * 1000, role="user" if i % 2 else "assistant", t=2 + i) for i in range(8)]
+    await store.append([conversation_opened("c1", t=0), span_opened("s1", t=1), *turns])
+    full = await store.resume(turn_limit=8)
+    assert [t.id for t in full.recent_turns] == [t.id for t in turns]
+    budget = 4500  # the open span and the newest answer (~1.3 KB) plus two more turns of ~1.3 KB
+    state = await store.resume(turn_limit=8, max_bytes=budget)
+    assert [t.id for t in state.recent_turns] == [t.id for t in turns[-2:]], "the newest turns, oldest first"
+    assert state.open_span is not None and state.last_assistant is not None
+    anchors = [state.open_span, state.last_assistant]
+    assert sum(len(e.model_dump_json().encode()) + 1 for e in [*anchors, *state.recent_turns]) <= budget

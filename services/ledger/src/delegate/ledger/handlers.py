@@ -36,6 +36,11 @@ T = TypeVar("T")
 # announced (normally at most one batch; more means the database came from elsewhere).
 RECOVER_MAX = 5000
 
+# A reply's events get the connection's max_payload less this: room for the reply's own
+# fields (cursor, last_seq, more, the resume state's ids) and the request headers that a
+# NATS reply carries back (nats-py's respond echoes them; the server counts them too).
+REPLY_MARGIN = 16 * 1024
+
 
 class Ledger:
     """Writes batches and answers queries; the store and the bus are handed in."""
@@ -205,7 +210,10 @@ class Ledger:
         except CursorError as exc:
             raise DomainError("bad_cursor", str(exc)) from exc
         page = await _answer(
-            self.store.page(before=before, limit=req.limit or self.history_limit, expansion_cap=self.expansion_cap)
+            self.store.page(
+                before=before, limit=req.limit or self.history_limit, expansion_cap=self.expansion_cap,
+                max_bytes=self.reply_budget(),
+            )
         )
         return _spliced(SplicedPageReply, page.rows, cursor=page.cursor.encode() if page.cursor else None)
 
@@ -213,7 +221,7 @@ class Ledger:
         result = await _answer(
             self.store.query(
                 after_seq=req.after_seq, through_seq=req.through_seq, conversation_id=req.conversation_id,
-                span_id=req.span_id, kinds=req.kinds, limit=req.limit,
+                span_id=req.span_id, kinds=req.kinds, limit=req.limit, max_bytes=self.reply_budget(),
             )
         )
         return _spliced(SplicedQueryReply, result.rows, last_seq=result.last_seq, more=result.more)
@@ -224,7 +232,16 @@ class Ledger:
         return GetReply(event=await _answer(self.store.get(event_id=req.id, client_msg_id=req.client_msg_id)))
 
     async def on_resume(self, req: ResumeRequest) -> ResumeState:
-        return await _answer(self.store.resume(turn_limit=req.turn_limit))
+        return await _answer(self.store.resume(turn_limit=req.turn_limit, max_bytes=self.reply_budget()))
+
+    def reply_budget(self) -> int:
+        """Bytes of events one reply may carry: it must fit a single NATS message.
+
+        A bigger one is refused by the client (MaxPayloadError), the caller times out and
+        sees the ledger as unavailable, and a replay that asks again never gets past it.
+        Read per request: a reconnect may land on a server with another max_payload.
+        """
+        return max(self.bus.nc.max_payload - REPLY_MARGIN, 0)
 
 
 class SplicedPageReply(PageReply):

@@ -6,6 +6,7 @@ built here once, so SQLite and PostgreSQL cannot drift apart on what they mean.
 """
 
 import json
+import logging
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
@@ -19,6 +20,8 @@ from delegate.contracts.cursor import Cursor
 from delegate.contracts.events import Event
 from delegate.contracts.ids import format_ts
 from delegate.contracts.messages import ResumeState
+
+log = logging.getLogger(__name__)
 
 Key = tuple[datetime, str]  # the timeline key: (ts, event id)
 
@@ -83,7 +86,9 @@ class StoredEvent(NamedTuple):
 class Page:
     rows: list[StoredEvent]  # oldest first
     cursor: Cursor | None  # of the oldest event, None when nothing is older
-    capped: bool = False  # the expansion cap cut a span (the page still joins its neighbours exactly)
+    # Growth stopped short, at the expansion cap or the byte budget: a span may be split
+    # (the page still joins its neighbours exactly).
+    capped: bool = False
 
     @property
     def events(self) -> list[Event]:
@@ -99,6 +104,57 @@ class QueryResult:
     @property
     def events(self) -> list[Event]:
         return [r.event() for r in self.rows]
+
+
+def reply_bytes(row: StoredEvent) -> int:
+    """What ``row`` adds to a spliced reply: its wire JSON in UTF-8 and the comma before it."""
+    text = row.json()
+    return (len(text) if text.isascii() else len(text.encode())) + 1
+
+
+class Room:
+    """Takes rows, in the order read, while a reply has room for them.
+
+    At most ``limit`` rows, and at most ``max_bytes`` of their wire JSON (None: no bound):
+    a NATS message is capped at the server's max_payload, and one event alone may be
+    256 KiB. ``take`` refuses the first row that does not fit and says so, so a backend
+    reading a cursor lazily stops right there and reads no further. With ``first``, the
+    first row is taken however big it is: a reply with room for nothing would never move on.
+    """
+
+    __slots__ = ("cut", "first", "left", "limit", "more", "rows", "used")
+
+    def __init__(self, limit: int, max_bytes: int | None = None, *, first: bool = False) -> None:
+        self.limit = limit
+        self.left = max_bytes  # bytes still free; None: unbounded
+        self.used = 0  # bytes taken
+        self.first = first
+        self.rows: list[StoredEvent] = []
+        self.more = False  # a row was offered and refused (by count or by size)
+        self.cut = False  # ... and it was refused for its size
+
+    def take(self, row: StoredEvent) -> bool:
+        """Keep ``row`` if it fits; False when it does not (and no later row is wanted)."""
+        if len(self.rows) >= self.limit:
+            self.more = True
+            return False
+        if self.left is not None:
+            size = reply_bytes(row)
+            if size > self.left and (self.rows or not self.first):
+                self.more = self.cut = True
+                return False
+            self.left -= size
+            self.used += size
+        self.rows.append(row)
+        return True
+
+    def wanted(self) -> int:
+        """About how many more rows to read at once: all it may still take, or, when bytes bound
+        it, as many as the room left holds at the average size so far (plus the one to refuse)."""
+        count = self.limit + 1 - len(self.rows)
+        if self.left is None or not self.rows:
+            return count
+        return max(1, min(count, self.left * len(self.rows) // max(self.used, 1) + 1))
 
 
 @dataclass(frozen=True)
@@ -259,8 +315,13 @@ class LedgerStore(ABC):
         span_id: str | None = None,
         kinds: Collection[str] | None = None,
         limit: int = 500,
+        max_bytes: int | None = None,
     ) -> QueryResult:
-        """Events with ``after_seq < seq <= through_seq``, narrowed, by seq; one snapshot."""
+        """Events with ``after_seq < seq <= through_seq``, narrowed, by seq; one snapshot.
+
+        At most ``limit`` events whose wire JSON totals at most ``max_bytes`` (see ``Room``;
+        the first event always comes); ``more`` when any matching event was left out.
+        """
 
     @abstractmethod
     async def get(self, *, event_id: str | None = None, client_msg_id: str | None = None) -> Event | None:
@@ -276,12 +337,15 @@ class LedgerStore(ABC):
     # ---- primitives for paging and resume (backend-specific SQL) ---------------------
 
     @abstractmethod
-    async def _older(self, before: Key | None, limit: int) -> list[StoredEvent]:
-        """Up to ``limit`` events strictly older than ``before`` (all if None), newest first."""
+    async def _older(self, before: Key | None, room: Room) -> list[StoredEvent]:
+        """The events strictly older than ``before`` (all if None), newest first, while ``room`` takes them.
+
+        Returns ``room.rows``. Reads at most ``room.limit + 1`` rows, and none after the first refused.
+        """
 
     @abstractmethod
-    async def _between(self, low: Key, high: Key, limit: int) -> list[StoredEvent]:
-        """Up to ``limit`` events with ``low <= key < high``, newest first."""
+    async def _between(self, low: Key, high: Key, room: Room) -> list[StoredEvent]:
+        """The events with ``low <= key < high``, newest first, while ``room`` takes them (as ``_older``)."""
 
     @abstractmethod
     async def _span_starts(self, span_ids: Collection[str]) -> dict[str, Key]:
@@ -306,18 +370,23 @@ class LedgerStore(ABC):
 
     # ---- shared logic ---------------------------------------------------------------
 
-    async def page(self, *, before: Cursor | None, limit: int, expansion_cap: int) -> Page:
+    async def page(
+        self, *, before: Cursor | None, limit: int, expansion_cap: int, max_bytes: int | None = None
+    ) -> Page:
         """The ``limit`` events just older than ``before`` (newest if None), grown to whole spans.
 
         A page is always one contiguous run of the (ts, id) timeline, so walking the
         cursors back returns every event exactly once. It then grows older until every
         span with an event on the page starts on the page (a span's events all lie
         after its start, so no span is ever split between two pages). The growth stops
-        at ``expansion_cap`` extra events; the page is then still contiguous, and only
-        that one oversized span is split.
+        at ``expansion_cap`` extra events, or where the events' wire JSON would pass
+        ``max_bytes`` (a reply must fit one NATS message); the page is then still
+        contiguous and ``capped``: only that one oversized span is split. The byte budget
+        may also end a page before ``limit`` events; it always holds at least one event.
         """
         high_key = (before.ts, before.event_id) if before else None
-        newest_first = await self._older(high_key, limit)
+        room = Room(limit, max_bytes, first=True)
+        newest_first = await self._older(high_key, room)
         if not newest_first:
             return Page([], None)
         rows = newest_first[::-1]
@@ -325,8 +394,9 @@ class LedgerStore(ABC):
         budget = expansion_cap
         checked: set[str] = set()
         fresh = rows
-        capped = False
-        while True:
+        # Out of bytes already: the next older event did not fit, so nothing can be grown.
+        capped = room.cut
+        while not capped:
             spans = {e.span_id for e in fresh if e.span_id} - checked
             if not spans:
                 break
@@ -335,20 +405,20 @@ class LedgerStore(ABC):
             start = min(starts.values(), default=low)
             if start >= low:
                 break
-            grown = await self._between(start, low, budget + 1)
-            if len(grown) > budget:
-                grown, capped = grown[:budget], True
-            fresh = grown[::-1]
+            grow = Room(budget, room.left)
+            fresh = (await self._between(start, low, grow))[::-1]
             rows = fresh + rows
             budget -= len(fresh)
+            room.left = grow.left
             if fresh:
                 low = fresh[0].key
-            if capped:
-                break
+            capped = grow.more  # an event between the span's start and the page was left out
         cursor = Cursor(low[0], low[1]) if await self._has_older(low) else None
         return Page(rows, cursor, capped)
 
-    async def resume(self, *, turn_limit: int) -> ResumeState:
+    async def resume(self, *, turn_limit: int, max_bytes: int | None = None) -> ResumeState:
+        """The restarting agent's state; with ``max_bytes``, the oldest of its recent turns are
+        dropped until every event in it totals at most that much wire JSON (one NATS message)."""
         # Read last_seq first: anything committed while we look is then also after it,
         # so a caller catching up from last_seq sees it (perhaps twice, never not at all).
         last_seq = await self.last_seq()
@@ -363,15 +433,39 @@ class LedgerStore(ABC):
         turns = await self._newest(conversation_id, "message", turn_limit) if turn_limit else []
         assistant = await newest("message", "assistant")
         response_id = assistant.payload.get("response_id") if assistant else None
+        open_span = await self._open_span_event(conversation_id)
+        capsule = await newest("context.capsule")
+        checkpoint = await newest("checkpoint")
+        compacted = await newest("context.compacted")
+        usage = await newest("context.usage")
+        if max_bytes is not None:
+            # The single anchors stay (the agent cannot resume without them); the turns are
+            # context only, and the oldest of them matter least.
+            anchors = (open_span, capsule, checkpoint, compacted, usage, assistant)
+            left = max_bytes - sum(_event_bytes(e) for e in anchors if e is not None)
+            kept = 0
+            for turn in turns:  # newest first
+                left -= _event_bytes(turn) + 1  # and its comma
+                if left < 0:
+                    break
+                kept += 1
+            if kept < len(turns):
+                log.info("resume: left out the %d oldest of %d turns to fit %d bytes",
+                         len(turns) - kept, len(turns), max_bytes)
+                turns = turns[:kept]
         return ResumeState(
             conversation_id=conversation_id,
-            open_span=await self._open_span_event(conversation_id),
+            open_span=open_span,
             recent_turns=turns[::-1],
-            capsule=await newest("context.capsule"),
+            capsule=capsule,
             last_response_id=response_id if isinstance(response_id, str) else None,
-            last_checkpoint=await newest("checkpoint"),
-            last_compacted=await newest("context.compacted"),
-            last_usage=await newest("context.usage"),
+            last_checkpoint=checkpoint,
+            last_compacted=compacted,
+            last_usage=usage,
             last_assistant=assistant,
             last_seq=last_seq,
         )
+
+
+def _event_bytes(event: Event) -> int:
+    return len(event.model_dump_json().encode())

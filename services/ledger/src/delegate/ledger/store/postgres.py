@@ -9,7 +9,7 @@ one that committed late. Durability is PostgreSQL's own (synchronous_commit=on).
 """
 
 import logging
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 import psycopg
@@ -24,6 +24,7 @@ from .base import (
     Key,
     LedgerStore,
     QueryResult,
+    Room,
     StoredEvent,
     StoreUnavailable,
     insert_params,
@@ -39,6 +40,9 @@ log = logging.getLogger(__name__)
 COLS = "seq, id, ts, conversation_id, span_id, kind, channel, role, parent_id, payload::text"
 APPEND_LOCK = 0x6C65646765720001  # "ledger" + 1: serializes writers, so seq order is commit order
 MIGRATE_LOCK = 0x6C65646765720002
+# Rows in a scan's first FETCH, before their sizes tell how many more fit a reply: at most
+# 4 MB read for nothing should they all be 256 KiB events and only four fit.
+SCAN_FIRST_ROWS = 16
 
 INSERT_EVENTS = """
 INSERT INTO conversation_events (id, ts, conversation_id, span_id, kind, channel, role, parent_id,
@@ -149,6 +153,35 @@ class PostgresStore(LedgerStore):
         except UNAVAILABLE as exc:
             raise StoreUnavailable(f"postgres: {exc}") from exc
 
+    async def _scan(
+        self, sql: str, params: Sequence[Any], room: Room, offer: Callable[[TupleRow], bool] | None = None
+    ) -> None:
+        """Offer the rows of ``sql`` to ``room`` (or to ``offer``), in order, until one is refused.
+
+        Through a server-side cursor, fetched in chunks sized to the room left: a reply that
+        its byte budget cuts short has not first pulled every big payload up to its row
+        limit over the wire. A page of small events takes two FETCHes.
+        """
+        take = offer or (lambda row: room.take(_stored(row)))
+        try:
+            async with (
+                self._pool.connection() as conn,
+                conn.transaction(),
+                conn.cursor(name="ledger_scan") as cur,
+            ):
+                await cur.execute(sql, params)
+                size = min(room.wanted(), SCAN_FIRST_ROWS)
+                while True:
+                    chunk = await cur.fetchmany(size)
+                    for row in chunk:
+                        if not take(row):
+                            return
+                    if len(chunk) < size:
+                        return
+                    size = room.wanted()
+        except UNAVAILABLE as exc:
+            raise StoreUnavailable(f"postgres: {exc}") from exc
+
     async def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[StoredEvent]:
         return [_stored(r) for r in await self._fetch(sql, params)]
 
@@ -206,6 +239,7 @@ class PostgresStore(LedgerStore):
         span_id: str | None = None,
         kinds: Collection[str] | None = None,
         limit: int = 500,
+        max_bytes: int | None = None,
     ) -> QueryResult:
         where = ["seq > %s"]
         params: list[Any] = [after_seq]
@@ -227,10 +261,18 @@ class PostgresStore(LedgerStore):
             f"SELECT {COLS}, (SELECT COALESCE(MAX(seq), 0) FROM conversation_events) AS last_seq"
             f" FROM conversation_events WHERE {' AND '.join(where)} ORDER BY seq LIMIT %s"
         )
-        rows = await self._fetch(sql, params)
-        if not rows:
+        room = Room(limit, max_bytes, first=True)
+        last: list[int] = []
+
+        def offer(row: TupleRow) -> bool:
+            if not last:
+                last.append(int(row[-1]))
+            return room.take(_stored(row[:-1]))
+
+        await self._scan(sql, params, room, offer)
+        if not last:
             return QueryResult([], False, await self.last_seq())
-        return QueryResult([_stored(r[:-1]) for r in rows[:limit]], len(rows) > limit, int(rows[0][-1]))
+        return QueryResult(room.rows, room.more, last[0])
 
     async def get(self, *, event_id: str | None = None, client_msg_id: str | None = None) -> Event | None:
         if event_id is not None:
@@ -256,22 +298,25 @@ class PostgresStore(LedgerStore):
 
     # ---- primitives -------------------------------------------------------------------
 
-    async def _older(self, before: Key | None, limit: int) -> list[StoredEvent]:
+    async def _older(self, before: Key | None, room: Room) -> list[StoredEvent]:
         if before is None:
-            return await self._rows(
-                f"SELECT {COLS} FROM conversation_events ORDER BY ts DESC, id DESC LIMIT %s", (limit,)
+            await self._scan(
+                f"SELECT {COLS} FROM conversation_events ORDER BY ts DESC, id DESC LIMIT %s", (room.limit + 1,), room
             )
-        return await self._rows(
-            f"SELECT {COLS} FROM conversation_events WHERE (ts, id) < (%s, %s) ORDER BY ts DESC, id DESC LIMIT %s",
-            (before[0], before[1], limit),
-        )
+        else:
+            await self._scan(
+                f"SELECT {COLS} FROM conversation_events WHERE (ts, id) < (%s, %s) ORDER BY ts DESC, id DESC LIMIT %s",
+                (before[0], before[1], room.limit + 1), room,
+            )
+        return room.rows
 
-    async def _between(self, low: Key, high: Key, limit: int) -> list[StoredEvent]:
-        return await self._rows(
+    async def _between(self, low: Key, high: Key, room: Room) -> list[StoredEvent]:
+        await self._scan(
             f"SELECT {COLS} FROM conversation_events WHERE (ts, id) >= (%s, %s) AND (ts, id) < (%s, %s)"
             " ORDER BY ts DESC, id DESC LIMIT %s",
-            (low[0], low[1], high[0], high[1], limit),
+            (low[0], low[1], high[0], high[1], room.limit + 1), room,
         )
+        return room.rows
 
     async def _span_starts(self, span_ids: Collection[str]) -> dict[str, Key]:
         # One round trip for every span: a LATERAL index seek per id.

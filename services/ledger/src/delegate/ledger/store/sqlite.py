@@ -38,6 +38,7 @@ from .base import (
     Key,
     LedgerStore,
     QueryResult,
+    Room,
     StoredEvent,
     StoreUnavailable,
     insert_params,
@@ -279,6 +280,7 @@ class SqliteStore(LedgerStore):
         span_id: str | None = None,
         kinds: Collection[str] | None = None,
         limit: int = 500,
+        max_bytes: int | None = None,
     ) -> QueryResult:
         where = ["seq > ?"]
         params: list[Any] = [after_seq]
@@ -300,14 +302,16 @@ class SqliteStore(LedgerStore):
         sql = f"SELECT {COLS} FROM conversation_events WHERE {' AND '.join(where)} ORDER BY seq LIMIT ?"
         params.append(limit + 1)
 
+        room = Room(limit, max_bytes, first=True)
+
         def run(conn: sqlite3.Connection) -> QueryResult:
             conn.execute("BEGIN")  # one snapshot for the rows and last_seq
             try:
-                rows = conn.execute(sql, params).fetchall()
+                _take(conn, sql, params, room)
                 last = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM conversation_events").fetchone()[0]
             finally:
                 conn.execute("COMMIT")
-            return QueryResult([_stored(r) for r in rows[:limit]], len(rows) > limit, int(last))
+            return QueryResult(room.rows, room.more, int(last))
 
         return await self._reader.call(run)
 
@@ -335,19 +339,20 @@ class SqliteStore(LedgerStore):
 
     # ---- primitives -------------------------------------------------------------------
 
-    async def _older(self, before: Key | None, limit: int) -> list[StoredEvent]:
+    async def _older(self, before: Key | None, room: Room) -> list[StoredEvent]:
         if before is None:
             sql = f"SELECT {COLS} FROM conversation_events ORDER BY ts DESC, id DESC LIMIT ?"
-            return await self._reader.call(_events, sql, (limit,))
+            return await self._reader.call(_take, sql, (room.limit + 1,), room)
         sql = f"SELECT {COLS} FROM conversation_events WHERE (ts, id) < (?, ?) ORDER BY ts DESC, id DESC LIMIT ?"
-        return await self._reader.call(_events, sql, (format_ts(before[0]), before[1], limit))
+        return await self._reader.call(_take, sql, (format_ts(before[0]), before[1], room.limit + 1), room)
 
-    async def _between(self, low: Key, high: Key, limit: int) -> list[StoredEvent]:
+    async def _between(self, low: Key, high: Key, room: Room) -> list[StoredEvent]:
         sql = (
             f"SELECT {COLS} FROM conversation_events WHERE (ts, id) >= (?, ?) AND (ts, id) < (?, ?)"
             " ORDER BY ts DESC, id DESC LIMIT ?"
         )
-        return await self._reader.call(_events, sql, (format_ts(low[0]), low[1], format_ts(high[0]), high[1], limit))
+        params = (format_ts(low[0]), low[1], format_ts(high[0]), high[1], room.limit + 1)
+        return await self._reader.call(_take, sql, params, room)
 
     async def _span_starts(self, span_ids: Collection[str]) -> dict[str, Key]:
         ids = list(span_ids)
@@ -398,6 +403,18 @@ class SqliteStore(LedgerStore):
 
 def _events(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> list[StoredEvent]:
     return [_stored(r) for r in conn.execute(sql, params).fetchall()]
+
+
+def _take(conn: sqlite3.Connection, sql: str, params: Sequence[Any], room: Room) -> list[StoredEvent]:
+    """Step through the rows while ``room`` takes them: SQLite reads no row past the first refused."""
+    cur = conn.execute(sql, params)
+    try:
+        for row in cur:
+            if not room.take(_stored(row)):
+                break
+    finally:
+        cur.close()  # done with the statement before the snapshot's COMMIT
+    return room.rows
 
 
 def _scalar(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> int:
