@@ -2,7 +2,7 @@
 
 A real HTTP server that the official `openai` SDK talks to through `base_url`.
 Tests script it over `/_standin/*`; everything under `/v1/*` speaks OpenAI's wire
-format (see /work/shared/docs/openai-wire.md).
+format (see ../shared/docs/openai-wire.md).
 """
 
 from delegate.openai_standin.app import create_app
