@@ -3,6 +3,8 @@
 import json
 import logging
 import stat
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -10,7 +12,7 @@ import pytest
 
 from delegate.contracts import topics, ws
 from delegate.gateway.app import create_app
-from delegate.gateway.auth import SESSION_COOKIE, TOKEN_FILE, session_value
+from delegate.gateway.auth import SESSION_COOKIE, TOKEN_FILE, load_or_create_token, session_value
 from delegate.runtime.bus import Bus
 from delegate.runtime.procs import NatsServer
 
@@ -83,6 +85,24 @@ def test_a_generated_token_is_stored_0600_and_logged_only_by_the_start_that_made
         app = create_app(settings)  # the second start reuses it, silently
     assert not [r for r in caplog.records if "Delegate owner token" in r.getMessage()]
     assert app.state.ctx.auth.check_token(token)
+
+
+def test_gateways_starting_together_agree_on_one_complete_token(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    starts = 16
+    barrier = threading.Barrier(starts)
+
+    def start() -> str:
+        barrier.wait()
+        return load_or_create_token(tmp_path)
+
+    with caplog.at_level(logging.WARNING), ThreadPoolExecutor(starts) as pool:
+        tokens = list(pool.map(lambda _: start(), range(starts)))
+    assert len(set(tokens)) == 1 and len(tokens[0]) >= 32
+    assert (tmp_path / TOKEN_FILE).read_text().strip() == tokens[0]
+    assert [p.name for p in tmp_path.iterdir()] == [TOKEN_FILE]  # no temporary files left
+    assert len([r for r in caplog.records if "Delegate owner token:" in r.getMessage()]) == 1
 
 
 async def test_messages_are_published_once_per_client_msg_id(gateway: Gateway, bus: Bus) -> None:

@@ -10,7 +10,6 @@ import hmac
 import logging
 import os
 import secrets
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
@@ -34,29 +33,39 @@ def session_value(token: str) -> str:
 def load_or_create_token(runtime_dir: Path) -> str:
     """The stored token, or a new one written with mode 0600 and logged once.
 
-    O_EXCL makes two gateways starting together agree on one token: the loser reads the winner's.
+    The file appears complete or not at all (written to a temporary name, then hard-linked
+    into place, which fails if it exists): two gateways starting together agree on one
+    token, and nobody (a second gateway, the launcher) ever reads a half-written file.
     """
     path = runtime_dir / TOKEN_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    token = secrets.token_urlsafe(32)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
+    if path.exists():
         return _read_token(path)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(token + "\n")
+    token = secrets.token_urlsafe(32)
+    tmp = path.with_name(f".{TOKEN_FILE}.{os.getpid()}.{secrets.token_hex(4)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(token + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return _read_token(path)
+        except OSError:  # no hard links here (some network mounts): a rename is still atomic
+            if path.exists():
+                return _read_token(path)
+            os.replace(tmp, path)
+            token = _read_token(path)
+    finally:
+        tmp.unlink(missing_ok=True)
     log.warning("Delegate owner token: %s (stored in %s; set DELEGATE_TOKEN to choose your own)", token, path)
     return token
 
 
 def _read_token(path: Path) -> str:
-    # Another process may have created the file a moment ago and not written it yet.
-    deadline = time.monotonic() + 5.0
-    while True:
-        text = path.read_text().strip()
-        if text or time.monotonic() > deadline:
-            break
-        time.sleep(0.05)
+    text = path.read_text().strip()
     if not text:
         raise RuntimeError(f"{path} is empty: delete it to generate a new owner token")
     return text
