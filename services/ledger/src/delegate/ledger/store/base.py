@@ -178,6 +178,24 @@ def migrations(backend: str) -> list[Migration]:
     return found
 
 
+def narrowing(
+    *, after_seq: int, through_seq: int | None, conversation_id: str | None, span_id: str | None, mark: str
+) -> tuple[list[str], list[Any]]:
+    """A query's seq range and equality filters as SQL conditions with ``mark`` placeholders.
+
+    Shared by both backends; each adds its own spelling of the ``kinds`` filter.
+    """
+    where = [f"seq > {mark}"]
+    params: list[Any] = [after_seq]
+    for condition, value in (
+        ("seq <= ", through_seq), ("conversation_id = ", conversation_id), ("span_id = ", span_id),
+    ):
+        if value is not None:
+            where.append(condition + mark)
+            params.append(value)
+    return where, params
+
+
 def client_msg_id(event: Event) -> str | None:
     value = event.payload.get("client_msg_id") if event.kind == "message" else None
     return value if isinstance(value, str) else None

@@ -29,6 +29,7 @@ from .base import (
     StoreUnavailable,
     insert_params,
     migrations,
+    narrowing,
     stored,
     summarize,
     unique_by_id,
@@ -241,17 +242,10 @@ class PostgresStore(LedgerStore):
         limit: int = 500,
         max_bytes: int | None = None,
     ) -> QueryResult:
-        where = ["seq > %s"]
-        params: list[Any] = [after_seq]
-        if through_seq is not None:
-            where.append("seq <= %s")
-            params.append(through_seq)
-        if conversation_id is not None:
-            where.append("conversation_id = %s")
-            params.append(conversation_id)
-        if span_id is not None:
-            where.append("span_id = %s")
-            params.append(span_id)
+        where, params = narrowing(
+            after_seq=after_seq, through_seq=through_seq, conversation_id=conversation_id, span_id=span_id,
+            mark="%s",
+        )
         if kinds is not None:
             where.append("kind = ANY(%s)")
             params.append(list(kinds))

@@ -43,6 +43,7 @@ from .base import (
     StoreUnavailable,
     insert_params,
     migrations,
+    narrowing,
     stored,
     summarize,
     unique_by_id,
@@ -282,17 +283,10 @@ class SqliteStore(LedgerStore):
         limit: int = 500,
         max_bytes: int | None = None,
     ) -> QueryResult:
-        where = ["seq > ?"]
-        params: list[Any] = [after_seq]
-        if through_seq is not None:
-            where.append("seq <= ?")
-            params.append(through_seq)
-        if conversation_id is not None:
-            where.append("conversation_id = ?")
-            params.append(conversation_id)
-        if span_id is not None:
-            where.append("span_id = ?")
-            params.append(span_id)
+        where, params = narrowing(
+            after_seq=after_seq, through_seq=through_seq, conversation_id=conversation_id, span_id=span_id,
+            mark="?",
+        )
         if kinds is not None:
             kinds = list(kinds)
             if not kinds:
