@@ -56,6 +56,7 @@ class App {
     this.renderQueued = false;
     this.forceBottom = false;
     this.freshLive = [];
+    this.shownBlocks = 0; // blocks on screen after the last render
     this.noticeTimer = null;
     this.session = 0; // bumps on every sign-in/out so stale async work is dropped
     this.wire();
@@ -86,6 +87,7 @@ class App {
     this.conn = null;
     this.tl = createTimeline();
     this.view.clear();
+    this.shownBlocks = 0;
     $("boot").hidden = true;
     $("app").hidden = true;
     $("signin").hidden = false;
@@ -265,8 +267,12 @@ class App {
     this.renderQueued = false;
     const scroller = $("scroller");
     const atBottom = scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < STICK_PX;
-    this.view.render(buildView(this.tl));
-    $("empty").hidden = this.tl.order.length > 0 || this.tl.pending.size > 0 || this.tl.streams.size > 0;
+    const blocks = buildView(this.tl);
+    this.view.render(blocks);
+    // What is shown, not what is held: hidden bookkeeping alone (the agent's session start on a
+    // fresh system) is still "nothing here yet". Pending bubbles and streams are blocks too.
+    this.shownBlocks = blocks.length;
+    $("empty").hidden = blocks.length > 0;
     this.updateOlder();
     const fresh = this.freshLive;
     this.freshLive = [];
@@ -293,7 +299,7 @@ class App {
     older.hidden = !this.tl.hasOlder;
     older.disabled = this.loadingOlder;
     older.textContent = this.loadingOlder ? "Loading…" : "Load older activity";
-    $("older-end").hidden = this.tl.hasOlder || this.tl.order.length === 0;
+    $("older-end").hidden = this.tl.hasOlder || !this.shownBlocks;
   }
 
   async loadOlder() {

@@ -26,6 +26,15 @@ export function isInnerKind(kind) {
 /** Kinds that structure the timeline but are not items of their own. */
 const STRUCTURAL_KINDS = new Set(["conversation.opened", "span.opened", "span.closed"]);
 
+/**
+ * The system's own bookkeeping, kept in the ledger but never on the timeline: `session.*` says
+ * which process held the agent's lease (a restart or failover must not look like a break in
+ * the relationship). They still count for `maxSeq`, so a reconnect resumes after them.
+ */
+export function isHiddenKind(kind) {
+  return typeof kind === "string" && kind.startsWith("session.");
+}
+
 const FIXED_TS = /^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})(?:\.(\d{1,9}))?Z$/;
 
 /**
@@ -223,6 +232,7 @@ export function buildView(tl) {
   const userMessages = new Map(); // message id -> span block (or null)
   for (const ev of tl.order) {
     if (ev.kind === "conversation.opened") continue; // never a "new chat" boundary
+    if (isHiddenKind(ev.kind)) continue;
     if (ev.kind === "conversation.ended") {
       blocks.push({ type: "divider", key: `div:${ev.id}`, event: ev });
       continue;

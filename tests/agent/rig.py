@@ -7,6 +7,7 @@ with a deadline, never a fixed sleep.
 """
 
 import asyncio
+import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +23,7 @@ from delegate.contracts.messages import (
     QueryRequest,
     UserInput,
 )
+from delegate.ledger.store import sqlite_path
 from delegate.runtime.bus import Bus
 from tests.support.standin import TEST_API_KEY, StandinProcess
 from tests.support.system import System
@@ -43,6 +45,17 @@ def agent_env(standin: StandinProcess, **extra: str) -> dict[str, str]:
     }
 
 
+SESSION_COLUMNS = ("id", "holder", "started_at", "started_seq", "supersedes", "ended_at", "end_reason")
+
+
+def session_rows(system: System) -> list[dict[str, Any]]:
+    """The ledger's sessions table, read as an operator would (read-only, beside the writer)."""
+    path = sqlite_path(system.runtime)
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+        found = conn.execute(f"SELECT {', '.join(SESSION_COLUMNS)} FROM sessions ORDER BY started_seq").fetchall()
+    return [dict(zip(SESSION_COLUMNS, row, strict=True)) for row in found]
+
+
 def start_standin(root: Path) -> StandinProcess:
     return StandinProcess(log_dir=root / "standin").start()
 
@@ -56,6 +69,9 @@ class Probe:
     def __init__(self, bus: Bus) -> None:
         self.bus = bus
         self.events: list[Event] = []
+        # The agent's lease sessions (session.*): the process's bookkeeping, not the conversation,
+        # so what a turn wrote is checked without caring whether a start landed before we listened.
+        self.sessions: list[Event] = []
         self.deltas: list[Delta] = []
         self.states: list[AgentState] = []
 
@@ -69,8 +85,9 @@ class Probe:
         return probe
 
     async def _on_event(self, event: Event) -> None:
-        if all(e.seq != event.seq for e in self.events[-50:]):
-            self.events.append(event)
+        seen = self.sessions if event.kind.startswith("session.") else self.events
+        if all(e.seq != event.seq for e in seen[-50:]):
+            seen.append(event)
 
     async def _on_delta(self, delta: Delta) -> None:
         self.deltas.append(delta)

@@ -7,6 +7,7 @@ import pytest
 from delegate.agent.lease import LEASE_KEY, Lease
 from delegate.contracts import subjects
 from delegate.runtime.bus import Bus, BusUnavailable, RemoteError
+from tests.agent.rig import session_rows
 
 pytestmark = [pytest.mark.integration]
 
@@ -80,6 +81,14 @@ async def test_an_agent_that_loses_its_lease_steps_down_and_later_leads_again(ma
     await _until(leading, "the agent to lead again", timeout=20)
     msg = await probe.send("still answering?")
     assert (await probe.answer(msg.id)).kind == "message"
+    # Two terms, two sessions: the first ended as lost (by itself, so not superseded).
+    def two_sessions() -> list[dict[str, object]] | None:
+        rows = session_rows(system)
+        return rows if len(rows) == 2 else None
+
+    rows = await probe.wait_for(two_sessions, "the second session")
+    assert [r["end_reason"] for r in rows] == ["lost", None]
+    assert rows[1]["supersedes"] is None and rows[0]["holder"] == rows[1]["holder"] == "agent"
 
 
 async def test_the_bucket_follows_the_configured_ttl(nats_url):

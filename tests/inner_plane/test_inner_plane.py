@@ -19,6 +19,8 @@ from delegate.contracts.events import (
     ConversationOpened,
     Event,
     Message,
+    SessionEnded,
+    SessionStarted,
     SpanClosed,
     SpanOpened,
 )
@@ -190,6 +192,29 @@ async def test_idle_check_still_fires_once_after_everything_is_killed_mid_window
     asked = system.procs["inner-plane"].log_text().count(f"span {span_id} idle since")
     assert asked == 1, f"the inner plane asked {asked} times for span {span_id}"
     assert barrier.seq is not None
+
+
+async def test_an_agent_failover_inside_the_idle_window_is_not_activity(
+    system: System, standin: StandinProcess, connect: Connect
+) -> None:
+    h = await _started(system, standin, connect, IDLE_SPAN_SECONDS="2")
+    story = Story(h)
+    await story.open()
+    await story.span()
+    last = await story.say("user", "Call the plumber tomorrow.")
+    # The lease changes hands mid-window: the agent's own bookkeeping, outside any conversation.
+    ended = SessionEnded(session_id="S1", reason="shutdown")
+    await h.append(ended, conversation_id=None, span_id=None, channel="inner")
+    started = await h.append(
+        SessionStarted(session_id="S2", type="agent", holder="agent-b", supersedes="S1"),
+        conversation_id=None, span_id=None, channel="inner",
+    )
+    await h.processed(started.seq)
+
+    checks = await eventually(lambda: h.idle_checks(story.span_id), "the span's idle check")
+    assert [c.last_activity_seq for c in checks] == [last.seq], "a session event counted as span activity"
+    assert checks[0].ts >= last.ts + timedelta(seconds=2)
+    assert not model_requests(standin, CAPSULE_MARK) and not model_requests(standin, MEMORY_MARK)
 
 
 async def test_capsule_refreshes_once_per_crossing_and_after_compaction(

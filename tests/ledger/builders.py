@@ -12,6 +12,8 @@ from delegate.contracts.events import (
     ConversationOpened,
     Event,
     Message,
+    SessionEnded,
+    SessionStarted,
     SpanClosed,
     SpanOpened,
     ToolCall,
@@ -100,6 +102,23 @@ def tool_call(name: str = "clock", *, conv: str = "c1", span: str | None = "s1",
     return make_event(
         ToolCall(call_id=new_id(), name=name), conversation_id=conv, span_id=span, channel="text",
         ts=at(t) if t is not None else None,
+    )
+
+
+def session_started(
+    session: str, *, holder: str = "agent-a", supersedes: str | None = None, t: float | None = None,
+    id: str | None = None,
+) -> Event:
+    return make_event(
+        SessionStarted(session_id=session, type="agent", holder=holder, supersedes=supersedes),
+        conversation_id=None, span_id=None, channel="inner", id=id or new_id(), ts=at(t) if t is not None else None,
+    )
+
+
+def session_ended(session: str, reason: str = "shutdown", *, t: float | None = None) -> Event:
+    return make_event(
+        SessionEnded(session_id=session, reason=reason),  # type: ignore[arg-type]
+        conversation_id=None, span_id=None, channel="inner", ts=at(t) if t is not None else None,
     )
 
 

@@ -46,6 +46,7 @@ from delegate.contracts.messages import (
     IdleCheckInput,
     LiveNotice,
     QueryRequest,
+    ResumeState,
     Usage,
     UserInput,
 )
@@ -169,7 +170,7 @@ class Agent:
 
     # ---- start / takeover -----------------------------------------------------------------
 
-    async def restore(self) -> None:
+    async def restore(self) -> ResumeState:
         """Re-derive the session from the ledger once it holds everything published so far."""
         await self.ledger.wait_caught_up()
         resume = await self.ledger.resume(turn_limit=self.settings.agent_recent_turns)
@@ -185,6 +186,7 @@ class Agent:
             session.capsule.id if session.capsule else None,
         )
         await self.publish_state(force=True)
+        return resume
 
     async def close(self) -> None:
         for task in list(self._tasks):

@@ -15,11 +15,12 @@ import socket
 from openai import AsyncOpenAI
 
 from delegate.contracts import streams, topics
-from delegate.runtime.bus import Bus
+from delegate.runtime.bus import Bus, BusUnavailable
 from delegate.runtime.service import run_service
 
 from .agent import Agent
 from .lease import Lease
+from .lease_session import LeaseSession
 from .ledger import Ledger, LedgerUnavailable
 from .settings import Settings
 from .toolbox import Toolbox
@@ -28,6 +29,8 @@ log = logging.getLogger(__name__)
 
 SERVICE = "agent"
 SHUTDOWN_GRACE = 5.0  # a turn running at SIGTERM may finish within this; then it is handed back
+# Recording session.ended may not hold up a shutdown or a step-down longer than this.
+SESSION_END_TIMEOUT = 5.0
 
 
 def run() -> None:
@@ -75,14 +78,16 @@ async def lead(
     holder = asyncio.create_task(lease.hold(lost))
     term = await Bus.connect(settings.nats_url, f"{SERVICE}:{instance}:leader")
     agent = Agent(settings, bus, ledger, client, toolbox)
+    session = LeaseSession(ledger, instance)
     term_stop = asyncio.Event()
     consumer: asyncio.Task[None] | None = None
     try:
         while not (lost.is_set() or stop.is_set()):
             try:
-                await agent.restore()
+                resume = await agent.restore()
+                await session.start(resume.agent_session)
                 break
-            except LedgerUnavailable as exc:
+            except (LedgerUnavailable, BusUnavailable) as exc:
                 log.warning("waiting for the ledger before taking over: %s", exc)
                 await _sleep_unless(stop, 1.0)
         if lost.is_set() or stop.is_set():
@@ -128,6 +133,9 @@ async def lead(
             await holder
         with contextlib.suppress(Exception):
             await term.nc.close()
+        # Once this term answers nothing more, and before the release: a standby's start can
+        # then only follow this end in the ledger.
+        await session.end("lost" if lost.is_set() else "shutdown", timeout=SESSION_END_TIMEOUT)
         if lost.is_set():
             log.warning("stepped down: the lease was lost")
         else:

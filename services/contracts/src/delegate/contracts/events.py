@@ -14,6 +14,9 @@ from .ids import format_ts, new_id, utcnow
 Channel = Literal["text", "browser_voice", "phone", "sms", "email", "inner"]
 Role = Literal["user", "assistant"]
 SpanType = Literal["interaction", "voice", "phone", "activation"]
+# What holds a session: the agent's singleton lease now; Realtime voice and phone sessions later.
+SessionType = Literal["agent", "voice", "phone"]
+SessionEndReason = Literal["shutdown", "superseded", "lost"]
 
 # One serialized event may not exceed this; bigger payloads are dead-lettered.
 MAX_EVENT_BYTES = 256 * 1024
@@ -150,6 +153,30 @@ class ActivationOutcome(Payload):
     summary: str = ""
 
 
+class SessionStarted(Payload):
+    """A process took a singleton (the agent lease): who holds it from now on.
+
+    ``supersedes`` names the previous holder's session when that one never said it ended
+    (killed, partitioned away): the ledger closes it as ``superseded``.
+    """
+
+    KIND: ClassVar[str] = "session.started"
+    session_id: str = Field(min_length=1, max_length=64)
+    type: SessionType
+    holder: str = Field(max_length=255)  # the process instance name (INSTANCE_NAME, else the host name)
+    supersedes: str | None = Field(default=None, max_length=64)
+
+
+class SessionEnded(Payload):
+    """A holder gave its session up: ``shutdown`` (it released the lease), ``lost`` (it could no
+    longer renew it). ``superseded`` is what the ledger's sessions table records when a
+    successor's ``session.started`` names the session instead."""
+
+    KIND: ClassVar[str] = "session.ended"
+    session_id: str = Field(min_length=1, max_length=64)
+    reason: SessionEndReason
+
+
 class TaskEvent(Payload):
     """Every ``task.*`` kind shares this shape; the kind says what happened."""
 
@@ -163,7 +190,7 @@ PAYLOADS: dict[str, type[Payload]] = {
     for p in (
         ConversationOpened, ConversationEnded, SpanOpened, SpanClosed, Checkpoint, Message,
         TurnFailed, ToolCall, ToolResult, MemoryRetrieved, MemoryExtracted, ContextUsage,
-        ContextCompacted, ContextCapsule, InnerSignal, ActivationOutcome,
+        ContextCompacted, ContextCapsule, InnerSignal, ActivationOutcome, SessionStarted, SessionEnded,
     )
 }
 

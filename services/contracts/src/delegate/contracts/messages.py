@@ -159,6 +159,17 @@ class ResumeRequest(BusModel):
     turn_limit: int = Field(default=20, ge=0, le=500)
 
 
+class SessionInfo(BusModel):
+    """One row of the ledger's ``sessions`` table: a session that started and has not ended."""
+
+    id: str
+    type: str
+    holder: str | None = None
+    started_at: datetime
+    started_seq: int
+    supersedes: str | None = None
+
+
 class ResumeState(Reply):
     """What a restarting agent needs: the newest open conversation and its context anchors."""
 
@@ -174,6 +185,9 @@ class ResumeState(Reply):
     # Newest assistant message event of the conversation, any channel. Its seq orders the chain
     # against a later manual compaction; a voice-channel answer there means voice cleared the chain.
     last_assistant: Event | None = None
+    # The newest agent session still open, whatever the conversation: a new lease holder finds
+    # here the session of a predecessor that died without ending it (and names it as superseded).
+    agent_session: SessionInfo | None = None
 
 
 # ---- inner plane -------------------------------------------------------------------------

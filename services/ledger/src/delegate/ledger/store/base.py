@@ -19,7 +19,7 @@ from pydantic_core import to_json
 from delegate.contracts.cursor import Cursor
 from delegate.contracts.events import Event
 from delegate.contracts.ids import format_ts
-from delegate.contracts.messages import ResumeState
+from delegate.contracts.messages import ResumeState, SessionInfo
 
 log = logging.getLogger(__name__)
 
@@ -288,6 +288,62 @@ def summarize(committed: Sequence[StoredEvent]) -> Summary:
     return Summary(list(convs.values()), list(spans.values()))
 
 
+SESSION_KINDS = frozenset({"session.started", "session.ended"})
+
+
+@dataclass
+class SessionChange:
+    """What one batch changes in a ``sessions`` row. Applied with COALESCE on every column:
+    a column once set is never overwritten, so the first start and the first end win."""
+
+    id: str
+    type: str | None = None
+    holder: str | None = None
+    started_at: datetime | None = None
+    started_seq: int | None = None
+    supersedes: str | None = None
+    ended_at: datetime | None = None
+    end_reason: str | None = None
+    # Closed by a successor's ``supersedes`` only: close the row if it exists and is open, never
+    # create one (a session id nobody started is not a session worth recording).
+    close_only: bool = False
+
+
+def session_changes(committed: Sequence[StoredEvent]) -> list[SessionChange]:
+    """What newly stored session.started / session.ended events change in ``sessions``, one per id.
+
+    ``committed`` holds only events this transaction stored (redeliveries were dropped by id
+    before), in seq order, so within a batch the first start and the first end win, as the
+    upsert makes them win across batches.
+    """
+    changes: dict[str, SessionChange] = {}
+    for event in committed:
+        if event.kind not in SESSION_KINDS:
+            continue
+        payload = json.loads(event.payload_json)
+        session_id = payload["session_id"]
+        change = changes.get(session_id)
+        if change is None:
+            change = changes[session_id] = SessionChange(session_id)
+        change.close_only = False
+        if event.kind == "session.ended":
+            if change.ended_at is None:
+                change.ended_at, change.end_reason = event.ts, payload["reason"]
+            continue
+        if change.started_seq is None:
+            change.type, change.holder = payload["type"], payload["holder"]
+            change.started_at, change.started_seq = event.ts, event.seq
+            change.supersedes = payload.get("supersedes")
+        previous_id = payload.get("supersedes")
+        if previous_id and previous_id != session_id:
+            previous = changes.get(previous_id)
+            if previous is None:
+                previous = changes[previous_id] = SessionChange(previous_id, close_only=True)
+            if previous.ended_at is None:
+                previous.ended_at, previous.end_reason = event.ts, "superseded"
+    return list(changes.values())
+
+
 class LedgerStore(ABC):
     """What the ledger's consumer and request handlers need from a database.
 
@@ -386,6 +442,10 @@ class LedgerStore(ABC):
     ) -> list[Event]:
         """The newest ``limit`` events of one kind in a conversation, newest first (by seq)."""
 
+    @abstractmethod
+    async def _open_session(self, session_type: str) -> SessionInfo | None:
+        """The newest started session of this type that has not ended (by its start's seq)."""
+
     # ---- shared logic ---------------------------------------------------------------
 
     async def page(
@@ -440,9 +500,10 @@ class LedgerStore(ABC):
         # Read last_seq first: anything committed while we look is then also after it,
         # so a caller catching up from last_seq sees it (perhaps twice, never not at all).
         last_seq = await self.last_seq()
+        agent_session = await self._open_session("agent")
         conversation_id = await self._newest_open_conversation()
         if conversation_id is None:
-            return ResumeState(last_seq=last_seq)
+            return ResumeState(last_seq=last_seq, agent_session=agent_session)
 
         async def newest(kind: str, role: str | None = None) -> Event | None:
             found = await self._newest(conversation_id, kind, 1, role)
@@ -482,6 +543,7 @@ class LedgerStore(ABC):
             last_usage=usage,
             last_assistant=assistant,
             last_seq=last_seq,
+            agent_session=agent_session,
         )
 
 

@@ -18,6 +18,7 @@ from psycopg.rows import TupleRow
 
 from delegate.contracts.events import Event
 from delegate.contracts.ids import format_ts
+from delegate.contracts.messages import SessionInfo
 
 from .base import (
     ANNOUNCED,
@@ -25,11 +26,13 @@ from .base import (
     LedgerStore,
     QueryResult,
     Room,
+    SessionChange,
     StoredEvent,
     StoreUnavailable,
     insert_params,
     migrations,
     narrowing,
+    session_changes,
     stored,
     summarize,
     unique_by_id,
@@ -74,6 +77,19 @@ ON CONFLICT (id) DO UPDATE SET
     opened_seq = COALESCE(spans.opened_seq, excluded.opened_seq),
     closed_at = COALESCE(spans.closed_at, excluded.closed_at)
 """
+UPSERT_SESSION = """
+INSERT INTO sessions (id, type, holder, started_at, started_seq, supersedes, ended_at, end_reason)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
+ON CONFLICT (id) DO UPDATE SET
+    type = COALESCE(sessions.type, excluded.type),
+    holder = COALESCE(sessions.holder, excluded.holder),
+    started_at = COALESCE(sessions.started_at, excluded.started_at),
+    started_seq = COALESCE(sessions.started_seq, excluded.started_seq),
+    supersedes = COALESCE(sessions.supersedes, excluded.supersedes),
+    ended_at = COALESCE(sessions.ended_at, excluded.ended_at),
+    end_reason = CASE WHEN sessions.ended_at IS NULL THEN excluded.end_reason ELSE sessions.end_reason END
+"""
+CLOSE_SESSION = "UPDATE sessions SET ended_at = %s, end_reason = %s WHERE id = %s AND ended_at IS NULL"
 UPSERT_STATE = (
     "INSERT INTO ledger_state (key, value) VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = excluded.value"
 )
@@ -225,11 +241,26 @@ class PostgresStore(LedgerStore):
                         [(s.id, s.conversation_id, s.type, s.opened_at, s.opened_seq, s.closed_at)
                          for s in summary.spans],
                     )
+                await _write_sessions(cur, session_changes(committed))
                 if announced is not None:
                     await cur.execute(UPSERT_STATE, (ANNOUNCED, announced))
         return committed
 
     # ---- reads ------------------------------------------------------------------------
+
+    async def _open_session(self, session_type: str) -> SessionInfo | None:
+        rows = await self._fetch(
+            "SELECT id, type, holder, started_at, started_seq, supersedes FROM sessions"
+            " WHERE type = %s AND ended_at IS NULL AND started_seq IS NOT NULL ORDER BY started_seq DESC LIMIT 1",
+            (session_type,),
+        )
+        if not rows:
+            return None
+        session_id, kind, holder, started_at, started_seq, supersedes = rows[0]
+        return SessionInfo(
+            id=session_id, type=kind, holder=holder, started_at=started_at, started_seq=started_seq,
+            supersedes=supersedes,
+        )
 
     async def query(
         self,
@@ -352,3 +383,15 @@ class PostgresStore(LedgerStore):
             " ORDER BY seq DESC LIMIT %s",
             (conversation_id, kind, role, limit),
         )
+
+
+async def _write_sessions(cur: psycopg.AsyncCursor[TupleRow], changes: list[SessionChange]) -> None:
+    upserts = [
+        (c.id, c.type, c.holder, c.started_at, c.started_seq, c.supersedes, c.ended_at, c.end_reason)
+        for c in changes if not c.close_only
+    ]
+    closes = [(c.ended_at, c.end_reason, c.id) for c in changes if c.close_only]
+    if upserts:
+        await cur.executemany(UPSERT_SESSION, upserts)
+    if closes:
+        await cur.executemany(CLOSE_SESSION, closes)

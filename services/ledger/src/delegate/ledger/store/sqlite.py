@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 
 from delegate.contracts.events import Event
 from delegate.contracts.ids import format_ts
+from delegate.contracts.messages import SessionInfo
 
 from .base import (
     ANNOUNCED,
@@ -39,11 +40,13 @@ from .base import (
     LedgerStore,
     QueryResult,
     Room,
+    SessionChange,
     StoredEvent,
     StoreUnavailable,
     insert_params,
     migrations,
     narrowing,
+    session_changes,
     stored,
     summarize,
     unique_by_id,
@@ -80,6 +83,19 @@ ON CONFLICT (id) DO UPDATE SET
     opened_seq = COALESCE(spans.opened_seq, excluded.opened_seq),
     closed_at = COALESCE(spans.closed_at, excluded.closed_at)
 """
+UPSERT_SESSION = """
+INSERT INTO sessions (id, type, holder, started_at, started_seq, supersedes, ended_at, end_reason)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (id) DO UPDATE SET
+    type = COALESCE(sessions.type, excluded.type),
+    holder = COALESCE(sessions.holder, excluded.holder),
+    started_at = COALESCE(sessions.started_at, excluded.started_at),
+    started_seq = COALESCE(sessions.started_seq, excluded.started_seq),
+    supersedes = COALESCE(sessions.supersedes, excluded.supersedes),
+    ended_at = COALESCE(sessions.ended_at, excluded.ended_at),
+    end_reason = CASE WHEN sessions.ended_at IS NULL THEN excluded.end_reason ELSE sessions.end_reason END
+"""
+CLOSE_SESSION = "UPDATE sessions SET ended_at = ?, end_reason = ? WHERE id = ? AND ended_at IS NULL"
 UPSERT_STATE = (
     "INSERT INTO ledger_state (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value"
 )
@@ -394,6 +410,24 @@ class SqliteStore(LedgerStore):
         params = (conversation_id, kind, *((role,) if role is not None else ()), limit)
         return [r.event() for r in await self._reader.call(_events, sql, params)]
 
+    async def _open_session(self, session_type: str) -> SessionInfo | None:
+        def run(conn: sqlite3.Connection) -> SessionInfo | None:
+            row = conn.execute(
+                "SELECT id, type, holder, started_at, started_seq, supersedes FROM sessions"
+                " WHERE type = ? AND ended_at IS NULL AND started_seq IS NOT NULL"
+                " ORDER BY started_seq DESC LIMIT 1",
+                (session_type,),
+            ).fetchone()
+            if row is None:
+                return None
+            session_id, kind, holder, started_at, started_seq, supersedes = row
+            return SessionInfo(
+                id=session_id, type=kind, holder=holder, started_at=datetime.fromisoformat(started_at),
+                started_seq=started_seq, supersedes=supersedes,
+            )
+
+        return await self._reader.call(run)
+
 
 def _events(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> list[StoredEvent]:
     return [_stored(r) for r in conn.execute(sql, params).fetchall()]
@@ -458,9 +492,21 @@ def _write(
             [(s.id, s.conversation_id, s.type, _ts(s.opened_at), s.opened_seq, _ts(s.closed_at))
              for s in summary.spans],
         )
+    _write_sessions(conn, session_changes(committed))
     if announced is not None:
         conn.execute(UPSERT_STATE, (ANNOUNCED, announced))
     return committed
+
+
+def _write_sessions(conn: sqlite3.Connection, changes: list[SessionChange]) -> None:
+    if not changes:
+        return
+    conn.executemany(
+        UPSERT_SESSION,
+        [(c.id, c.type, c.holder, _ts(c.started_at), c.started_seq, c.supersedes, _ts(c.ended_at), c.end_reason)
+         for c in changes if not c.close_only],
+    )
+    conn.executemany(CLOSE_SESSION, [(_ts(c.ended_at), c.end_reason, c.id) for c in changes if c.close_only])
 
 
 def _max_seq(conn: sqlite3.Connection) -> int:
