@@ -6,6 +6,8 @@ import signal
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+import uvloop
+
 from .logs import configure_logging
 from .settings import ServiceSettings
 
@@ -27,4 +29,7 @@ def run_service(name: str, settings: S, serve: Callable[[S, asyncio.Event], Awai
         await serve(settings, stop)
         log.info("stopped")
 
-    asyncio.run(main())
+    # uvloop: the same asyncio API with a libuv loop; callbacks, socket reads and queue
+    # hand-offs are what every message costs here, and it makes them markedly cheaper.
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(main())
