@@ -1,10 +1,13 @@
-"""Real processes: the ledger SIGKILLed mid-burst, NATS restarted mid-burst, a graceful SIGTERM.
+"""Real processes: the ledger or its writer process SIGKILLed mid-burst, NATS restarted
+mid-burst, a graceful SIGTERM.
 
 Afterwards the database holds every published event exactly once, and whatever
 was announced on ledger.live.committed is in the database with the same seq.
 """
 
 import asyncio
+import os
+import signal
 import sqlite3
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -93,6 +96,31 @@ async def _settled(system: System, events: list[Event], w: Watch) -> dict[str, i
     return rows
 
 
+def _writer_pid(ledger_pid: int) -> int | None:
+    """The ledger's writer process (its child running delegate.ledger.writer), if running."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read()
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == ledger_pid and b"delegate.ledger.writer" in cmdline:
+            return int(entry)
+    return None
+
+
+def _gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"  # a zombie has exited
+    except OSError:
+        return True
+
+
 async def test_ledger_killed_twice_mid_burst_loses_and_duplicates_nothing(system: System, watch: Watch) -> None:
     events = _events(TOTAL)
     # Three slices; each kill falls between two of them, so it always lands mid-burst (with
@@ -103,7 +131,12 @@ async def test_ledger_killed_twice_mid_burst_loses_and_duplicates_nothing(system
     for rest in slices[1:]:
         await until(lambda s=seen: len(watch.announced) > s, what="the ledger writing")  # type: ignore[misc]
         seen = len(watch.announced)
+        writer = _writer_pid(system.procs["ledger"].pid)
+        assert writer is not None
         await asyncio.to_thread(system.kill, "ledger")
+        # Its writer process sees its input end, answers what it holds, and exits: no orphan
+        # is left holding the database.
+        await until(lambda w=writer: _gone(w), timeout=15, what="the orphaned writer exiting")  # type: ignore[misc]
         system.procs["ledger"].start()
         # Publish on while the ledger restarts; the next kill waits until it is back.
         await asyncio.gather(_publish(watch, rest), asyncio.to_thread(system.wait_ready, ["ledger"]))
@@ -111,6 +144,35 @@ async def test_ledger_killed_twice_mid_burst_loses_and_duplicates_nothing(system
     # The restarted ledger re-announces what its killed predecessor committed but may not have
     # announced, so every event was announced at least once (subscribers dedupe by seq).
     await until(lambda: len(watch.announced) == TOTAL, what="every event announced")
+
+
+async def test_writer_process_killed_twice_mid_burst_loses_and_duplicates_nothing(
+    system: System, watch: Watch
+) -> None:
+    """The writer dies with batches in flight (one being committed, one queued behind it):
+    the ledger starts another, JetStream delivers the unacked batches again, and what the
+    dead writer committed without reporting is announced by the ledger's recovery."""
+    events = _events(TOTAL)
+    slices = [events[: TOTAL // 4], events[TOTAL // 4 : TOTAL // 2], events[TOTAL // 2 :]]
+    ledger_pid = system.procs["ledger"].pid
+    await _publish(watch, slices[0])
+    seen = 0
+    killed: list[int] = []
+    for rest in slices[1:]:
+        await until(lambda s=seen: len(watch.announced) > s, what="the ledger writing")  # type: ignore[misc]
+        seen = len(watch.announced)
+        await until(lambda: _writer_pid(ledger_pid) not in (None, *killed), what="a writer process")
+        writer = _writer_pid(ledger_pid)
+        assert writer is not None
+        os.kill(writer, signal.SIGKILL)
+        killed.append(writer)
+        await _publish(watch, rest)
+    await _settled(system, events, watch)
+    await until(lambda: len(watch.announced) == TOTAL, what="every event announced")
+    assert system.procs["ledger"].alive() and system.procs["ledger"].pid == ledger_pid
+    assert _writer_pid(ledger_pid) not in (None, *killed)
+    log = system.procs["ledger"].log_text()
+    assert log.count("writer process") >= 2 and "ended (exit code -9)" in log, log[-3000:]
 
 
 async def test_nats_restarted_mid_burst_loses_and_duplicates_nothing(system: System, watch: Watch) -> None:

@@ -213,6 +213,75 @@ async def test_batches_arrive_in_order_and_one_ack_settles_each(bus: Bus) -> Non
     assert info.ack_floor.stream_seq == len(events)
 
 
+async def test_with_depth_two_calls_overlap_but_no_ack_passes_an_unfinished_batch(bus: Bus) -> None:
+    events = [_event(f"m{i}") for i in range(24)]
+    await _publish_all(bus, events)
+    release = asyncio.Event()
+    running: list[int] = []
+    overlapped: list[bool] = []
+    finished: list[list[str]] = []
+
+    async def handle(items: list[tuple[Msg, Event]]) -> None:
+        number = len(finished) + len(running)
+        overlapped.append(bool(running))
+        running.append(number)
+        if number == 0:
+            await release.wait()  # the first batch commits slowly
+        running.remove(number)
+        finished.append([e.id for _, e in items])
+
+    stop = asyncio.Event()
+    task = asyncio.create_task(
+        bus.consume_batches(topics.LEDGER_APPEND, handle, durable="bd1", stream="LEDGER", stop=stop,
+                            batch=8, depth=2)
+    )
+    await _until(lambda: len(finished) == 1)  # the second batch finished first
+    assert overlapped[:2] == [False, True] and running == [0]
+    await bus.nc.flush()
+    await asyncio.sleep(0.2)
+    # Its ack would settle the first batch too: it waits, and the third batch is not started.
+    assert (await bus.js.consumer_info("LEDGER", "bd1")).ack_floor.stream_seq == 0
+    assert len(overlapped) == 2
+    release.set()
+    await _until(lambda: sum(len(b) for b in finished) == len(events))
+    stop.set()
+    await asyncio.wait_for(task, 10)
+    assert sorted(i for b in finished for i in b) == sorted(e.id for e in events)
+    assert (await _settled(bus, "bd1")).ack_floor.stream_seq == len(events)
+
+
+async def test_with_depth_two_nothing_after_a_failed_batch_is_acked(bus: Bus, reset_mode: str) -> None:
+    events = [_event(f"m{i}") for i in range(16)]
+    await _publish_all(bus, events)
+    first = events[0].id
+    calls: list[list[str]] = []
+    second_done = asyncio.Event()
+
+    async def handle(items: list[tuple[Msg, Event]]) -> None:
+        ids = [e.id for _, e in items]
+        calls.append(ids)
+        if first in ids and len(calls) == 1:
+            await second_done.wait()  # fail only once the batch after it has returned
+            await asyncio.sleep(0.1)
+            raise RuntimeError("the database said no")
+        if len(calls) == 2:
+            second_done.set()
+
+    stop = asyncio.Event()
+    task = asyncio.create_task(
+        bus.consume_batches(topics.LEDGER_APPEND, handle, durable="bd2", stream="LEDGER", stop=stop,
+                            batch=8, depth=2)
+    )
+    await _until(lambda: len(calls) >= 4)
+    stop.set()
+    await asyncio.wait_for(task, 10)
+    # The second batch had returned, but its ack would have settled the failed first one: it
+    # was dropped with it, and both came again, in order.
+    ids = [e.id for e in events]
+    assert calls[:4] == [ids[:8], ids[8:], ids[:8], ids[8:]]
+    assert (await _settled(bus, "bd2")).ack_floor.stream_seq == len(events)
+
+
 async def test_a_dead_lettered_message_is_termed_only_after_its_batch_commits(bus: Bus) -> None:
     events = [_event(f"m{i}") for i in range(8)]
     await _publish_all(bus, events)

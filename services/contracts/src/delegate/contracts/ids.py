@@ -16,9 +16,16 @@ def utcnow() -> datetime:
 
 def format_ts(ts: datetime) -> str:
     """Fixed-width ISO-8601 with microseconds and a Z, so text order is time order."""
-    if ts.tzinfo is None:
+    offset = ts.utcoffset()
+    if offset is None:
         raise ValueError("timestamps must be timezone-aware")
-    return ts.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
+    if offset:
+        ts -= offset  # the same instant's UTC wall clock (the tzinfo left on it is not read)
+    # %-formatting of the fields: a third of the cost of astimezone + isoformat, and the ledger
+    # formats every event it stores.
+    return "%04d-%02d-%02dT%02d:%02d:%02d.%06dZ" % (  # noqa: UP031
+        ts.year, ts.month, ts.day, ts.hour, ts.minute, ts.second, ts.microsecond
+    )
 
 
 def parse_ts(text: str) -> datetime:

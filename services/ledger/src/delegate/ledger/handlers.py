@@ -11,7 +11,7 @@ from pydantic import PrivateAttr
 
 from delegate.contracts import topics
 from delegate.contracts.cursor import Cursor, CursorError
-from delegate.contracts.events import MAX_EVENT_BYTES, Event
+from delegate.contracts.events import MAX_EVENT_BYTES
 from delegate.contracts.messages import (
     GetReply,
     GetRequest,
@@ -23,10 +23,11 @@ from delegate.contracts.messages import (
     ResumeState,
 )
 from delegate.contracts.streams import LEDGER_WRITER
-from delegate.runtime.bus import TRANSIENT, Bus, DomainError
+from delegate.runtime.bus import MSG_ID, TRANSIENT, Bus, DomainError
 
 from .store import LedgerStore, StoreUnavailable
 from .store.base import StoredEvent
+from .writer import WriterProcess
 
 log = logging.getLogger(__name__)
 
@@ -49,14 +50,17 @@ class Ledger:
         self,
         store: LedgerStore,
         bus: Bus,
+        writer: WriterProcess,
         *,
         history_limit: int = 500,
         expansion_cap: int = 2000,
         stop: asyncio.Event | None = None,
         retry_max_delay: float = 2.0,
     ) -> None:
-        self.store = store
+        self.store = store  # for reads; every write goes through the writer process
         self.bus = bus
+        self.writer = writer
+        self._recovered_at = writer.restarts
         self.history_limit = history_limit
         self.expansion_cap = expansion_cap
         self.stop = stop or asyncio.Event()
@@ -64,6 +68,7 @@ class Ledger:
         self.announced = 0  # newest seq announced on ledger.live.committed by this process
         self._persisted_announced = 0  # what the database says was announced
         self._announcing: asyncio.Future[None] | None = None  # the newest batch's announcement
+        self._turn: asyncio.Future[None] | None = None  # done when the newest batch's is scheduled
 
     # ---- the writer -------------------------------------------------------------------
 
@@ -90,81 +95,82 @@ class Ledger:
             log.info("re-announced %d committed event(s) after seq %d", count, announced)
         return count
 
-    async def on_batch(self, items: list[tuple[Msg, Event]]) -> None:
-        """Commit a fetched batch in one transaction; the bus acks it after this returns.
+    async def on_batch(self, items: list[tuple[Msg, bytes]]) -> None:
+        """Have the writer process validate and commit a batch; the bus acks it after this returns.
 
-        Its announcement goes out behind the previous one's, while the next batch is
-        being committed: the writer does not wait for it. The ack may precede it; a crash
-        in between is covered by ``recover`` (the transactions record what was announced).
+        What it cannot decode or the database refuses is dead-lettered with its reason
+        (validation happens there, beside this process). The announcement goes out behind
+        the previous one's, while the next batch is being committed: the writer does not
+        wait for it. The ack may precede it; a crash in between is covered by ``recover``
+        (the transactions record what was announced).
         """
-        good: list[tuple[Msg, Event]] = []
-        for raw, event in items:
-            if len(raw.data) > MAX_EVENT_BYTES:
+        good: list[Msg] = []
+        for raw, data in items:
+            if len(data) > MAX_EVENT_BYTES:
+                ident = (raw.headers or {}).get(MSG_ID, "?")  # producers use the event id (not parsed here)
                 await self.bus.dead_letter(
                     LEDGER_WRITER, raw,
-                    f"oversized event {event.id} ({event.kind}): {len(raw.data)} bytes serialized,"
+                    f"oversized event {ident}: {len(data)} bytes serialized,"
                     f" more than MAX_EVENT_BYTES ({MAX_EVENT_BYTES})",
                 )
                 continue
-            good.append((raw, event))
-        committed = await self._store(good)
-        if self._announcing is not None:
-            await self._announcing  # at most one batch's announcements in flight: bounded lag
-        self._announce_in_order(committed)
+            good.append(raw)
+        await self.writer.ensure_running()
+        if self.writer.restarts != self._recovered_at:
+            # A writer that died may have committed a batch it never reported: announce it now.
+            self._recovered_at = self.writer.restarts
+            await self.drain()
+            await self.recover()
+        # Calls overlap (the consumer hands over the next batch while the writer commits this
+        # one): announcements follow the order the batches were sent to the writer, which is
+        # the order it commits them in.
+        previous, mine = self._turn, asyncio.get_running_loop().create_future()
+        self._turn = mine
+        try:
+            committed = await self._store(good, previous)
+            if previous is not None:
+                await previous
+            if self._announcing is not None:
+                await self._announcing  # at most one batch's announcements in flight: bounded lag
+            self._announce_in_order(committed)
+        finally:
+            mine.set_result(None)
 
     async def drain(self) -> None:
         """Wait for the announcements still going out (before the bus closes)."""
         if self._announcing is not None:
             await self._announcing
 
-    async def _store(self, good: list[tuple[Msg, Event]]) -> list[StoredEvent]:
+    async def _store(self, good: list[Msg], previous: "asyncio.Future[None] | None") -> list[StoredEvent]:
         announced = self.announced if self.announced != self._persisted_announced else None
         if not good and announced is None:
             return []
         delay = 0.1
         attempt = 0
         while True:
-            try:
-                committed = await self.store.append([e for _, e in good], announced_through=announced)
-            except StoreUnavailable as exc:
-                # The database is down or busy: nothing can be written, so wait, holding on
-                # to the batch (in_progress keeps JetStream from redelivering it meanwhile).
-                if self.stop.is_set():
-                    raise
-                attempt += 1
-                if attempt in (1, 10) or attempt % 100 == 0:
-                    log.warning("store unavailable (attempt %d), retrying: %s", attempt, exc)
-                await asyncio.gather(*(_in_progress(raw) for raw, _ in good))
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, self.retry_max_delay)
-                continue
-            except Exception as exc:
-                log.warning("batch of %d refused (%r); storing its events one by one", len(good), exc)
-                return await self._store_one_by_one(good, announced)
-            break
-        if announced is not None:
-            self._persisted_announced = announced
-        return committed
-
-    async def _store_one_by_one(self, good: list[tuple[Msg, Event]], announced: int | None) -> list[StoredEvent]:
-        """Find the event(s) the database refuses, park them, keep the rest."""
-        committed: list[StoredEvent] = []
-        try:
-            for raw, event in good:
-                try:
-                    committed += await self.store.append([event], announced_through=announced)
-                except StoreUnavailable:
-                    raise
-                except Exception as exc:
-                    await self.bus.dead_letter(LEDGER_WRITER, raw, f"the store refused event {event.id}: {exc!r}")
-                    continue
-                if announced is not None:
-                    self._persisted_announced, announced = announced, None
-        except StoreUnavailable:
-            # What is committed must still be announced: a redelivery would skip it as a duplicate.
-            self._announce_in_order(committed)
-            raise
-        return committed
+            result = await self.writer.append([raw.data for raw in good], announced)
+            for index, reason in result.refused:
+                await self.bus.dead_letter(LEDGER_WRITER, good[index], reason)
+            if result.announced_saved and announced is not None:
+                self._persisted_announced, announced = announced, None
+            if result.unavailable is None:
+                return result.committed
+            # The database is down or busy: what is committed must still be announced (a
+            # redelivery would skip it as a duplicate); the rest waits, held on to (in_progress
+            # keeps JetStream from redelivering it meanwhile) and sent again (idempotent).
+            if previous is not None:
+                await previous
+            self._announce_in_order(result.committed)
+            if self.stop.is_set():
+                raise StoreUnavailable(result.unavailable)
+            attempt += 1
+            if attempt in (1, 10) or attempt % 100 == 0:
+                log.warning("store unavailable (attempt %d), retrying: %s", attempt, result.unavailable)
+            refused = {index for index, _ in result.refused}
+            good = [raw for i, raw in enumerate(good) if i not in refused]
+            await asyncio.gather(*(_in_progress(raw) for raw in good))
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, self.retry_max_delay)
 
     def _announce_in_order(self, events: Sequence[StoredEvent]) -> None:
         """Announce after every earlier announcement (seq order across batches), in the background."""

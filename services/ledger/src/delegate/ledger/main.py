@@ -10,6 +10,7 @@ from delegate.runtime.service import run_service
 from .handlers import Ledger
 from .settings import Settings
 from .store import LedgerStore, StoreUnavailable, open_store
+from .writer import WriterProcess, writer_env
 
 SERVICE = "ledger"
 log = logging.getLogger(__name__)
@@ -42,8 +43,19 @@ async def _serve(settings: Settings, store: LedgerStore, bus: Bus, stop: asyncio
             log.warning("cannot ensure streams yet: %r", exc)
             if await _stopped_within(stop, 1.0):
                 return
+    writer = WriterProcess(writer_env(settings, store))
+    await writer.start()
+    try:
+        await _run_ledger(settings, store, bus, writer, stop)
+    finally:
+        await writer.close()  # after the consumer: it answers the batch in hand, then exits
+
+
+async def _run_ledger(
+    settings: Settings, store: LedgerStore, bus: Bus, writer: WriterProcess, stop: asyncio.Event
+) -> None:
     ledger = Ledger(
-        store, bus, history_limit=settings.timeline_history_event_limit,
+        store, bus, writer, history_limit=settings.timeline_history_event_limit,
         expansion_cap=settings.ledger_page_expansion_cap, stop=stop,
     )
     await ledger.recover()
@@ -54,7 +66,9 @@ async def _serve(settings: Settings, store: LedgerStore, bus: Bus, stop: asyncio
     consumer = asyncio.create_task(
         bus.consume_batches(
             topics.LEDGER_APPEND, ledger.on_batch, durable=streams.LEDGER_WRITER, stream="LEDGER", stop=stop,
+            raw=True,  # validated in the writer process
             batch=settings.ledger_batch_size, ack_wait=settings.ledger_ack_wait_seconds,
+            depth=2,  # the next batch goes to the writer while it commits this one
         ),
         name="ledger-writer",
     )

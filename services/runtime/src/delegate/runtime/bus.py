@@ -264,7 +264,7 @@ class Bus:
     async def consume_batches(
         self,
         topic: Topic[M],
-        handler: Callable[[list[tuple[Msg, M]]], Awaitable[None]],
+        handler: Callable[[list[tuple[Msg, Any]]], Awaitable[None]],
         *,
         durable: str,
         stream: str,
@@ -272,6 +272,8 @@ class Bus:
         batch: int = 256,
         ack_wait: float = 30.0,
         max_deliver: int = 20,
+        depth: int = 1,
+        raw: bool = False,
     ) -> None:
         """Whole batches, in order: the handler commits each; one ack-all after it returns covers it.
 
@@ -279,9 +281,21 @@ class Bus:
         whose handler raises is delivered again (after a pause growing with its failures)
         until ``max_deliver`` failures, then dead-lettered. A message the handler passes to
         ``dead_letter`` is parked and never handed over again. Returns when ``stop`` is set,
-        after the batch in hand is settled.
+        after the batches in hand are settled.
+
+        ``depth`` > 1 starts the handler on the next batch(es) before the previous call has
+        returned (a handler that hands batches to another process keeps it busy that way);
+        acks still go out in delivery order, each after its own call and all earlier ones
+        returned, and nothing after a failed batch is acked. The handler must then cope
+        with overlapping calls, committing them in the order they were started.
+
+        ``raw`` hands over each message's bytes undecoded, for a handler that validates
+        elsewhere (the ledger does, in its writer process); what it cannot decode it
+        passes to ``dead_letter``.
         """
-        consumer = _BatchConsumer(self, topic, handler, durable, stream, stop, batch, ack_wait, max_deliver)
+        consumer = _BatchConsumer(
+            self, topic, handler, durable, stream, stop, batch, ack_wait, max_deliver, decode=not raw, depth=depth
+        )
         await consumer.run()
 
     async def _pull_loop(
@@ -404,6 +418,11 @@ def _error_reply(code: str, message: str) -> bytes:
     return json.dumps({"error": ErrorInfo(code=code, message=message).model_dump()}).encode()
 
 
+def describe(exc: ValidationError) -> str:
+    """A validation error in one line: how many, and the first one's place and message."""
+    return _short(exc)
+
+
 def _short(exc: ValidationError) -> str:
     first = exc.errors()[0] if exc.errors() else {}
     where = ".".join(str(p) for p in first.get("loc", ()))
@@ -427,6 +446,8 @@ FILL_WAIT = 0.01  # a partial batch waits this long for messages the server says
 
 # A delivered message, its stream sequence, and its decoded form (or why it would not decode).
 _Delivery = tuple[Msg, int, Any]
+# A finished handler call: the items it was given, the messages it dead-lettered, its error.
+_Outcome = tuple[list[tuple[Msg, Any]], list[Msg], Exception | None]
 
 
 class _BatchConsumer(Generic[M]):
@@ -473,8 +494,15 @@ class _BatchConsumer(Generic[M]):
         batch: int,
         ack_wait: float,
         max_deliver: int,
+        *,
+        decode: bool = True,
+        depth: int = 1,
     ) -> None:
         self.bus = bus
+        self.depth = max(1, depth)
+        # Handler calls started and not yet settled, oldest first: (its deliveries, the call).
+        self.inflight: deque[tuple[list[_Delivery], asyncio.Task[_Outcome]]] = deque()
+        self.void = False  # a batch failed: the ones started after it must not be acked
         self.topic = topic
         self.handler = handler
         self.durable = durable
@@ -488,7 +516,8 @@ class _BatchConsumer(Generic[M]):
         self.parked: set[int] = set()  # stream seqs dead-lettered but not yet covered by an ack
         self.pause = 0.0  # before the next reset, after a failed batch
         self.wake = asyncio.Event()
-        self._decode = topic.adapter.validate_json  # Topic.decode, minus a call per message
+        # Topic.decode, minus a call per message; raw mode hands over the bytes as they came.
+        self._decode: Callable[[bytes], Any] = topic.adapter.validate_json if decode else bytes
         self._pull_body = json.dumps({"batch": self.batch, "expires": int(PULL_EXPIRES * 1e9)}).encode()
         self._next_subject = f"{JS_API}.CONSUMER.MSG.NEXT.{stream}.{durable}"
         # One binding (inbox subscription) at a time; all of this is reset by _bind.
@@ -510,6 +539,7 @@ class _BatchConsumer(Generic[M]):
         try:
             while not self.stop.is_set():
                 if self.sub is None or (self.broken and not self.buffer):
+                    await self._finish_all()  # before the reset: what they hold is settled first
                     if self.broken:
                         log.info("%s: rebinding: %s", self.durable, self.broken)
                         await self._unbind()  # sub None now says "rebind"; log the reason once
@@ -529,8 +559,15 @@ class _BatchConsumer(Generic[M]):
                     continue
                 taken = await self._next_batch()
                 if taken:
-                    await self._handle(taken)
+                    self._start(taken)
+                # Settle in delivery order what has finished, and wait for the oldest when
+                # ``depth`` batches are in the handler already.
+                while self.inflight and (self.inflight[0][1].done() or len(self.inflight) >= self.depth):
+                    await self._finish_oldest()
+            await self._finish_all()  # stopping: the batches in hand are settled, not dropped
         finally:
+            for _, call in self.inflight:
+                call.cancel()
             waker.cancel()
             # Also on cancellation: a subscription left behind stalls drain() on close.
             await self._unbind()
@@ -565,8 +602,8 @@ class _BatchConsumer(Generic[M]):
                 if not self.broken:
                     await self._pull()  # the next batch arrives while this one is handled
                 return taken
-            if self.broken:
-                return []
+            if self.broken or (self.inflight and self.inflight[0][1].done()):
+                return []  # the caller settles it; the buffer keeps filling meanwhile
             self.wake.clear()
             timeout = FILL_WAIT if buf else max(0.0, self.deadline - loop.time())
             try:
@@ -632,12 +669,21 @@ class _BatchConsumer(Generic[M]):
 
     # ---- one batch --------------------------------------------------------------------
 
-    async def _handle(self, taken: list[_Delivery]) -> None:
+    def _start(self, taken: list[_Delivery]) -> None:
+        call = asyncio.ensure_future(self._call_handler(taken))
+        call.add_done_callback(lambda _: self.wake.set())  # _next_batch returns to settle it
+        self.inflight.append((taken, call))
+
+    async def _finish_all(self) -> None:
+        while self.inflight:
+            await self._finish_oldest()
+
+    async def _call_handler(self, taken: list[_Delivery]) -> "_Outcome":
+        """Dead-letter the undecodable, hand the rest over; the outcome is settled later, in order."""
         parked: list[Msg] = []
         held = self.bus._batch_parked
         for raw, _, _ in taken:
             held[id(raw)] = parked
-        error: Exception | None = None
         items: list[tuple[Msg, M]] = []
         try:
             for raw, sseq, decoded in taken:
@@ -651,17 +697,38 @@ class _BatchConsumer(Generic[M]):
                 try:
                     await self.handler(items)
                 except Exception as exc:
-                    error = exc
-                    await self._failed(taken, items, exc)
+                    return items, parked, exc
+            return items, parked, None
         finally:
             for raw, _, _ in taken:
                 held.pop(id(raw), None)
+
+    async def _finish_oldest(self) -> None:
+        taken, call = self.inflight.popleft()
+        items, parked, error = await call
+        parked_ids = {id(raw) for raw in parked}
+        if self.void:
+            # An earlier batch failed and the consumer will be reset: nothing after it is acked,
+            # and this one's dead letters must not be written again when it comes back.
+            self.parked.update(sseq for raw, sseq, _ in taken if id(raw) in parked_ids and sseq > self.acked)
+            if not self.inflight:
+                self.void = False
+            return
         if error is None:
             await self._settle(taken, parked)
             return
+        held = self.bus._batch_parked
+        for raw, _, _ in taken:  # dead letters for too many failures are parked like the handler's
+            held[id(raw)] = parked
+        try:
+            await self._failed(taken, items, error)
+        finally:
+            for raw, _, _ in taken:
+                held.pop(id(raw), None)
+        self.void = bool(self.inflight)
+        parked_ids = {id(raw) for raw in parked}
         # Dead-lettered ones at the head of the batch can be termed now: everything delivered
         # before them is settled (earlier batches were acked). The rest wait for the redelivery.
-        parked_ids = {id(raw) for raw in parked}
         for raw, sseq, _ in taken:
             if id(raw) not in parked_ids:
                 break

@@ -211,28 +211,36 @@ def payload_json(event: Event) -> str:
     return text
 
 
-def stored(event: Event, row: tuple[Any, ...], seq: int) -> StoredEvent:
-    """The StoredEvent of an event just inserted, from its insert parameters (see ``insert_params``)."""
+# An event as the ledger inserts it (``insert_params``): (id, ts text, conversation_id, span_id,
+# kind, channel, role, parent_id, client_msg_id, payload json). Plain tuples of str/None: the
+# bus process builds them from validated events and hands them to the writer process.
+Row = tuple[Any, ...]
+
+
+def stored(row: Row, seq: int) -> StoredEvent:
+    """The StoredEvent of a row just inserted with ``seq``."""
     event_id, ts_text, conv, span, kind, channel, role, parent, _client_msg_id, payload = row
-    return StoredEvent(seq, event_id, event.ts, ts_text, conv, span, kind, channel, role, parent, payload)
+    return StoredEvent(
+        seq, event_id, datetime.fromisoformat(ts_text), ts_text, conv, span, kind, channel, role, parent, payload
+    )
 
 
-def insert_params(event: Event) -> tuple[Any, ...]:
-    """(id, ts text, conversation_id, span_id, kind, channel, role, parent_id, client_msg_id, payload json)."""
+def insert_params(event: Event) -> Row:
+    """The row of a validated event."""
     return (
         event.id, format_ts(event.ts), event.conversation_id, event.span_id, event.kind, event.channel,
         event.role, event.parent_id, client_msg_id(event), payload_json(event),
     )
 
 
-def unique_by_id(events: Sequence[Event]) -> list[Event]:
+def unique_by_id(rows: Sequence[Row]) -> list[Row]:
     """First occurrence wins: the same event twice in one batch is stored once."""
     seen: set[str] = set()
     out = []
-    for event in events:
-        if event.id not in seen:
-            seen.add(event.id)
-            out.append(event)
+    for row in rows:
+        if row[0] not in seen:
+            seen.add(row[0])
+            out.append(row)
     return out
 
 
@@ -363,11 +371,17 @@ class LedgerStore(ABC):
 
     # ---- the write ------------------------------------------------------------------
 
-    @abstractmethod
     async def append(
         self, events: Sequence[Event], *, announced_through: int | None = None
     ) -> list[StoredEvent]:
-        """Store a batch in ONE transaction, idempotently by event id.
+        """``append_rows`` for validated events."""
+        return await self.append_rows([insert_params(e) for e in events], announced_through=announced_through)
+
+    @abstractmethod
+    async def append_rows(
+        self, rows: Sequence[Row], *, announced_through: int | None = None
+    ) -> list[StoredEvent]:
+        """Store a batch of rows (``insert_params``) in ONE transaction, idempotently by event id.
 
         Returns only the events this call newly stored, each with its ``seq``, in seq
         order (``.event()`` gives the ``Event``, ``.json()`` its wire form); events

@@ -26,10 +26,10 @@ from .base import (
     LedgerStore,
     QueryResult,
     Room,
+    Row,
     SessionChange,
     StoredEvent,
     StoreUnavailable,
-    insert_params,
     migrations,
     narrowing,
     session_changes,
@@ -207,10 +207,10 @@ class PostgresStore(LedgerStore):
 
     # ---- write ------------------------------------------------------------------------
 
-    async def append(
-        self, events: Sequence[Event], *, announced_through: int | None = None
+    async def append_rows(
+        self, rows: Sequence[Row], *, announced_through: int | None = None
     ) -> list[StoredEvent]:
-        batch = unique_by_id(events)
+        batch = unique_by_id(rows)
         if not batch and announced_through is None:
             return []
         try:
@@ -218,16 +218,15 @@ class PostgresStore(LedgerStore):
         except UNAVAILABLE as exc:
             raise StoreUnavailable(f"postgres: {exc}") from exc
 
-    async def _append(self, batch: list[Event], announced: int | None) -> list[StoredEvent]:
-        rows = [insert_params(e) for e in batch]
+    async def _append(self, rows: list[Row], announced: int | None) -> list[StoredEvent]:
         columns: list[list[Any]] = [list(column) for column in zip(*rows, strict=True)] if rows else []
         async with self._pool.connection() as conn, conn.transaction():
             await conn.execute("SELECT pg_advisory_xact_lock(%s)", (APPEND_LOCK,))
             committed: list[StoredEvent] = []
-            if batch:
+            if rows:
                 cur = await conn.execute(INSERT_EVENTS, columns)
-                by_id = {e.id: (e, row) for e, row in zip(batch, rows, strict=True)}
-                committed = [stored(*by_id[event_id], seq) for seq, event_id in sorted(await cur.fetchall())]
+                by_id = {row[0]: row for row in rows}
+                committed = [stored(by_id[event_id], seq) for seq, event_id in sorted(await cur.fetchall())]
             summary = summarize(committed)
             async with conn.cursor() as cur:
                 if summary.conversations:

@@ -40,6 +40,7 @@ from .base import (
     LedgerStore,
     QueryResult,
     Room,
+    Row,
     SessionChange,
     StoredEvent,
     StoreUnavailable,
@@ -251,16 +252,16 @@ class SqliteStore(LedgerStore):
 
     # ---- write ------------------------------------------------------------------------
 
-    async def append(
-        self, events: Sequence[Event], *, announced_through: int | None = None
+    async def append_rows(
+        self, rows: Sequence[Row], *, announced_through: int | None = None
     ) -> list[StoredEvent]:
-        batch = unique_by_id(events)
+        batch = unique_by_id(rows)
         if not batch and announced_through is None:
             return []
         async with self._write_lock:
             return await self._append(batch, announced_through)
 
-    async def _append(self, batch: list[Event], announced: int | None) -> list[StoredEvent]:
+    async def _append(self, rows: list[Row], announced: int | None) -> list[StoredEvent]:
         """One transaction: BEGIN and COMMIT on the writer thread, the statements between them here.
 
         BEGIN IMMEDIATE may wait for another writer's lock and COMMIT for the fsync: both
@@ -269,15 +270,14 @@ class SqliteStore(LedgerStore):
         on the writer thread every one of them would let go of the GIL and then wait to
         get it back from a busy event loop (measured: ~12% of the drain rate).
         """
-        rows = [insert_params(e) for e in batch]
         conn = await self._writer.connection()
         try:
             await self._writer.call(_begin)
             if sum(len(row[-1]) for row in rows) <= INLINE_WRITE_MAX:
                 with _database_errors():
-                    committed = _write(conn, batch, rows, announced)
+                    committed = _write(conn, rows, announced)
             else:  # big events: not worth stalling the event loop for (nor SQLite's cache spilling)
-                committed = await self._writer.call(_write, batch, rows, announced)
+                committed = await self._writer.call(_write, rows, announced)
             await self._writer.call(_commit)
         except BaseException:
             # Queued behind the BEGIN or COMMIT on the writer thread, should one still be running
@@ -462,9 +462,7 @@ def _rollback(conn: sqlite3.Connection) -> None:
         conn.execute("ROLLBACK")
 
 
-def _write(
-    conn: sqlite3.Connection, batch: list[Event], rows: list[tuple[Any, ...]], announced: int | None
-) -> list[StoredEvent]:
+def _write(conn: sqlite3.Connection, rows: list[Row], announced: int | None) -> list[StoredEvent]:
     """The statements of one append (``rows`` from ``insert_params``), in the transaction ``_append`` opened."""
     # The only writer holds the write lock, so exactly the rows above the old maximum are
     # ours. When all n rows went in and the maximum grew by exactly n, they hold seqs
@@ -472,13 +470,13 @@ def _write(
     before = _max_seq(conn)
     inserted = _insert_events(conn, rows)
     if inserted == len(rows) and _max_seq(conn) == before + inserted:
-        committed = [stored(e, row, seq) for seq, e, row in zip(count(before + 1), batch, rows, strict=False)]
+        committed = [stored(row, seq) for seq, row in zip(count(before + 1), rows, strict=False)]
     else:  # some were stored already (a redelivery): read back which rows are new
-        by_id = {e.id: (e, row) for e, row in zip(batch, rows, strict=True)}
+        by_id = {row[0]: row for row in rows}
         new = conn.execute(
             "SELECT seq, id FROM conversation_events WHERE seq > ? ORDER BY seq", (before,)
         ).fetchall()
-        committed = [stored(*by_id[event_id], seq) for seq, event_id in new]
+        committed = [stored(by_id[event_id], seq) for seq, event_id in new]
     summary = summarize(committed)
     if summary.conversations:
         conn.executemany(

@@ -1,0 +1,78 @@
+"""Raw event bytes to the row the ledger inserts, validated as ``Event`` validates them.
+
+``Event`` checks its payload against the kind's model in a Python validator after the
+envelope is parsed; for the ledger, which validates every event it stores, that was a
+third of the work. Here the same rules are one discriminated union (one envelope model
+per kind, its ``kind`` a literal and its ``payload`` the kind's model), checked entirely
+inside pydantic-core. The union is generated from ``Event``'s own fields and ``PAYLOADS``,
+so it cannot drift from them; anything it does not accept (``task.*`` kinds, every
+invalid event) goes through ``Event`` itself, which decides and words the error.
+
+The stored payload is the validated one with only the fields that were sent, so a
+payload keeps its shape ("as sent"), in the model's field order.
+"""
+
+from datetime import datetime
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter, ValidationError, create_model
+
+from delegate.contracts import topics
+from delegate.contracts.events import PAYLOADS, Event, Role
+
+from .store.base import Row, insert_params
+
+# The timestamp as producers write it (format_ts): kept as text, so it is neither parsed nor
+# formatted again. Any other spelling of an aware time goes the Event way and is reformatted.
+CANONICAL_TS = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$"
+_ENVELOPE: dict[str, Any] = {
+    name: (info.annotation, info) for name, info in Event.model_fields.items() if name not in ("kind", "payload")
+}
+_ENVELOPE["ts"] = (Annotated[str, StringConstraints(pattern=CANONICAL_TS)], ...)
+
+
+class _Envelope(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def _member(kind: str, payload: type[BaseModel]) -> type[BaseModel]:
+    fields: dict[str, Any] = dict(_ENVELOPE)
+    fields["kind"] = (Literal[kind], ...)
+    fields["payload"] = (payload, Field(default_factory=dict, validate_default=True))
+    if kind == "message":  # Event's rule: a message has a role
+        fields["role"] = (Role, ...)
+    return create_model(f"Stored_{kind.replace('.', '_')}", __base__=_Envelope, **fields)
+
+
+_KINDS = {kind: _member(kind, model) for kind, model in PAYLOADS.items()}
+_FAST: TypeAdapter[Any] = TypeAdapter(
+    Annotated[
+        Union[tuple(_KINDS.values())],  # noqa: UP007
+        Field(discriminator="kind"),
+    ]
+)
+_EVENT = topics.LEDGER_APPEND.adapter
+
+
+def row_of(data: bytes) -> Row:
+    """The row for one serialized event (``insert_params`` of it as an ``Event``); raises
+    ``ValidationError`` as ``Event`` would."""
+    if b"NaN" in data or b"Infinity" in data:
+        # pydantic reads those bare words, and would write them back as null: insert_params
+        # refuses them instead (strict JSON is stored). Rare, so the slow way decides.
+        return insert_params(_EVENT.validate_json(data))
+    try:
+        event = _FAST.validate_json(data)
+    except ValidationError:
+        return insert_params(_EVENT.validate_json(data))
+    try:
+        datetime.fromisoformat(event.ts)  # the pattern admits month 13; the calendar does not
+    except ValueError:
+        return insert_params(_EVENT.validate_json(data))
+    payload = event.payload
+    text = payload.__pydantic_serializer__.to_json(payload, exclude_unset=True).decode()
+    cmid = payload.client_msg_id if event.kind == "message" else None
+    return (
+        event.id, event.ts, event.conversation_id, event.span_id, event.kind, event.channel,
+        event.role, event.parent_id, cmid, text,
+    )
