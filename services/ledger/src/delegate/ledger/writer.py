@@ -109,9 +109,10 @@ def writer_env(settings: Settings, store: LedgerStore) -> dict[str, str]:
 class WriterProcess:
     """Starts the writer process, sends it batches, and starts it again when it has died.
 
-    ``append`` is one batch at a time (the ledger's batch consumer is strictly serial).
-    ``restarts`` counts the starts after the first: the ledger re-announces what a writer
-    that died may have committed without reporting it.
+    ``append`` calls may overlap (the ledger runs its consumer two batches deep); the
+    writer answers them in the order they were sent. ``restarts`` counts the starts after
+    the first: the ledger re-announces what a writer that died may have committed without
+    reporting it.
     """
 
     def __init__(self, env: dict[str, str] | None = None) -> None:
