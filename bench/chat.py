@@ -347,7 +347,7 @@ async def run(args: argparse.Namespace) -> None:
         ]
         t0 = time.perf_counter()
         for start in range(0, len(events), 500):
-            await asyncio.gather(*(bus.publish(topics.LEDGER_APPEND, e) for e in events[start:start + 500]))
+            await asyncio.gather(*(bus.publish(topics.ledger_append("test"), e) for e in events[start:start + 500]))
         done = await until(
             lambda: all(len(w.events) - c >= args.events for w, c in zip(watchers, counts, strict=True)), 600, "fan-out"
         )

@@ -145,12 +145,12 @@ async def through_the_bus(tmp: Path, events: list[Event], warmup: int, sync_alwa
         bus = await Bus.connect(server.url, "bench")
         await bus.ensure_streams()
         await wait_ready(bus)
-        payloads = [(e.id, topics.LEDGER_APPEND.encode(e)) for e in events]
+        payloads = [(e.id, topics.LEDGER_APPEND_ANY.encode(e)) for e in events]
 
         async def burst(items: list[tuple[str, bytes]], total: int) -> float:
             start = time.perf_counter()
             for ident, data in items:  # in flight: publish_async keeps up to 4000 unacknowledged
-                await bus.js.publish_async(topics.LEDGER_APPEND.subject, data, headers={MSG_ID: ident})
+                await bus.js.publish_async(topics.ledger_append("test").subject, data, headers={MSG_ID: ident})
             await bus.js.publish_async_completed()
             _, done = await committed_at(sqlite_path(runtime), total)
             return done - start
@@ -176,7 +176,7 @@ async def drain_backlog(tmp: Path, events: list[Event], runs: int) -> list[float
         bus = await Bus.connect(server.url, "bench")
         await bus.ensure_streams()
         for e in events:
-            await bus.js.publish_async(topics.LEDGER_APPEND.subject, topics.LEDGER_APPEND.encode(e),
+            await bus.js.publish_async(topics.ledger_append("test").subject, topics.LEDGER_APPEND_ANY.encode(e),
                                        headers={MSG_ID: e.id})
         await bus.js.publish_async_completed()
         for run in range(runs):
@@ -222,7 +222,7 @@ async def bus_ceiling(tmp: Path, events: list[Event], runs: int) -> list[float]:
         bus = await Bus.connect(server.url, "bench")
         await bus.ensure_streams()
         for e in events:
-            await bus.js.publish_async(topics.LEDGER_APPEND.subject, topics.LEDGER_APPEND.encode(e),
+            await bus.js.publish_async(topics.ledger_append("test").subject, topics.LEDGER_APPEND_ANY.encode(e),
                                        headers={MSG_ID: e.id})
         await bus.js.publish_async_completed()
         gc.collect()
@@ -230,7 +230,7 @@ async def bus_ceiling(tmp: Path, events: list[Event], runs: int) -> list[float]:
         for run in range(runs):
             nothing = _Nothing(len(events))
             start = time.perf_counter()
-            await bus.consume_batches(topics.LEDGER_APPEND, nothing, durable=f"ceiling-{run}", stream="LEDGER",
+            await bus.consume_batches(topics.LEDGER_APPEND_ANY, nothing, durable=f"ceiling-{run}", stream="LEDGER",
                                       stop=nothing.stop, batch=BATCH)
             rates.append(len(events) / (time.perf_counter() - start))
         gc.unfreeze()
@@ -245,14 +245,14 @@ async def jetstream_publish_rates(tmp: Path, sync_always: bool, sequential: int,
     try:
         bus = await Bus.connect(server.url, "bench")
         await bus.ensure_streams()
-        data = topics.LEDGER_APPEND.encode(sample_events(1)[0])
+        data = topics.LEDGER_APPEND_ANY.encode(sample_events(1)[0])
         start = time.perf_counter()
         for _ in range(sequential):
-            await bus.js.publish(topics.LEDGER_APPEND.subject, data, headers={MSG_ID: new_id()})
+            await bus.js.publish(topics.ledger_append("test").subject, data, headers={MSG_ID: new_id()})
         seq_rate = sequential / (time.perf_counter() - start)
         start = time.perf_counter()
         for _ in range(in_flight):
-            await bus.js.publish_async(topics.LEDGER_APPEND.subject, data, headers={MSG_ID: new_id()})
+            await bus.js.publish_async(topics.ledger_append("test").subject, data, headers={MSG_ID: new_id()})
         await bus.js.publish_async_completed()
         flight_rate = in_flight / (time.perf_counter() - start)
         await bus.close()
@@ -262,7 +262,7 @@ async def jetstream_publish_rates(tmp: Path, sync_always: bool, sequential: int,
 
 
 async def bench_append(tmp: Path, n: int) -> None:
-    print(f"\n(a) append throughput: {n:,} events of ~{len(topics.LEDGER_APPEND.encode(sample_events(2)[1]))} bytes")
+    print(f"\n(a) append throughput: {n:,} events of ~{len(topics.LEDGER_APPEND_ANY.encode(sample_events(2)[1]))} bytes")
     events = sample_events(n)
     warmup = min(2000, n // 10)
     # The headline pair: best of 3 each, since load from elsewhere only ever slows a run down.

@@ -109,7 +109,7 @@ class Probe:
         await self.bus.publish(topics.AGENT_INPUT, msg, msg_id=msg.id)
 
     async def append(self, event: Event) -> None:
-        await self.bus.publish(topics.LEDGER_APPEND, event, msg_id=event.id)
+        await self.bus.publish(topics.ledger_append("test"), event, msg_id=event.id)
 
     async def state(self) -> AgentState:
         return await self.bus.request(topics.AGENT_STATE_GET, AgentCommand())

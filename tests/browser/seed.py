@@ -148,7 +148,7 @@ async def publish(nats_url: str, events: list[Event], timeout: float = 20.0) -> 
     bus = await Bus.connect(nats_url, "browser-test-seed")
     try:
         for ev in events:
-            await bus.publish(topics.LEDGER_APPEND, ev)
+            await bus.publish(topics.ledger_append("test"), ev)
         wanted = {ev.id for ev in events}
         deadline = asyncio.get_running_loop().time() + timeout
         while True:

@@ -60,8 +60,8 @@ def test_every_kind_has_a_payload_model_that_round_trips(kind: str) -> None:
     required = {name for name, f in model.model_fields.items() if f.is_required()}
     samples = {"text": "t", "type": "interaction", "after_seq": 0, "through_seq": 1, "code": "x", "message": "m",
                "call_id": "c", "name": "n", "ok": True, "output": "o", "input_tokens": 3, "trigger": "auto",
-               "source": "timer", "status": "completed", "session_id": "s", "holder": "agent", "reason": "lost"}
-    overrides = {"session.started": {"type": "agent"}}
+               "source": "timer", "status": "completed", "term_id": "s", "holder": "agent", "reason": "lost"}
+    overrides = {"term.started": {"type": "agent"}}
     payload = model.model_validate({k: overrides.get(kind, {}).get(k, samples[k]) for k in required})
     role = "user" if kind == "message" else None
     event = make_event(payload, conversation_id="c", span_id="s", channel="text", role=role)
@@ -80,9 +80,9 @@ def test_unknown_kinds_and_bad_payloads_are_rejected() -> None:
     with pytest.raises(ValidationError):
         Event(kind="span.opened", payload={"type": "party"})
     with pytest.raises(ValidationError):
-        Event(kind="session.started", payload={"session_id": "s", "type": "interaction", "holder": "a"})
+        Event(kind="term.started", payload={"term_id": "s", "type": "interaction", "holder": "a"})
     with pytest.raises(ValidationError):
-        Event(kind="session.ended", payload={"session_id": "s", "reason": "tired"})
+        Event(kind="term.ended", payload={"term_id": "s", "reason": "tired"})
     assert Event(kind="task.created", payload={"task_id": "t1"}).kind == "task.created"
     with pytest.raises(ValidationError):
         Event(kind="message", role="user", ts=datetime(2026, 1, 1), payload={"text": "naive ts"})

@@ -142,7 +142,7 @@ def user_event(text: str, *, conversation_id: str = "conv-1", span_id: str = "sp
 
 async def produce(bus: Bus, events: list[Event]) -> None:
     """Publish events on LEDGER_APPEND as any producer does (in flight together, like the agent)."""
-    await asyncio.gather(*(bus.publish(topics.LEDGER_APPEND, e) for e in events))
+    await asyncio.gather(*(bus.publish(topics.ledger_append("test"), e) for e in events))
 
 
 async def stream_messages(bus: Bus, stream: str) -> list[bytes]:

@@ -94,7 +94,7 @@ class Harness:
             role=role,  # type: ignore[arg-type]
             parent_id=parent_id,
         )
-        await self.bus.publish(topics.LEDGER_APPEND, event)
+        await self.bus.publish(topics.ledger_append("test"), event)
         return await self.committed(event.id)
 
     async def committed(self, event_id: str, timeout: float = 30.0) -> Event:

@@ -67,7 +67,7 @@ async def _publish(w: Watch, events: list[Event], window: int = 200) -> None:
 
     async def one(event: Event) -> None:
         async with gate:
-            await w.bus.publish(topics.LEDGER_APPEND, event, deadline=60)
+            await w.bus.publish(topics.ledger_append("test"), event, deadline=60)
             w.published += 1
 
     await asyncio.gather(*(one(e) for e in events))

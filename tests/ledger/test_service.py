@@ -85,7 +85,7 @@ async def test_commits_announce_in_seq_order_once_and_queries_answer(ledger: Run
     bus = ledger.bus
     events = _conversation(20)
     for event in events:
-        await bus.publish(topics.LEDGER_APPEND, event)
+        await bus.publish(topics.ledger_append("test"), event)
     await until(lambda: len(ledger.committed) >= len(events), what="all announced")
     assert [e.id for e in ledger.committed] == [e.id for e in events]
     seqs = [e.seq for e in ledger.committed]
@@ -93,9 +93,9 @@ async def test_commits_announce_in_seq_order_once_and_queries_answer(ledger: Run
 
     # The same events again under new message ids (past JetStream's dedupe): stored and announced once.
     for event in events[:5]:
-        await bus.publish(topics.LEDGER_APPEND, event, msg_id=f"again-{event.id}")
+        await bus.publish(topics.ledger_append("test"), event, msg_id=f"again-{event.id}")
     sentinel = message("after the duplicates", t=100)
-    await bus.publish(topics.LEDGER_APPEND, sentinel)
+    await bus.publish(topics.ledger_append("test"), sentinel)
     await until(lambda: ledger.announced(sentinel.id), what="sentinel announced")
     assert len(ledger.committed) == len(events) + 1
 
@@ -138,9 +138,9 @@ async def _dead_letters(bus: Bus, count: int) -> list[DeadLetter]:
 
 async def test_bad_input_is_dead_lettered_with_a_reason_and_good_events_flow_on(ledger: Running) -> None:
     bus = ledger.bus
-    subject = topics.LEDGER_APPEND.subject
+    subject = topics.ledger_append("test").subject
     before = message("before the garbage", t=1)
-    await bus.publish(topics.LEDGER_APPEND, before)
+    await bus.publish(topics.ledger_append("test"), before)
     await bus.js.publish(subject, b"{not json", headers={"Nats-Msg-Id": "bad-json"})
     unknown = json.dumps({"id": "u1", "ts": "2026-01-01T00:00:00.000000Z", "kind": "nope", "payload": {}})
     await bus.js.publish(subject, unknown.encode(), headers={"Nats-Msg-Id": "bad-kind"})
@@ -148,9 +148,9 @@ async def test_bad_input_is_dead_lettered_with_a_reason_and_good_events_flow_on(
                            "payload": {"no_text": 1}})
     await bus.js.publish(subject, mismatch.encode(), headers={"Nats-Msg-Id": "bad-payload"})
     huge = message("x" * (MAX_EVENT_BYTES + 10), t=2)
-    await bus.publish(topics.LEDGER_APPEND, huge)
+    await bus.publish(topics.ledger_append("test"), huge)
     after = message("after the garbage", t=3)
-    await bus.publish(topics.LEDGER_APPEND, after)
+    await bus.publish(topics.ledger_append("test"), after)
 
     await until(lambda: ledger.announced(after.id), what="the good event behind the garbage")
     assert [e.id for e in ledger.committed] == [before.id, after.id]
@@ -174,7 +174,7 @@ async def test_an_event_the_database_refuses_is_parked_and_its_batch_kept(ledger
     poison = message("poison", t=2.5, id="poison\x00id")
     batch = [*good[:3], poison, *good[3:]]
     await asyncio.gather(*(
-        bus.publish(topics.LEDGER_APPEND, e, msg_id=f"m-{i}") for i, e in enumerate(batch)
+        bus.publish(topics.ledger_append("test"), e, msg_id=f"m-{i}") for i, e in enumerate(batch)
     ))
     await until(lambda: all(ledger.announced(e.id) for e in good), what="the good events")
     letters = await _dead_letters(bus, 1)
@@ -214,7 +214,7 @@ async def test_replies_of_big_events_fit_one_nats_message_and_walk_everything(le
         events.append(message(f"q{i}" + big, t=2 + 2 * i))
         events.append(message(f"a{i}" + big, role="assistant", response_id=f"resp_{i}", t=3 + 2 * i))
     for event in events:
-        await bus.publish(topics.LEDGER_APPEND, event)
+        await bus.publish(topics.ledger_append("test"), event)
     await until(lambda: len(ledger.committed) >= len(events), what="all announced")
     ids = [e.id for e in events]  # timeline order is publish order here
 

@@ -39,8 +39,8 @@ async def _until(predicate, timeout: float = 10.0) -> None:  # type: ignore[no-u
 
 async def test_a_retried_publish_is_stored_once(bus: Bus) -> None:
     event = _event()
-    first = await bus.publish(topics.LEDGER_APPEND, event)
-    again = await bus.publish(topics.LEDGER_APPEND, event)
+    first = await bus.publish(topics.ledger_append("test"), event)
+    again = await bus.publish(topics.ledger_append("test"), event)
     assert again.duplicate and again.seq == first.seq
     assert (await bus.js.stream_info("LEDGER")).state.messages == 1
 
@@ -52,10 +52,10 @@ async def test_ensure_streams_is_idempotent(bus: Bus) -> None:
 
 
 async def test_undecodable_messages_are_dead_lettered_and_do_not_block(bus: Bus) -> None:
-    await bus.js.publish(topics.LEDGER_APPEND.subject, b"{not json")
-    await bus.js.publish(topics.LEDGER_APPEND.subject, json.dumps({"kind": "nope"}).encode())
+    await bus.js.publish(topics.ledger_append("test").subject, b"{not json")
+    await bus.js.publish(topics.ledger_append("test").subject, json.dumps({"kind": "nope"}).encode())
     good = _event("after the garbage")
-    await bus.publish(topics.LEDGER_APPEND, good)
+    await bus.publish(topics.ledger_append("test"), good)
     seen: list[str] = []
     stop = asyncio.Event()
 
@@ -64,7 +64,7 @@ async def test_undecodable_messages_are_dead_lettered_and_do_not_block(bus: Bus)
         stop.set()
 
     await asyncio.wait_for(
-        bus.consume(topics.LEDGER_APPEND, handle, durable="t1", stream="LEDGER", stop=stop), 10
+        bus.consume(topics.LEDGER_APPEND_ANY, handle, durable="t1", stream="LEDGER", stop=stop), 10
     )
     assert seen == [good.id]
     dead = await bus.js.pull_subscribe("dead.evt.t1", durable="reader", stream="DEAD")
@@ -74,8 +74,8 @@ async def test_undecodable_messages_are_dead_lettered_and_do_not_block(bus: Bus)
 
 
 async def test_failures_are_retried_then_dead_lettered(bus: Bus) -> None:
-    await bus.publish(topics.LEDGER_APPEND, _event("flaky"))
-    await bus.publish(topics.LEDGER_APPEND, _event("poison"))
+    await bus.publish(topics.ledger_append("test"), _event("flaky"))
+    await bus.publish(topics.ledger_append("test"), _event("poison"))
     attempts: dict[str, int] = {}
     done = asyncio.Event()
 
@@ -90,7 +90,7 @@ async def test_failures_are_retried_then_dead_lettered(bus: Bus) -> None:
             raise RuntimeError("always fails")
 
     task = asyncio.create_task(
-        bus.consume(topics.LEDGER_APPEND, handle, durable="t2", stream="LEDGER", stop=done, max_deliver=3)
+        bus.consume(topics.LEDGER_APPEND_ANY, handle, durable="t2", stream="LEDGER", stop=done, max_deliver=3)
     )
     await asyncio.wait_for(task, 30)
     assert attempts == {"flaky": 3, "poison": 3}
@@ -126,16 +126,16 @@ async def test_a_consumer_survives_a_nats_restart(nats_server: NatsServer, bus: 
         seen.add(event.id)
 
     consumer = asyncio.create_task(
-        bus.consume(topics.LEDGER_APPEND, handle, durable="t3", stream="LEDGER", stop=stop)
+        bus.consume(topics.LEDGER_APPEND_ANY, handle, durable="t3", stream="LEDGER", stop=stop)
     )
     before = [_event(f"before {i}") for i in range(20)]
     for e in before:
-        await bus.publish(topics.LEDGER_APPEND, e)
+        await bus.publish(topics.ledger_append("test"), e)
     await _until(lambda: len(seen) == 20)
     await asyncio.to_thread(nats_server.restart)
     after = [_event(f"after {i}") for i in range(20)]
     for e in after:
-        await bus.publish(topics.LEDGER_APPEND, e)  # retries until the server is back
+        await bus.publish(topics.ledger_append("test"), e)  # retries until the server is back
     await _until(lambda: len(seen) == 40, timeout=30)
     stop.set()
     await asyncio.wait_for(consumer, 10)
@@ -163,12 +163,12 @@ class Ledgerish:
 
 async def _publish_all(bus: Bus, events: list[Event]) -> None:
     for e in events:
-        await bus.publish(topics.LEDGER_APPEND, e)
+        await bus.publish(topics.ledger_append("test"), e)
 
 
 def _batches(bus: Bus, handler: Ledgerish, stop: asyncio.Event, durable: str, **kw: Any) -> "asyncio.Task[None]":
     return asyncio.create_task(
-        bus.consume_batches(topics.LEDGER_APPEND, handler, durable=durable, stream="LEDGER", stop=stop, **kw)
+        bus.consume_batches(topics.LEDGER_APPEND_ANY, handler, durable=durable, stream="LEDGER", stop=stop, **kw)
     )
 
 
@@ -232,7 +232,7 @@ async def test_with_depth_two_calls_overlap_but_no_ack_passes_an_unfinished_batc
 
     stop = asyncio.Event()
     task = asyncio.create_task(
-        bus.consume_batches(topics.LEDGER_APPEND, handle, durable="bd1", stream="LEDGER", stop=stop,
+        bus.consume_batches(topics.LEDGER_APPEND_ANY, handle, durable="bd1", stream="LEDGER", stop=stop,
                             batch=8, depth=2)
     )
     await _until(lambda: len(finished) == 1)  # the second batch finished first
@@ -269,7 +269,7 @@ async def test_with_depth_two_nothing_after_a_failed_batch_is_acked(bus: Bus, re
 
     stop = asyncio.Event()
     task = asyncio.create_task(
-        bus.consume_batches(topics.LEDGER_APPEND, handle, durable="bd2", stream="LEDGER", stop=stop,
+        bus.consume_batches(topics.LEDGER_APPEND_ANY, handle, durable="bd2", stream="LEDGER", stop=stop,
                             batch=8, depth=2)
     )
     await _until(lambda: len(calls) >= 4)
@@ -303,7 +303,7 @@ async def test_a_dead_lettered_message_is_termed_only_after_its_batch_commits(bu
             stop.set()
 
     await asyncio.wait_for(
-        bus.consume_batches(topics.LEDGER_APPEND, handle, durable="b2", stream="LEDGER", stop=stop, batch=8), 10
+        bus.consume_batches(topics.LEDGER_APPEND_ANY, handle, durable="b2", stream="LEDGER", stop=stop, batch=8), 10
     )
     assert floor_during == [0]
     assert seen == [e.id for e in events if e.payload["text"] != "m2"]
@@ -371,7 +371,7 @@ async def test_what_a_crashed_predecessor_held_is_delivered_again_at_once(bus: B
         await asyncio.Event().wait()  # never commits: a process that died mid-batch
 
     predecessor = asyncio.create_task(
-        bus.consume_batches(topics.LEDGER_APPEND, hang, durable="b4", stream="LEDGER", stop=asyncio.Event(),
+        bus.consume_batches(topics.LEDGER_APPEND_ANY, hang, durable="b4", stream="LEDGER", stop=asyncio.Event(),
                             batch=16, ack_wait=60)
     )
     await asyncio.wait_for(stuck.wait(), 10)
@@ -406,14 +406,14 @@ async def test_a_delivery_that_went_elsewhere_is_noticed_and_delivered_again(bus
     while not stolen.done():
         more = _event(f"m{i}")
         published.append(more)
-        await bus.publish(topics.LEDGER_APPEND, more)
+        await bus.publish(topics.ledger_append("test"), more)
         i += 1
         await asyncio.sleep(0.02)
     assert len(await stolen) == 1
     for _ in range(3):  # deliveries after the gap
         more = _event(f"m{i}")
         published.append(more)
-        await bus.publish(topics.LEDGER_APPEND, more)
+        await bus.publish(topics.ledger_append("test"), more)
         i += 1
     await _until(lambda: set(handler.committed) == {e.id for e in published}, timeout=20)
     stop.set()
@@ -425,7 +425,7 @@ async def test_a_delivery_that_went_elsewhere_is_noticed_and_delivered_again(bus
 async def test_an_explicit_ack_consumer_is_upgraded_from_its_ack_floor(bus: Bus) -> None:
     events = [_event(f"m{i}") for i in range(10)]
     await _publish_all(bus, events)
-    old = ConsumerConfig(durable_name="b6", ack_policy=AckPolicy.EXPLICIT, filter_subject=topics.LEDGER_APPEND.subject)
+    old = ConsumerConfig(durable_name="b6", ack_policy=AckPolicy.EXPLICIT, filter_subject=topics.LEDGER_APPEND_ANY.subject)
     await bus.js.add_consumer("LEDGER", old)
     psub = await bus.js.pull_subscribe_bind("b6", stream="LEDGER")
     for msg in await psub.fetch(4, timeout=5):

@@ -62,7 +62,7 @@ async def ledger_events(bus: Bus) -> list[Event]:
     events = []
     for seq in range(info.state.first_seq, info.state.last_seq + 1):
         msg = await bus.js.get_msg("LEDGER", seq)
-        events.append(topics.LEDGER_APPEND.decode(msg.data))
+        events.append(topics.LEDGER_APPEND_ANY.decode(msg.data))
     return events
 
 

@@ -40,7 +40,7 @@ class Ledger:
         self.bus = bus
 
     async def append(self, event: Event) -> None:
-        await self.bus.publish(topics.LEDGER_APPEND, event, msg_id=event.id)
+        await self.bus.publish(topics.ledger_append("agent"), event, msg_id=event.id)
 
     async def resume(self, turn_limit: int) -> ResumeState:
         return await self._ask(topics.LEDGER_RESUME, ResumeRequest(turn_limit=turn_limit), timeout=10.0)

@@ -14,9 +14,13 @@ from .ids import format_ts, new_id, utcnow
 Channel = Literal["text", "browser_voice", "phone", "sms", "email", "inner"]
 Role = Literal["user", "assistant"]
 SpanType = Literal["interaction", "voice", "phone", "activation"]
-# What holds a session: the agent's singleton lease now; Realtime voice and phone sessions later.
-SessionType = Literal["agent", "voice", "phone"]
-SessionEndReason = Literal["shutdown", "superseded", "lost"]
+# A leadership term: the time one process holds a singleton (the agent lease now, voice's later).
+TermType = Literal["agent", "voice", "phone"]
+TermEndReason = Literal["shutdown", "superseded", "lost"]
+# The singletons whose events are fenced (see ``Fence``).
+Singleton = Literal["agent", "voice"]
+# Commit sequences and fencing tokens are signed 64-bit integers in both ledger backends.
+MAX_SEQ = 2**63 - 1
 
 # One serialized event may not exceed this; bigger payloads are dead-lettered.
 MAX_EVENT_BYTES = 256 * 1024
@@ -153,28 +157,28 @@ class ActivationOutcome(Payload):
     summary: str = ""
 
 
-class SessionStarted(Payload):
+class TermStarted(Payload):
     """A process took a singleton (the agent lease): who holds it from now on.
 
-    ``supersedes`` names the previous holder's session when that one never said it ended
+    ``supersedes`` names the previous holder's term when that one never said it ended
     (killed, partitioned away): the ledger closes it as ``superseded``.
     """
 
-    KIND: ClassVar[str] = "session.started"
-    session_id: str = Field(min_length=1, max_length=64)
-    type: SessionType
+    KIND: ClassVar[str] = "term.started"
+    term_id: str = Field(min_length=1, max_length=64)
+    type: TermType
     holder: str = Field(max_length=255)  # the process instance name (INSTANCE_NAME, else the host name)
     supersedes: str | None = Field(default=None, max_length=64)
 
 
-class SessionEnded(Payload):
-    """A holder gave its session up: ``shutdown`` (it released the lease), ``lost`` (it could no
-    longer renew it). ``superseded`` is what the ledger's sessions table records when a
-    successor's ``session.started`` names the session instead."""
+class TermEnded(Payload):
+    """A holder gave its term up: ``shutdown`` (it released the lease), ``lost`` (it could no
+    longer renew it). ``superseded`` is what the ledger's terms table records when a
+    successor's ``term.started`` names the term instead."""
 
-    KIND: ClassVar[str] = "session.ended"
-    session_id: str = Field(min_length=1, max_length=64)
-    reason: SessionEndReason
+    KIND: ClassVar[str] = "term.ended"
+    term_id: str = Field(min_length=1, max_length=64)
+    reason: TermEndReason
 
 
 class TaskEvent(Payload):
@@ -190,7 +194,7 @@ PAYLOADS: dict[str, type[Payload]] = {
     for p in (
         ConversationOpened, ConversationEnded, SpanOpened, SpanClosed, Checkpoint, Message,
         TurnFailed, ToolCall, ToolResult, MemoryRetrieved, MemoryExtracted, ContextUsage,
-        ContextCompacted, ContextCapsule, InnerSignal, ActivationOutcome, SessionStarted, SessionEnded,
+        ContextCompacted, ContextCapsule, InnerSignal, ActivationOutcome, TermStarted, TermEnded,
     )
 }
 
@@ -204,6 +208,21 @@ def payload_model(kind: str) -> type[Payload]:
 
 
 P = TypeVar("P", bound=Payload)
+
+
+class Fence(BaseModel):
+    """The fencing token of a singleton's leadership term, carried on every event it publishes.
+
+    ``token`` is the lease's KV revision at acquisition: a later term always has a higher one.
+    The ledger remembers the highest token per singleton and refuses events with an older one,
+    so a deposed leader that wakes up (paused, partitioned) can never write to the timeline.
+    Only the singleton's own identity may publish fenced events (``ledger_append(singleton)``).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    singleton: Singleton
+    token: int = Field(ge=1, le=MAX_SEQ)
 
 
 class Event(BaseModel):
@@ -221,6 +240,7 @@ class Event(BaseModel):
     role: Role | None = None
     parent_id: str | None = None
     payload: dict[str, Any] = Field(default_factory=dict)
+    fence: Fence | None = None  # set by singletons (the agent); checked and stripped by the ledger
 
     @field_validator("ts")
     @classmethod

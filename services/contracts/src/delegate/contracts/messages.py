@@ -5,7 +5,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from .events import Channel, Event
+from .events import MAX_SEQ, Channel, Event
 from .ids import new_id, utcnow
 
 
@@ -132,8 +132,8 @@ class PageReply(Reply):
 class QueryRequest(BusModel):
     """Events by commit order, optionally narrowed. Used for live resync and ranges."""
 
-    after_seq: int = 0
-    through_seq: int | None = None
+    after_seq: int = Field(default=0, ge=0, le=MAX_SEQ)
+    through_seq: int | None = Field(default=None, ge=0, le=MAX_SEQ)
     conversation_id: str | None = None
     span_id: str | None = None
     kinds: list[str] | None = None
@@ -159,8 +159,8 @@ class ResumeRequest(BusModel):
     turn_limit: int = Field(default=20, ge=0, le=500)
 
 
-class SessionInfo(BusModel):
-    """One row of the ledger's ``sessions`` table: a session that started and has not ended."""
+class TermInfo(BusModel):
+    """One row of the ledger's ``terms`` table: a leadership term that started and has not ended."""
 
     id: str
     type: str
@@ -185,9 +185,9 @@ class ResumeState(Reply):
     # Newest assistant message event of the conversation, any channel. Its seq orders the chain
     # against a later manual compaction; a voice-channel answer there means voice cleared the chain.
     last_assistant: Event | None = None
-    # The newest agent session still open, whatever the conversation: a new lease holder finds
-    # here the session of a predecessor that died without ending it (and names it as superseded).
-    agent_session: SessionInfo | None = None
+    # The newest agent term still open, whatever the conversation: a new lease holder finds
+    # here the term of a predecessor that died without ending it (and names it as superseded).
+    agent_term: TermInfo | None = None
 
 
 # ---- inner plane -------------------------------------------------------------------------

@@ -6,7 +6,16 @@ No subject literal may appear anywhere else (a test greps for it).
 """
 
 # ledger
-LEDGER_APPEND = "ledger.evt.append"  # events to persist (stream LEDGER)
+# Events to persist (stream LEDGER), one subject per producer: ``ledger.evt.append.<producer>``.
+# NATS lets each identity publish only its own, so the ledger knows who wrote an event, and
+# only a singleton's own identity can publish the events fenced with its term (see Fence).
+LEDGER_APPEND_ANY = "ledger.evt.append.*"  # what the ledger's writer consumes
+
+
+def ledger_append(producer: str) -> str:
+    return f"ledger.evt.append.{producer}"
+
+
 LEDGER_COMMITTED = "ledger.live.committed"  # each committed event, in commit order
 LEDGER_PAGE = "ledger.cmd.page"  # timeline page by (ts, id) cursor
 LEDGER_QUERY = "ledger.cmd.query"  # events by commit seq / conversation / span / kind
@@ -24,6 +33,9 @@ AGENT_END = "agent.cmd.end"
 AGENT_PING = "agent.cmd.ping"
 AGENT_LEASE_BUCKET = "agent_lease"  # JetStream KV bucket holding the singleton lease
 
+# gateway
+GATEWAY_SESSIONS_BUCKET = "gateway_sessions"  # JetStream KV bucket: browser sign-in sessions
+
 # tools (the registry lives in the agent process; voice and tasks call it too)
 TOOLS_LIST = "tools.cmd.list"
 TOOLS_CALL = "tools.cmd.call"
@@ -32,6 +44,9 @@ TOOLS_CALL = "tools.cmd.call"
 INNER_SIGNAL = "inner.evt.signal"  # typed signals (stream INNER)
 INNER_NOTICE = "inner.live.notice"  # live-only notices: capsule started/failed
 INNER_PING = "inner.cmd.ping"
+
+# voice
+VOICE_LEASE_BUCKET = "voice_lease"  # the voice lock: a singleton fenced like the agent's
 
 # other services' liveness
 VOICE_PING = "voice.cmd.ping"

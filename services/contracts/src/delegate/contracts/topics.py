@@ -67,7 +67,7 @@ class Query(Generic[Req, Rep]):
 
 
 # durable (JetStream)
-LEDGER_APPEND: Topic[Event] = Topic(s.LEDGER_APPEND, Event)
+LEDGER_APPEND_ANY: Topic[Event] = Topic(s.LEDGER_APPEND_ANY, Event)  # the ledger's consumer filter
 AGENT_INPUT: Topic[Any] = Topic(s.AGENT_INPUT, AgentInput)
 INNER_SIGNAL: Topic[Signal] = Topic(s.INNER_SIGNAL, Signal)
 
@@ -98,6 +98,11 @@ PINGS: dict[str, Query[Ping, Pong]] = {
         "pollers": s.POLLERS_PING,
     }.items()
 }
+
+
+def ledger_append(producer: str) -> Topic[Event]:
+    """Where ``producer`` (its NATS identity's role, e.g. ``agent``) publishes events to persist."""
+    return Topic(s.ledger_append(producer), Event)
 
 
 def dead_letters(source: str) -> Topic[DeadLetter]:

@@ -4,6 +4,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from .events import MAX_SEQ
+
 MAX_CHAT_TEXT = 32_000  # characters in one user message
 MAX_FRAME_BYTES = 64 * 1024  # a bigger client frame is refused with an error frame
 
@@ -30,7 +32,7 @@ class Hello(ClientFrame):
     """Sent by a (re)connecting client: replay every committed event after ``after_seq``."""
 
     type: Literal["hello"]
-    after_seq: int = Field(default=0, ge=0)
+    after_seq: int = Field(default=0, ge=0, le=MAX_SEQ)
 
 
 class PingFrame(ClientFrame):

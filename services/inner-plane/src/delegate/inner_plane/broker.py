@@ -51,7 +51,7 @@ class AttentionBroker:
             ts=signal.ts,
         )
         try:
-            await self.ctx.bus.publish(topics.LEDGER_APPEND, event)
+            await self.ctx.bus.publish(topics.ledger_append("inner-plane"), event)
         except BusUnavailable as exc:
             raise LedgerAway(str(exc)) from exc
 

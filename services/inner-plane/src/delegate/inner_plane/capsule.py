@@ -116,7 +116,7 @@ class CapsuleRefresher:
                 # write is deduplicated instead of landing twice.
                 id=derived_id("context.capsule", f"{cid}:{request.trigger_seq}"),
             )
-            await self.ctx.bus.publish(topics.LEDGER_APPEND, event)
+            await self.ctx.bus.publish(topics.ledger_append("inner-plane"), event)
         except (ModelFailed, BusUnavailable, RemoteError) as exc:
             self.failures += 1
             delay = backoff(self.ctx.settings, self.failures)

@@ -96,7 +96,7 @@ class MemoryExtractor:
             parent_id=cp.id,
             id=event_id,
         )
-        await self.ctx.bus.publish(topics.LEDGER_APPEND, event)
+        await self.ctx.bus.publish(topics.ledger_append("inner-plane"), event)
         log.info("checkpoint %s: %d turns -> %d memory items", cp.id, len(turns), len(items))
 
 

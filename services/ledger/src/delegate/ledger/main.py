@@ -65,7 +65,7 @@ async def _run_ledger(
     await bus.serve(topics.LEDGER_RESUME, ledger.on_resume)
     consumer = asyncio.create_task(
         bus.consume_batches(
-            topics.LEDGER_APPEND, ledger.on_batch, durable=streams.LEDGER_WRITER, stream="LEDGER", stop=stop,
+            topics.LEDGER_APPEND_ANY, ledger.on_batch, durable=streams.LEDGER_WRITER, stream="LEDGER", stop=stop,
             raw=True,  # validated in the writer process
             batch=settings.ledger_batch_size, ack_wait=settings.ledger_ack_wait_seconds,
             depth=2,  # the next batch goes to the writer while it commits this one
@@ -73,7 +73,7 @@ async def _run_ledger(
         name="ledger-writer",
     )
     await bus.serve_ping(SERVICE, ready=lambda: not consumer.done())
-    log.info("ready: writing %s as durable %s", topics.LEDGER_APPEND.subject, streams.LEDGER_WRITER)
+    log.info("ready: writing %s as durable %s", topics.LEDGER_APPEND_ANY.subject, streams.LEDGER_WRITER)
     stopping = asyncio.create_task(stop.wait())
     await asyncio.wait({consumer, stopping}, return_when=asyncio.FIRST_COMPLETED)
     stopping.cancel()

@@ -51,7 +51,7 @@ _FAST: TypeAdapter[Any] = TypeAdapter(
         Field(discriminator="kind"),
     ]
 )
-_EVENT = topics.LEDGER_APPEND.adapter
+_EVENT = topics.LEDGER_APPEND_ANY.adapter
 
 
 def row_of(data: bytes) -> Row:

@@ -28,6 +28,8 @@ from delegate.contracts.messages import DeadLetter, ErrorInfo, Ping, Pong
 from delegate.contracts.streams import STREAMS, StreamSpec
 from delegate.contracts.topics import PINGS, Query, Topic, dead_letters
 
+from .credentials import connect_options
+
 log = logging.getLogger(__name__)
 
 M = TypeVar("M")
@@ -104,6 +106,8 @@ class Bus:
         nc = await nats.connect(
             url,
             name=service,
+            # who we are (NATS_CREDS / NATS_USER+NATS_PASSWORD) and our private reply inboxes
+            **connect_options(service),
             max_reconnect_attempts=-1,  # a restarted NATS must never end a service
             reconnect_time_wait=0.25,
             connect_timeout=2,

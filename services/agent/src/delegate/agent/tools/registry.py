@@ -258,7 +258,7 @@ class ToolRegistry:
         if self.bus is None:
             return
         try:
-            await self.bus.publish(topics.LEDGER_APPEND, event, deadline=10.0)
+            await self.bus.publish(topics.ledger_append("agent"), event, deadline=10.0)
         except BusUnavailable as exc:
             # The call itself must not fail because the ledger's stream is unreachable.
             log.error("could not record %s %s in the ledger: %s", event.kind, event.id, exc)

@@ -1,0 +1,46 @@
+"""How a service proves who it is to NATS: credentials from the environment, per identity.
+
+Every service connects as its own NATS identity (see ``delegate.contracts.roles``), and NATS
+itself enforces what that identity may publish and subscribe. ``make run`` generates the
+identities and hands each child its own; an external server (``NATS_URL``) gets them from the
+environment, like the OpenAI SDK gets ``OPENAI_API_KEY``.
+"""
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class NatsCredentials(BaseSettings):
+    model_config = SettingsConfigDict(env_file=".env", extra="ignore")
+
+    nats_creds: Path | None = None  # NATS_CREDS: a creds file (JWT and nkey seed)
+    nats_nkey_seed: Path | None = None  # NATS_NKEY_SEED: a file holding this identity's nkey seed
+    nats_user: str | None = None  # NATS_USER
+    nats_password: SecretStr | None = None  # NATS_PASSWORD
+
+
+def role_of(service: str) -> str:
+    """The identity's role from a connection name: ``agent:host:leader`` -> ``agent``."""
+    return service.split(":", 1)[0]
+
+
+def inbox_prefix(role: str) -> str:
+    """Each identity's private reply inboxes: nobody else may subscribe to them."""
+    return f"_INBOX_{role.replace('-', '_')}"
+
+
+def connect_options(service: str, credentials: NatsCredentials | None = None) -> dict[str, Any]:
+    """Keyword arguments for ``nats.connect``: who we are, and where our replies come back."""
+    creds = credentials if credentials is not None else NatsCredentials()
+    options: dict[str, Any] = {"inbox_prefix": inbox_prefix(role_of(service))}
+    if creds.nats_creds is not None:
+        options["user_credentials"] = str(creds.nats_creds)
+    elif creds.nats_nkey_seed is not None:
+        options["nkeys_seed"] = str(creds.nats_nkey_seed)
+    elif creds.nats_user is not None:
+        options["user"] = creds.nats_user
+        options["password"] = creds.nats_password.get_secret_value() if creds.nats_password else ""
+    return options
