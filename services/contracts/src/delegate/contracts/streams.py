@@ -11,6 +11,9 @@ DAY = 24 * 3600.0
 class StreamSpec:
     name: str
     subjects: tuple[str, ...]
+    # The role that creates and configures the stream; the others may only use it (NATS
+    # permissions give only the owner the right to change a stream's limits).
+    owner: str
     duplicate_window_s: float = 120.0
     max_age_s: float = 0.0  # 0: keep until the limits policy says otherwise
     max_msg_size: int = 1024 * 1024
@@ -18,11 +21,11 @@ class StreamSpec:
 
 STREAMS: tuple[StreamSpec, ...] = (
     # The ledger is the durable copy; the stream only needs to outlive a ledger outage.
-    StreamSpec("LEDGER", (s.LEDGER_ALL,), max_age_s=7 * DAY),
+    StreamSpec("LEDGER", (s.LEDGER_ALL,), "ledger", max_age_s=7 * DAY),
     # A day-long window makes a repeated client_msg_id a no-op even after a long reconnect.
-    StreamSpec("AGENT", (s.AGENT_ALL,), duplicate_window_s=DAY, max_age_s=7 * DAY),
-    StreamSpec("INNER", (s.INNER_ALL,), max_age_s=7 * DAY),
-    StreamSpec("DEAD", (s.DEAD_ALL,), max_age_s=30 * DAY),
+    StreamSpec("AGENT", (s.AGENT_ALL,), "agent", duplicate_window_s=DAY, max_age_s=7 * DAY),
+    StreamSpec("INNER", (s.INNER_ALL,), "inner-plane", max_age_s=7 * DAY),
+    StreamSpec("DEAD", (s.DEAD_ALL,), "ledger", max_age_s=30 * DAY),
 )
 
 # Durable consumer names, one per consuming role.
