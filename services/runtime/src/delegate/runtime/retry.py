@@ -53,7 +53,7 @@ async def sleep_unless(stop: asyncio.Event | None, seconds: float) -> bool:
 
 def _jittered(initial: float, maximum: float, jitter: float) -> tenacity.wait.wait_base:
     # exponential from ``initial`` doubling to ``maximum``, plus up to ``jitter`` x initial random
-    return tenacity.wait_exponential_jitter(initial=initial, max=maximum, exp_base=2, jitter=initial * jitter)
+    return tenacity.wait_exponential_jitter(multiplier=initial, max=maximum, exp_base=2, jitter=initial * jitter)
 
 
 def retrying(

@@ -205,7 +205,7 @@ def build_working_context(
         instructions=instructions,
         turns=turns,
         items=responses_items(turns),
-        capsule_id=capsule.id if capsule_text(capsule) else None,
+        capsule_id=capsule.id if capsule is not None and capsule_text(capsule) else None,
     )
 
 

@@ -1,8 +1,9 @@
-"""The typed bus helper against a real nats-server: dedup, ack policy, dead letters, restarts."""
+"""``Bus.consume_batches`` against a real nats-server: an ack-all consumer that never acks past
+what it has committed, nor past a gap, and parks dead letters until their batch is settled."""
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,138 +12,13 @@ from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig, ConsumerInfo
 
 from delegate.contracts import topics
-from delegate.contracts.events import Event, Message, make_event
-from delegate.contracts.messages import GetReply, GetRequest
-from delegate.runtime import bus as bus_module
-from delegate.runtime.bus import Bus, BusUnavailable, DomainError, RemoteError, Retryable
-from delegate.runtime.procs import NatsServer
+from delegate.contracts.events import Event
+from delegate.launcher.procs import NatsServer
+from delegate.runtime.bus import Bus
+from delegate.runtime.bus import batches as batches_module
 
-
-@pytest.fixture
-async def bus(nats_server: NatsServer) -> AsyncIterator[Bus]:
-    b = await Bus.connect(nats_server.url, "test")
-    await b.ensure_streams()
-    yield b
-    await b.close()
-
-
-def _event(text: str = "hi") -> Event:
-    return make_event(Message(text=text), conversation_id="c", span_id="s", channel="text", role="user")
-
-
-async def _until(predicate, timeout: float = 10.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not predicate():
-        assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
-        await asyncio.sleep(0.02)
-
-
-async def test_a_retried_publish_is_stored_once(bus: Bus) -> None:
-    event = _event()
-    first = await bus.publish(topics.ledger_append("test"), event)
-    again = await bus.publish(topics.ledger_append("test"), event)
-    assert again.duplicate and again.seq == first.seq
-    assert (await bus.js.stream_info("LEDGER")).state.messages == 1
-
-
-async def test_ensure_streams_is_idempotent(bus: Bus) -> None:
-    await bus.ensure_streams()
-    names = {(await bus.js.stream_info(n)).config.name for n in ("LEDGER", "AGENT", "INNER", "DEAD")}
-    assert names == {"LEDGER", "AGENT", "INNER", "DEAD"}
-
-
-async def test_undecodable_messages_are_dead_lettered_and_do_not_block(bus: Bus) -> None:
-    await bus.js.publish(topics.ledger_append("test").subject, b"{not json")
-    await bus.js.publish(topics.ledger_append("test").subject, json.dumps({"kind": "nope"}).encode())
-    good = _event("after the garbage")
-    await bus.publish(topics.ledger_append("test"), good)
-    seen: list[str] = []
-    stop = asyncio.Event()
-
-    async def handle(event: Event, _raw: object) -> None:
-        seen.append(event.id)
-        stop.set()
-
-    await asyncio.wait_for(
-        bus.consume(topics.LEDGER_APPEND_ANY, handle, durable="t1", stream="LEDGER", stop=stop), 10
-    )
-    assert seen == [good.id]
-    dead = await bus.js.pull_subscribe("dead.evt.t1", durable="reader", stream="DEAD")
-    letters = [json.loads(m.data) for m in await dead.fetch(2, timeout=5)]
-    assert [x["reason"].split(":")[0] for x in letters] == ["undecodable", "undecodable"]
-    assert letters[0]["data"] == "{not json" and "unknown event kind" in letters[1]["reason"]
-
-
-async def test_failures_are_retried_then_dead_lettered(bus: Bus) -> None:
-    await bus.publish(topics.ledger_append("test"), _event("flaky"))
-    await bus.publish(topics.ledger_append("test"), _event("poison"))
-    attempts: dict[str, int] = {}
-    done = asyncio.Event()
-
-    async def handle(event: Event, _raw: object) -> None:
-        text = event.payload["text"]
-        attempts[text] = attempts.get(text, 0) + 1
-        if attempts.get("flaky") == 3 and attempts.get("poison") == 3:
-            done.set()  # the loop stops after settling this message
-        if text == "flaky" and attempts[text] < 3:
-            raise Retryable("peer busy")
-        if text == "poison":
-            raise RuntimeError("always fails")
-
-    task = asyncio.create_task(
-        bus.consume(topics.LEDGER_APPEND_ANY, handle, durable="t2", stream="LEDGER", stop=done, max_deliver=3)
-    )
-    await asyncio.wait_for(task, 30)
-    assert attempts == {"flaky": 3, "poison": 3}
-    info = await bus.js.stream_info("DEAD")
-    assert info.state.messages == 1
-
-
-async def test_request_reply_carries_domain_errors_and_bad_requests(bus: Bus) -> None:
-    async def handler(req: GetRequest) -> GetReply:
-        if req.id == "missing":
-            raise DomainError("not_found", "no such event")
-        return GetReply()
-
-    await bus.serve(topics.LEDGER_GET, handler)
-    assert (await bus.request(topics.LEDGER_GET, GetRequest(id="x"))).event is None
-    with pytest.raises(RemoteError) as err:
-        await bus.request(topics.LEDGER_GET, GetRequest(id="missing"))
-    assert err.value.code == "not_found"
-    reply = await bus.nc.request(topics.LEDGER_GET.subject, b'{"id": 5, "extra": true}', timeout=2)
-    assert json.loads(reply.data)["error"]["code"] == "bad_request"
-
-
-async def test_a_request_nobody_answers_is_bus_unavailable(bus: Bus) -> None:
-    with pytest.raises(BusUnavailable):
-        await bus.request(topics.LEDGER_GET, GetRequest(id="x"), timeout=0.3)
-
-
-async def test_a_consumer_survives_a_nats_restart(nats_server: NatsServer, bus: Bus) -> None:
-    seen: set[str] = set()
-    stop = asyncio.Event()
-
-    async def handle(event: Event, _raw: object) -> None:
-        seen.add(event.id)
-
-    consumer = asyncio.create_task(
-        bus.consume(topics.LEDGER_APPEND_ANY, handle, durable="t3", stream="LEDGER", stop=stop)
-    )
-    before = [_event(f"before {i}") for i in range(20)]
-    for e in before:
-        await bus.publish(topics.ledger_append("test"), e)
-    await _until(lambda: len(seen) == 20)
-    await asyncio.to_thread(nats_server.restart)
-    after = [_event(f"after {i}") for i in range(20)]
-    for e in after:
-        await bus.publish(topics.ledger_append("test"), e)  # retries until the server is back
-    await _until(lambda: len(seen) == 40, timeout=30)
-    stop.set()
-    await asyncio.wait_for(consumer, 10)
-    assert seen == {e.id for e in before + after}
-
-
-# ---- consume_batches: an ack-all consumer that never acks past what it has committed -------------
+from .bus_support import event as _event
+from .bus_support import until as _until
 
 
 @dataclass
@@ -189,11 +65,15 @@ async def _settled(bus: Bus, durable: str) -> ConsumerInfo:
     return info
 
 
+def _floor(info: ConsumerInfo) -> int:
+    return info.ack_floor.stream_seq if info.ack_floor else 0
+
+
 @pytest.fixture(params=["reset-api", "recreate"])
 def reset_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Both ways a consumer is reset: the 2.14+ API, and delete + create for older servers."""
     if request.param == "recreate":
-        monkeypatch.setattr(bus_module, "RESET_SINCE", (99, 0))
+        monkeypatch.setattr(batches_module, "RESET_SINCE", (99, 0))
     return str(request.param)
 
 
@@ -210,12 +90,27 @@ async def test_batches_arrive_in_order_and_one_ack_settles_each(bus: Bus) -> Non
     assert max(len(b) for b in handler.batches) == 64
     info = await _settled(bus, "b1")
     assert info.config.ack_policy == AckPolicy.ALL
-    assert info.ack_floor.stream_seq == len(events)
+    assert _floor(info) == len(events)
 
 
-async def test_with_depth_two_calls_overlap_but_no_ack_passes_an_unfinished_batch(bus: Bus) -> None:
+async def test_with_depth_two_calls_overlap_but_no_ack_passes_an_unfinished_batch(
+    nats_server: NatsServer, bus: Bus
+) -> None:
     events = [_event(f"m{i}") for i in range(24)]
     await _publish_all(bus, events)
+    # A second connection sees every ack the consumer sends, and a sentinel sent after them.
+    spy = await Bus.connect(nats_server.url, "test-spy")
+    wire: list[str] = []
+    sentinel = asyncio.Event()
+
+    async def on_wire(msg: Msg) -> None:
+        wire.append("sentinel" if msg.subject == "test.sentinel" else "ack")
+        if msg.subject == "test.sentinel":
+            sentinel.set()
+
+    await spy.nc.subscribe("$JS.ACK.LEDGER.bd1.>", cb=on_wire)
+    await spy.nc.subscribe("test.sentinel", cb=on_wire)
+    await spy.nc.flush()
     release = asyncio.Event()
     running: list[int] = []
     overlapped: list[bool] = []
@@ -237,17 +132,22 @@ async def test_with_depth_two_calls_overlap_but_no_ack_passes_an_unfinished_batc
     )
     await _until(lambda: len(finished) == 1)  # the second batch finished first
     assert overlapped[:2] == [False, True] and running == [0]
+    # A round trip on the consumer's connection: its loop has run since the second batch
+    # returned, so an ack it would send then is on the wire before the sentinel.
     await bus.nc.flush()
-    await asyncio.sleep(0.2)
+    await bus.nc.publish("test.sentinel", b"")
+    await asyncio.wait_for(sentinel.wait(), 10)
     # Its ack would settle the first batch too: it waits, and the third batch is not started.
-    assert (await bus.js.consumer_info("LEDGER", "bd1")).ack_floor.stream_seq == 0
+    assert wire == ["sentinel"]
     assert len(overlapped) == 2
     release.set()
     await _until(lambda: sum(len(b) for b in finished) == len(events))
     stop.set()
     await asyncio.wait_for(task, 10)
     assert sorted(i for b in finished for i in b) == sorted(e.id for e in events)
-    assert (await _settled(bus, "bd1")).ack_floor.stream_seq == len(events)
+    assert _floor(await _settled(bus, "bd1")) == len(events)
+    assert "ack" in wire  # the spy does see this consumer's acks
+    await spy.close()
 
 
 async def test_with_depth_two_nothing_after_a_failed_batch_is_acked(bus: Bus, reset_mode: str) -> None:
@@ -279,7 +179,7 @@ async def test_with_depth_two_nothing_after_a_failed_batch_is_acked(bus: Bus, re
     # was dropped with it, and both came again, in order.
     ids = [e.id for e in events]
     assert calls[:4] == [ids[:8], ids[8:], ids[:8], ids[8:]]
-    assert (await _settled(bus, "bd2")).ack_floor.stream_seq == len(events)
+    assert _floor(await _settled(bus, "bd2")) == len(events)
 
 
 async def test_a_dead_lettered_message_is_termed_only_after_its_batch_commits(bus: Bus) -> None:
@@ -296,7 +196,7 @@ async def test_a_dead_lettered_message_is_termed_only_after_its_batch_commits(bu
                 await bus.nc.flush()
                 # A term on an ack-all consumer acks everything before it: it must wait.
                 info = await bus.js.consumer_info("LEDGER", "b2")
-                floor_during.append(info.ack_floor.stream_seq)
+                floor_during.append(_floor(info))
             else:
                 seen.append(event.id)
         if len(seen) == 7:
@@ -307,7 +207,7 @@ async def test_a_dead_lettered_message_is_termed_only_after_its_batch_commits(bu
     )
     assert floor_during == [0]
     assert seen == [e.id for e in events if e.payload["text"] != "m2"]
-    assert (await _settled(bus, "b2")).ack_floor.stream_seq == 8
+    assert _floor(await _settled(bus, "b2")) == 8
     assert (await bus.js.stream_info("DEAD")).state.messages == 1
 
 
@@ -425,7 +325,9 @@ async def test_a_delivery_that_went_elsewhere_is_noticed_and_delivered_again(bus
 async def test_an_explicit_ack_consumer_is_upgraded_from_its_ack_floor(bus: Bus) -> None:
     events = [_event(f"m{i}") for i in range(10)]
     await _publish_all(bus, events)
-    old = ConsumerConfig(durable_name="b6", ack_policy=AckPolicy.EXPLICIT, filter_subject=topics.LEDGER_APPEND_ANY.subject)
+    old = ConsumerConfig(
+        durable_name="b6", ack_policy=AckPolicy.EXPLICIT, filter_subject=topics.LEDGER_APPEND_ANY.subject
+    )
     await bus.js.add_consumer("LEDGER", old)
     psub = await bus.js.pull_subscribe_bind("b6", stream="LEDGER")
     for msg in await psub.fetch(4, timeout=5):
@@ -439,7 +341,7 @@ async def test_an_explicit_ack_consumer_is_upgraded_from_its_ack_floor(bus: Bus)
     await asyncio.wait_for(task, 10)
     assert handler.committed == [e.id for e in events[4:]]
     info = await _settled(bus, "b6")
-    assert info.config.ack_policy == AckPolicy.ALL and info.ack_floor.stream_seq == 10
+    assert info.config.ack_policy == AckPolicy.ALL and _floor(info) == 10
 
 
 async def test_a_batch_consumer_survives_a_nats_restart(nats_server: NatsServer, bus: Bus) -> None:

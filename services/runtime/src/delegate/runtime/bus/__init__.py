@@ -1,0 +1,31 @@
+"""A thin typed layer over nats-py: durable publish, live emit, request/reply, pull consume.
+
+One concept per module:
+
+- ``connection``: ``Bus``, the connection and what a service does with it;
+- ``consumer``: the one-at-a-time durable consumer and its ack policy;
+- ``batches``: the pipelined batch consumer on an ack-all consumer;
+- ``dead_letters``: parking what can never be processed;
+- ``acks``: settling a delivery, with failures reported;
+- ``errors``: what can go wrong, by what the caller does about it.
+"""
+
+from .acks import in_progress, nak
+from .connection import MSG_ID, PUBLISH_RETRY, Bus
+from .dead_letters import DEAD_LETTER_DATA_LIMIT
+from .errors import TRANSIENT, BusUnavailable, DomainError, RemoteError, Retryable, describe
+
+__all__ = [
+    "DEAD_LETTER_DATA_LIMIT",
+    "MSG_ID",
+    "PUBLISH_RETRY",
+    "TRANSIENT",
+    "Bus",
+    "BusUnavailable",
+    "DomainError",
+    "RemoteError",
+    "Retryable",
+    "describe",
+    "in_progress",
+    "nak",
+]
