@@ -2,10 +2,10 @@
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
-MEMBERS := contracts runtime ledger gateway agent voice inner-plane pollers openai-standin
+MEMBERS := contracts runtime launcher ledger gateway agent voice inner-plane pollers openai-standin
 EDITABLES := $(foreach m,$(MEMBERS),$(if $(wildcard services/$(m)/pyproject.toml),-e services/$(m)))
 
-.PHONY: install run test lint bench clean
+.PHONY: install run test lint typecheck bench clean
 
 $(BIN)/.installed: requirements-dev.txt constraints.txt $(wildcard services/*/pyproject.toml)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -16,13 +16,17 @@ $(BIN)/.installed: requirements-dev.txt constraints.txt $(wildcard services/*/py
 install: $(BIN)/.installed
 
 run: install
-	$(BIN)/python -m delegate.runtime.launch
+	$(BIN)/python -m delegate.launcher
 
 test: install
 	$(BIN)/python -m pytest
 
 lint: install
 	$(BIN)/ruff check .
+
+# strict on contracts and runtime, the default rules plus a few strict flags on the services
+typecheck: install
+	$(BIN)/mypy services/*/src
 
 bench: install
 	$(BIN)/python bench/ledger.py

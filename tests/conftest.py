@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from delegate.runtime.procs import NatsServer
+from delegate.launcher.procs import NatsServer
 from tests.support.nats import start_nats
 from tests.support.system import System
 
@@ -15,7 +15,11 @@ ARTIFACTS = ROOT / "test-output"
 
 @pytest.fixture
 def nats_server(tmp_path: Path) -> Iterator[NatsServer]:
-    """A fresh nats-server with its own JetStream store; tests may kill or restart it."""
+    """A fresh nats-server with its own JetStream store; tests may kill or restart it.
+
+    Authentication is on (DELEGATE_TEST_NATS_AUTH=0 turns it off); ``url`` logs in as the
+    test identity, which may do everything.
+    """
     server = start_nats(tmp_path / "nats")
     yield server
     server.stop()
@@ -23,6 +27,7 @@ def nats_server(tmp_path: Path) -> Iterator[NatsServer]:
 
 @pytest.fixture
 def nats_url(nats_server: NatsServer) -> str:
+    """The server as the test identity (the URL carries user and password)."""
     return nats_server.url
 
 

@@ -1,5 +1,7 @@
 """`make run`'s launcher on a bare machine: private NATS, offline stand-in, every service."""
 
+import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -8,9 +10,11 @@ import time
 from pathlib import Path
 
 import httpx
+import nats
+import nats.errors
 import pytest
 
-from delegate.runtime.procs import free_port
+from delegate.launcher.procs import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -47,13 +51,44 @@ def _ready(base: str) -> bool:
         return False
 
 
+def _check_identities(runtime: Path, launcher: int) -> None:
+    """One identity per service, kept private; each child knows only its own; NATS wants one."""
+    secrets_file = runtime / "nats-auth" / "nats-identities.json"
+    assert secrets_file.stat().st_mode & 0o777 == 0o600
+    assert (runtime / "nats-auth").stat().st_mode & 0o777 == 0o700
+    assert (runtime / "nats" / "nats.conf").stat().st_mode & 0o777 == 0o600
+    passwords = json.loads(secrets_file.read_text())
+    for pid, cmd in _children(launcher).items():
+        module = next((m for m in cmd.split() if m.startswith("delegate.")), None)
+        if module is None or module == "delegate.openai_standin":
+            environ = (Path(f"/proc/{pid}/environ")).read_bytes()
+            assert not any(pw.encode() in environ for pw in passwords.values()), cmd
+            continue
+        role = module.removeprefix("delegate.").replace("_", "-")
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        assert f"NATS_USER={role}".encode() in environ
+        assert f"NATS_PASSWORD={passwords[role]}".encode() in environ
+        others = [pw for r, pw in passwords.items() if r != role]
+        assert not any(pw.encode() in b"\0".join(environ) for pw in others), role
+
+    config = (runtime / "nats" / "nats.conf").read_text().splitlines()
+    listen = next(line for line in config if line.startswith("listen"))
+    url = "nats://" + listen.split('"')[1]
+
+    async def refused() -> None:
+        with pytest.raises(nats.errors.Error, match="Authorization Violation"):
+            await nats.connect(url, allow_reconnect=False, connect_timeout=2)
+
+    asyncio.run(refused())
+
+
 def test_launcher_runs_the_whole_system_offline_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "NATS_", "TWILIO_", "IMAP_", "SMTP_"))}
     env.update(RUNTIME_DATA_DIR=str(tmp_path / "rt"), DELEGATE_PORT=str(port))
     env.pop("DELEGATE_TOKEN", None)
     log = open(tmp_path / "launch.log", "wb")  # noqa: SIM115
-    proc = subprocess.Popen([sys.executable, "-m", "delegate.runtime.launch"], env=env, stdout=log, stderr=log)
+    proc = subprocess.Popen([sys.executable, "-m", "delegate.launcher"], env=env, stdout=log, stderr=log)
     base = f"http://127.0.0.1:{port}"
     try:
         _wait(lambda: _ready(base), 90, "/readyz 200")
@@ -75,6 +110,8 @@ def test_launcher_runs_the_whole_system_offline_and_stops_on_ctrl_c(tmp_path: Pa
         events = httpx.get(f"{base}/api/timeline", headers=auth).json()["events"]
         answer = next(e for e in events if e["kind"] == "message" and e["role"] == "assistant")
         assert "hello launcher" in answer["payload"]["text"]
+
+        _check_identities(tmp_path / "rt", proc.pid)
 
         # A service that dies is restarted by the supervisor.
         ledger = [pid for pid, cmd in _children(proc.pid).items() if "delegate.ledger" in cmd]

@@ -1,12 +1,30 @@
-"""A private nats-server for tests: never the machine's shared one, so tests may kill it."""
+"""A private nats-server for tests: never the machine's shared one, so tests may kill it.
+
+Authentication is on by default, as in ``make run``: every service role has its own user
+with the permissions of delegate.contracts.roles, and ``NatsServer.url`` logs in as ``test``,
+an identity allowed everything, so test code can seed and inspect the bus. ``System`` hands
+each service process only its own role's credentials. DELEGATE_TEST_NATS_AUTH=0 turns
+authentication off (for the benchmark comparison, and to tell a missing permission apart
+from a real failure).
+"""
 
 import os
+import secrets
 import shutil
 from pathlib import Path
 
 import pytest
 
-from delegate.runtime.procs import NatsServer, nats_server_binary
+from delegate.contracts.roles import ROLES
+from delegate.launcher.identities import child_env
+from delegate.launcher.natsconf import NatsUser, role_users
+from delegate.launcher.procs import NatsServer, nats_server_binary
+
+TEST_USER = "test"
+
+
+def auth_enabled() -> bool:
+    return os.environ.get("DELEGATE_TEST_NATS_AUTH", "1") != "0"
 
 
 def require_nats_binary() -> str:
@@ -20,8 +38,31 @@ def require_nats_binary() -> str:
         raise
 
 
-def start_nats(store: Path) -> NatsServer:
+def nats_server(store: Path, *, auth: bool | None = None, sync_always: bool = True) -> NatsServer:
+    """A server (not yet started) with one user per role plus the all-powerful test user."""
+    if not (auth_enabled() if auth is None else auth):
+        return NatsServer(store, sync_always=sync_always)
+    passwords = {role: secrets.token_urlsafe(16) for role in ROLES}
+    test = NatsUser(TEST_USER, secrets.token_urlsafe(16))
+    return NatsServer(store, sync_always=sync_always, users=[*role_users(passwords), test], client=test)
+
+
+def start_nats(store: Path, *, auth: bool | None = None) -> NatsServer:
     require_nats_binary()
     if store.exists():
         shutil.rmtree(store)
-    return NatsServer(store).start()
+    return nats_server(store, auth=auth).start()
+
+
+def role_env(server: NatsServer, role: str) -> dict[str, str]:
+    """What a service process of ``role`` needs to log in: its own identity, nothing more."""
+    user = server.user(role)
+    if user is None:  # authentication off
+        return {}
+    return child_env(role, {role: user.password})
+
+
+def role_url(server: NatsServer, role: str) -> str:
+    """The server as ``role``'s identity (the URL carries it), for tests acting as that role."""
+    user = server.user(role)
+    return server.address if user is None else server.url_as(user)

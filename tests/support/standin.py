@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 from openai import AsyncOpenAI, OpenAI
 
-from delegate.runtime.procs import ManagedProcess, free_port, python_module
+from delegate.launcher.procs import ManagedProcess, free_port, python_module
 
 SRC = Path(__file__).resolve().parents[2] / "services" / "openai-standin" / "src"
 TEST_API_KEY = "sk-standin-test"

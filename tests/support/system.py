@@ -10,10 +10,13 @@ from pathlib import Path
 
 import httpx
 
+from delegate.launcher.procs import ManagedProcess, NatsServer, free_port, python_module
 from delegate.runtime.bus import Bus
-from delegate.runtime.procs import ManagedProcess, NatsServer, free_port, python_module
 
-from .nats import start_nats
+from .nats import role_env, start_nats
+
+# A service process must log in with the identity System gives it, never one inherited.
+_INHERITED = ("OPENAI_", "TWILIO_", "IMAP_", "SMTP_", "NATS_")
 
 MODULES = {
     "ledger": "delegate.ledger",
@@ -44,7 +47,11 @@ def run_sync(coro: object) -> object:
 
 
 class System:
-    """nats-server + chosen services as real processes, sharing one runtime dir."""
+    """nats-server + chosen services as real processes, sharing one runtime dir.
+
+    Each service process logs in as its own role (see tests/support/nats.py); ``nats.url``
+    is the test code's own all-powerful identity.
+    """
 
     def __init__(self, root: Path, *, env: dict[str, str] | None = None, nats: NatsServer | None = None) -> None:
         self.root = root
@@ -60,10 +67,10 @@ class System:
     @property
     def env(self) -> dict[str, str]:
         assert self.nats is not None
-        base = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "TWILIO_", "IMAP_", "SMTP_"))}
+        base = {k: v for k, v in os.environ.items() if not k.startswith(_INHERITED)}
         return {
             **base,
-            "NATS_URL": self.nats.url,
+            "NATS_URL": self.nats.address,  # no credentials: each process gets its role's own
             "RUNTIME_DATA_DIR": str(self.runtime),
             "DELEGATE_PORT": str(self.port),
             "DELEGATE_TOKEN": self.token,
@@ -98,7 +105,8 @@ class System:
     def start_one(self, name: str, instance: str | None = None) -> ManagedProcess:
         self._counter += 1
         key = instance or name
-        env = dict(self.env, INSTANCE_NAME=key)
+        assert self.nats is not None
+        env = {**self.env, "INSTANCE_NAME": key, **role_env(self.nats, name), **self.extra_env}
         proc = python_module(key, MODULES[name], env, self.logs / f"{key}.{self._counter}.log").start()
         self.procs[key] = proc
         return proc

@@ -1,4 +1,4 @@
-"""JetStream streams, declared in code and ensured by every service at start."""
+"""JetStream streams, declared in code; each is created and configured by its owner role at start."""
 
 from dataclasses import dataclass
 
@@ -32,3 +32,6 @@ STREAMS: tuple[StreamSpec, ...] = (
 LEDGER_WRITER = "ledger-writer"
 AGENT_WORKER = "agent-worker"
 INNER_BROKER = "inner-broker"
+# The inner plane's ledger follower is a live subscriber, not a durable; this names where it
+# parks what it can never process (dead.evt.inner-follower).
+INNER_FOLLOWER = "inner-follower"

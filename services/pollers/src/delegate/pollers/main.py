@@ -1,5 +1,5 @@
 """Entry point. IMAP/SMTP sources arrive with the email issue; until then the service joins
-the bus, says whether email is configured, and reports ready."""
+the bus, says whether email is configured, and answers ping as alive but not ready."""
 
 import asyncio
 import logging
@@ -10,14 +10,16 @@ from delegate.runtime.service import run_service
 from .settings import Settings
 
 SERVICE = "pollers"
+SKELETON = "skeleton: IMAP/SMTP arrive with the email issue"
 log = logging.getLogger(__name__)
 
 
 async def serve(settings: Settings, stop: asyncio.Event) -> None:
-    bus = await Bus.connect(settings.nats_url, settings.instance_name or SERVICE)
+    bus = await Bus.connect(settings.nats_url, f"{SERVICE}:{settings.instance_name or SERVICE}")
     try:
         await bus.ensure_streams()
-        await bus.serve_ping(SERVICE)
+        # Alive but not ready: a skeleton must never say it is ready while it does nothing.
+        await bus.serve_ping(SERVICE, ready=lambda: False, detail=SKELETON)
         if not settings.email_enabled:
             log.info("IMAP_HOST unset: email channel off")
         await stop.wait()

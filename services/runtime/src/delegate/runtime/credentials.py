@@ -8,9 +8,12 @@ environment, like the OpenAI SDK gets ``OPENAI_API_KEY``.
 
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from pydantic import SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from delegate.contracts import roles
 
 
 class NatsCredentials(BaseSettings):
@@ -29,13 +32,36 @@ def role_of(service: str) -> str:
 
 def inbox_prefix(role: str) -> str:
     """Each identity's private reply inboxes: nobody else may subscribe to them."""
-    return f"_INBOX_{role.replace('-', '_')}"
+    return roles.inbox_prefix(role)
 
 
-def connect_options(service: str, credentials: NatsCredentials | None = None) -> dict[str, Any]:
+def _url_user(url: str | None) -> str | None:
+    """The user a ``nats://user:password@host`` URL logs in as (nats-py prefers it to options)."""
+    if not url:
+        return None
+    user = urlsplit(url.split(",", 1)[0].strip()).username
+    return unquote(user) if user else None
+
+
+def identity_role(service: str, credentials: NatsCredentials | None = None, *, url: str | None = None) -> str:
+    """The role this process acts as: its NATS user (named after its role) when it has one.
+
+    The connection name is only the fallback: ``INSTANCE_NAME=gateway-2`` names a process,
+    not a role, and its replies must still come back on the gateway's inbox prefix.
+    """
+    creds = credentials if credentials is not None else NatsCredentials()
+    for user in (_url_user(url), creds.nats_user):
+        if user in roles.ROLES:
+            return str(user)
+    return role_of(service)
+
+
+def connect_options(
+    service: str, credentials: NatsCredentials | None = None, *, url: str | None = None
+) -> dict[str, Any]:
     """Keyword arguments for ``nats.connect``: who we are, and where our replies come back."""
     creds = credentials if credentials is not None else NatsCredentials()
-    options: dict[str, Any] = {"inbox_prefix": inbox_prefix(role_of(service))}
+    options: dict[str, Any] = {"inbox_prefix": inbox_prefix(identity_role(service, creds, url=url))}
     if creds.nats_creds is not None:
         options["user_credentials"] = str(creds.nats_creds)
     elif creds.nats_nkey_seed is not None:

@@ -1,0 +1,216 @@
+"""Who may do what on the bus: the one table NATS permissions are derived from.
+
+Each service connects as its own NATS identity, named after its role. The table says, per
+role, what it publishes, emits, consumes, requests and serves; ``permissions`` turns a row
+into NATS publish/subscribe allow lists, including the exact ``$JS.API`` subjects JetStream
+needs for that. NATS enforces it, so a process that only reaches the bus cannot append any
+ledger event, read the history or call tools. ``make run`` and ``nats-config`` render the
+server configuration from here (delegate.launcher), and a test checks that every topic and
+query in ``topics`` is used by some role, so the table cannot drift from the code.
+"""
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import streams, topics
+from . import subjects as s
+from .topics import Query, Topic
+
+JS_API = "$JS.API"
+
+AnyTopic = Topic[Any]
+AnyQuery = Query[Any, Any]
+
+
+@dataclass(frozen=True)
+class Consumer:
+    """A durable pull consumer a role reads: its stream, its name, the topic it filters on."""
+
+    stream: str
+    durable: str
+    topic: AnyTopic
+
+
+@dataclass(frozen=True)
+class Role:
+    name: str
+    publishes: tuple[AnyTopic, ...] = ()  # durable topics it publishes into a stream (JetStream)
+    emits: tuple[AnyTopic, ...] = ()  # live topics it publishes (core NATS, nobody stores them)
+    subscribes: tuple[AnyTopic, ...] = ()  # live topics it listens to
+    consumes: tuple[Consumer, ...] = ()  # durable consumers it pulls (and dead-letters from)
+    requests: tuple[AnyQuery, ...] = ()
+    serves: tuple[AnyQuery, ...] = ()
+    buckets: tuple[str, ...] = ()  # JetStream KV buckets it creates and uses
+    reads_streams: tuple[str, ...] = ()  # streams it reads single messages from, by sequence
+    watches: tuple[tuple[str, str], ...] = ()  # (stream, durable) of others' consumers it inspects
+    parks: tuple[str, ...] = ()  # dead-letter sources besides its consumers (live subscribers)
+    notes: str = field(default="", compare=False)
+
+    @property
+    def owns(self) -> tuple[str, ...]:
+        """The streams it creates and configures: ``StreamSpec.owner`` says so, not this table."""
+        return tuple(spec.name for spec in streams.STREAMS if spec.owner == self.name)
+
+
+def _own_append(role: str) -> AnyTopic:
+    # Every role may persist events, each only on its own subject: the ledger knows who wrote
+    # an event, and only a singleton's own identity can carry its fencing token.
+    return topics.ledger_append(role)
+
+
+ROLES: dict[str, Role] = {
+    role.name: role
+    for role in (
+        Role(
+            "ledger",
+            publishes=(_own_append("ledger"),),
+            emits=(topics.LEDGER_COMMITTED,),
+            consumes=(Consumer("LEDGER", streams.LEDGER_WRITER, topics.LEDGER_APPEND_ANY),),
+            serves=(topics.LEDGER_PAGE, topics.LEDGER_QUERY, topics.LEDGER_GET, topics.LEDGER_RESUME,
+                    topics.PINGS["ledger"]),
+        ),
+        Role(
+            "agent",
+            publishes=(_own_append("agent"),),
+            emits=(topics.AGENT_DELTA, topics.AGENT_STATE, topics.INNER_NOTICE),
+            subscribes=(topics.LEDGER_COMMITTED,),
+            consumes=(Consumer("AGENT", streams.AGENT_WORKER, topics.AGENT_INPUT),),
+            requests=(topics.LEDGER_RESUME, topics.LEDGER_GET, topics.LEDGER_QUERY),
+            serves=(topics.AGENT_STATE_GET, topics.AGENT_COMPACT, topics.AGENT_END, topics.TOOLS_LIST,
+                    topics.TOOLS_CALL, topics.PINGS["agent"]),
+            buckets=(s.AGENT_LEASE_BUCKET,),
+            watches=(("LEDGER", streams.LEDGER_WRITER),),  # waits until the ledger has caught up
+        ),
+        Role(
+            "gateway",
+            publishes=(_own_append("gateway"), topics.AGENT_INPUT),
+            subscribes=(topics.LEDGER_COMMITTED, topics.AGENT_DELTA, topics.AGENT_STATE, topics.INNER_NOTICE),
+            requests=(topics.LEDGER_PAGE, topics.LEDGER_QUERY, topics.LEDGER_GET, topics.AGENT_STATE_GET,
+                      topics.AGENT_COMPACT, topics.AGENT_END, topics.PINGS["ledger"], topics.PINGS["agent"]),
+            buckets=(s.GATEWAY_SESSIONS_BUCKET,),
+            reads_streams=("AGENT",),  # the original of a duplicate input, by its sequence
+        ),
+        Role(
+            "inner-plane",
+            # signals from its own memory, task and timer sources; activations for the agent
+            publishes=(_own_append("inner-plane"), topics.AGENT_INPUT, topics.INNER_SIGNAL),
+            emits=(topics.INNER_NOTICE,),
+            subscribes=(topics.LEDGER_COMMITTED,),
+            consumes=(Consumer("INNER", streams.INNER_BROKER, topics.INNER_SIGNAL),),
+            requests=(topics.LEDGER_QUERY, topics.LEDGER_GET),
+            serves=(topics.PINGS["inner-plane"],),
+            parks=(streams.INNER_FOLLOWER,),
+        ),
+        Role(
+            "voice",
+            publishes=(_own_append("voice"),),
+            requests=(topics.TOOLS_LIST, topics.TOOLS_CALL),
+            serves=(topics.PINGS["voice"],),
+            buckets=(s.VOICE_LEASE_BUCKET,),
+            notes="a singleton fenced like the agent; calls the agent's tool registry",
+        ),
+        Role(
+            "pollers",
+            publishes=(_own_append("pollers"),),
+            serves=(topics.PINGS["pollers"],),
+        ),
+    )
+}
+
+
+@dataclass(frozen=True)
+class Permissions:
+    """One identity's NATS authorization: anything not allowed here is denied."""
+
+    publish: tuple[str, ...]
+    subscribe: tuple[str, ...]
+    allow_responses: bool  # may answer the requests it receives (their reply inboxes)
+
+
+def inbox_prefix(role: str) -> str:
+    """Each identity's private reply inboxes: nobody else may subscribe to them."""
+    return f"_INBOX_{role.replace('-', '_')}"
+
+
+def _stream_of(subject: str) -> str:
+    """The stream capturing a durable subject (the publisher needs its pub ack, nothing more)."""
+    for spec in streams.STREAMS:
+        for pattern in spec.subjects:
+            if pattern.endswith(">") and subject.startswith(pattern[:-1]):
+                return spec.name
+    raise ValueError(f"no stream captures {subject}")
+
+
+def _stream_api(stream: str, *, owner: bool) -> list[str]:
+    api = [f"{JS_API}.STREAM.INFO.{stream}"]
+    if owner:
+        api += [f"{JS_API}.STREAM.CREATE.{stream}", f"{JS_API}.STREAM.UPDATE.{stream}"]
+    return api
+
+
+def _consumer_api(consumer: Consumer) -> list[str]:
+    stream, durable = consumer.stream, consumer.durable
+    return [
+        f"{JS_API}.STREAM.INFO.{stream}",
+        f"{JS_API}.CONSUMER.INFO.{stream}.{durable}",
+        # nats-py appends the filter subject's tokens to CREATE; older servers use DURABLE.CREATE
+        f"{JS_API}.CONSUMER.CREATE.{stream}.{durable}",
+        f"{JS_API}.CONSUMER.CREATE.{stream}.{durable}.>",
+        f"{JS_API}.CONSUMER.DURABLE.CREATE.{stream}.{durable}",
+        f"{JS_API}.CONSUMER.DELETE.{stream}.{durable}",
+        f"{JS_API}.CONSUMER.RESET.{stream}.{durable}",
+        f"{JS_API}.CONSUMER.MSG.NEXT.{stream}.{durable}",
+        f"$JS.ACK.{stream}.{durable}.>",
+    ]
+
+
+def _bucket_api(bucket: str) -> list[str]:
+    # A KV bucket is a stream KV_<bucket> on subjects $KV.<bucket>.>; its owner creates it,
+    # reads keys (direct get or msg get), watches it (an ordered push consumer with flow
+    # control) and may purge it.
+    stream = f"KV_{bucket}"
+    return [
+        f"$KV.{bucket}.>",
+        f"{JS_API}.STREAM.INFO.{stream}",
+        f"{JS_API}.STREAM.CREATE.{stream}",
+        f"{JS_API}.STREAM.UPDATE.{stream}",
+        f"{JS_API}.STREAM.PURGE.{stream}",
+        f"{JS_API}.STREAM.MSG.GET.{stream}",
+        f"{JS_API}.STREAM.MSG.DELETE.{stream}",
+        f"{JS_API}.DIRECT.GET.{stream}",
+        f"{JS_API}.DIRECT.GET.{stream}.>",
+        f"{JS_API}.CONSUMER.CREATE.{stream}",
+        f"{JS_API}.CONSUMER.CREATE.{stream}.>",
+        f"{JS_API}.CONSUMER.INFO.{stream}.*",
+        f"{JS_API}.CONSUMER.DELETE.{stream}.*",
+        f"$JS.FC.{stream}.>",
+    ]
+
+
+def permissions(role: Role) -> Permissions:
+    """The NATS permissions of ``role``'s identity, derived from its row of the table."""
+    pub: list[str] = [f"{JS_API}.INFO"]  # account info: read-only, used by health checks
+    sub: list[str] = [f"{inbox_prefix(role.name)}.>"]
+    for stream in role.owns:
+        pub += _stream_api(stream, owner=True)
+    for topic in role.publishes:
+        pub.append(topic.subject)
+        pub += _stream_api(_stream_of(topic.subject), owner=False)
+    pub += [t.subject for t in role.emits]
+    sub += [t.subject for t in role.subscribes]
+    for consumer in role.consumes:
+        pub += _consumer_api(consumer)
+    for source in (*(c.durable for c in role.consumes), *role.parks):
+        pub.append(s.dead_letter(source))  # what it can never process is parked
+        pub += _stream_api(_stream_of(s.dead_letter(source)), owner=False)
+    pub += [q.subject for q in role.requests]
+    sub += [q.subject for q in role.serves]
+    for bucket in role.buckets:
+        pub += _bucket_api(bucket)
+    for stream in role.reads_streams:
+        pub += [f"{JS_API}.STREAM.MSG.GET.{stream}", f"{JS_API}.DIRECT.GET.{stream}"]
+    for stream, durable in role.watches:
+        pub.append(f"{JS_API}.CONSUMER.INFO.{stream}.{durable}")
+    return Permissions(
+        publish=tuple(dict.fromkeys(pub)), subscribe=tuple(dict.fromkeys(sub)), allow_responses=bool(role.serves)
+    )
