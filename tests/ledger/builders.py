@@ -12,10 +12,10 @@ from delegate.contracts.events import (
     ConversationOpened,
     Event,
     Message,
-    SessionEnded,
-    SessionStarted,
     SpanClosed,
     SpanOpened,
+    TermEnded,
+    TermStarted,
     ToolCall,
     make_event,
 )
@@ -105,19 +105,19 @@ def tool_call(name: str = "clock", *, conv: str = "c1", span: str | None = "s1",
     )
 
 
-def session_started(
-    session: str, *, holder: str = "agent-a", supersedes: str | None = None, t: float | None = None,
+def term_started(
+    term: str, *, holder: str = "agent-a", supersedes: str | None = None, t: float | None = None,
     id: str | None = None,
 ) -> Event:
     return make_event(
-        SessionStarted(session_id=session, type="agent", holder=holder, supersedes=supersedes),
+        TermStarted(term_id=term, type="agent", holder=holder, supersedes=supersedes),
         conversation_id=None, span_id=None, channel="inner", id=id or new_id(), ts=at(t) if t is not None else None,
     )
 
 
-def session_ended(session: str, reason: str = "shutdown", *, t: float | None = None) -> Event:
+def term_ended(term: str, reason: str = "shutdown", *, t: float | None = None) -> Event:
     return make_event(
-        SessionEnded(session_id=session, reason=reason),  # type: ignore[arg-type]
+        TermEnded(term_id=term, reason=reason),  # type: ignore[arg-type]
         conversation_id=None, span_id=None, channel="inner", ts=at(t) if t is not None else None,
     )
 

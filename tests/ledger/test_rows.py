@@ -15,16 +15,17 @@ from delegate.contracts.events import (
     ContextUsage,
     ConversationOpened,
     Event,
+    Fence,
     InnerSignal,
     Message,
-    SessionStarted,
     SpanClosed,
     SpanOpened,
     TaskEvent,
+    TermStarted,
     ToolCall,
     make_event,
 )
-from delegate.ledger.rows import row_of
+from delegate.ledger.rows import parse, row_of
 from delegate.ledger.store.base import insert_params
 
 
@@ -64,7 +65,7 @@ SAMPLES = [
                channel="text"),
     make_event(ContextUsage(input_tokens=5, total_tokens=9), conversation_id="c", span_id=None, channel="text"),
     make_event(InnerSignal(source="s", type="t", priority=2), conversation_id=None, span_id=None, channel="inner"),
-    make_event(SessionStarted(session_id="a", type="agent", holder="h"), conversation_id=None, span_id=None,
+    make_event(TermStarted(term_id="a", type="agent", holder="h"), conversation_id=None, span_id=None,
                channel="inner"),
     make_event(TaskEvent(task_id="t1", data={"x": 1}), kind="task.created", conversation_id=None, span_id=None,
                channel="inner"),
@@ -141,7 +142,7 @@ json_values = st.recursive(
     channel=st.sampled_from(["text", "inner", "sms", "fax"]),
     payload=st.dictionaries(
         st.sampled_from(["text", "type", "reason", "task_id", "input_tokens", "call_id", "name", "meta",
-                         "session_id", "holder", "source", "extra"]),
+                         "term_id", "holder", "source", "extra"]),
         json_values, max_size=4,
     ),
     shift=st.integers(-14 * 60, 14 * 60),
@@ -155,3 +156,18 @@ def test_random_events_are_accepted_or_refused_alike(
     _same(doc)
     if shift == 0:
         _same({**doc, "ts": ts.strftime("%Y-%m-%dT%H:%M:%S.%fZ")})
+
+
+def test_the_fence_is_validated_and_handed_back_beside_the_row() -> None:
+    event = SAMPLES[0].model_copy(update={"fence": Fence(singleton="agent", token=7)})
+    data = topics.LEDGER_APPEND_ANY.encode(event)
+    assert parse(data) == (_reference(data), Fence(singleton="agent", token=7))
+    assert parse(topics.LEDGER_APPEND_ANY.encode(SAMPLES[0]))[1] is None
+    # The slow path (a task kind) keeps it too.
+    task = SAMPLES[-1].model_copy(update={"fence": Fence(singleton="voice", token=1)})
+    assert parse(topics.LEDGER_APPEND_ANY.encode(task))[1] == Fence(singleton="voice", token=1)
+    for bad in ({"singleton": "agent", "token": 0}, {"singleton": "gateway", "token": 1},
+                {"singleton": "agent", "token": 2**63}, {"singleton": "agent", "token": 1, "extra": 1}):
+        doc = _wire(SAMPLES[0]) | {"fence": bad}
+        with pytest.raises(ValidationError):
+            parse(json.dumps(doc).encode())

@@ -2,9 +2,7 @@
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
-from pathlib import Path
+import sqlite3
 
 import pytest
 
@@ -12,7 +10,6 @@ from delegate.contracts import topics
 from delegate.contracts.cursor import Cursor
 from delegate.contracts.events import MAX_EVENT_BYTES, Event
 from delegate.contracts.messages import (
-    DeadLetter,
     GetRequest,
     PageReply,
     PageRequest,
@@ -22,54 +19,11 @@ from delegate.contracts.messages import (
     ResumeState,
 )
 from delegate.contracts.streams import LEDGER_WRITER
-from delegate.ledger.main import serve
-from delegate.ledger.settings import Settings
+from delegate.ledger.store import sqlite_path
 from delegate.runtime.bus import Bus, RemoteError
 
 from .builders import conversation_opened, message, span_opened
-from .conftest import until
-
-
-@dataclass
-class Running:
-    bus: Bus  # the test's own connection
-    settings: Settings
-    committed: list[Event] = field(default_factory=list)
-
-    def announced(self, event_id: str) -> bool:
-        return any(e.id == event_id for e in self.committed)
-
-
-@pytest.fixture(params=["sqlite"])
-async def ledger(request: pytest.FixtureRequest, nats_url: str, tmp_path: Path) -> AsyncIterator[Running]:
-    database_url = request.getfixturevalue("pg_url") if request.param == "postgres" else None
-    settings = Settings(
-        _env_file=None,  # type: ignore[call-arg]
-        nats_url=nats_url, runtime_data_dir=tmp_path / "runtime-data", database_url=database_url,
-        sqlite_journal_mode=None, timeline_history_event_limit=500, ledger_ack_wait_seconds=3.0,
-    )
-    stop = asyncio.Event()
-    service = asyncio.create_task(serve(settings, stop))
-    bus = await Bus.connect(nats_url, "ledger-test")
-    running = Running(bus, settings)
-
-    async def on_committed(event: Event) -> None:
-        running.committed.append(event)
-
-    await bus.subscribe(topics.LEDGER_COMMITTED, on_committed)
-
-    async def ready() -> bool:
-        assert not service.done(), service
-        try:
-            return (await bus.ping("ledger", timeout=0.3)).ready
-        except Exception:
-            return False
-
-    await until(ready, what="ledger ready")
-    yield running
-    stop.set()
-    await asyncio.wait_for(service, 20)
-    await bus.close()
+from .conftest import Running, StartLedger, dead_letters, until
 
 
 def _conversation(n: int) -> list[Event]:
@@ -126,16 +80,6 @@ async def test_commits_announce_in_seq_order_once_and_queries_answer(ledger: Run
     assert state.last_response_id == "resp_19" and state.last_seq == ledger.committed[-1].seq
 
 
-async def _dead_letters(bus: Bus, count: int) -> list[DeadLetter]:
-    async def enough() -> bool:
-        return (await bus.js.stream_info("DEAD")).state.messages >= count
-
-    await until(enough, what=f"{count} dead letters")
-    psub = await bus.js.pull_subscribe("dead.evt.>", stream="DEAD")
-    msgs = await psub.fetch(count, timeout=5)
-    return [DeadLetter.model_validate_json(m.data) for m in msgs]
-
-
 async def test_bad_input_is_dead_lettered_with_a_reason_and_good_events_flow_on(ledger: Running) -> None:
     bus = ledger.bus
     subject = topics.ledger_append("test").subject
@@ -154,7 +98,7 @@ async def test_bad_input_is_dead_lettered_with_a_reason_and_good_events_flow_on(
 
     await until(lambda: ledger.announced(after.id), what="the good event behind the garbage")
     assert [e.id for e in ledger.committed] == [before.id, after.id]
-    letters = await _dead_letters(bus, 4)
+    letters = await dead_letters(bus, 4)
     assert {d.consumer for d in letters} == {LEDGER_WRITER}
     assert {d.subject for d in letters} == {subject}
     reasons = sorted(d.reason for d in letters)
@@ -177,7 +121,7 @@ async def test_an_event_the_database_refuses_is_parked_and_its_batch_kept(ledger
         bus.publish(topics.ledger_append("test"), e, msg_id=f"m-{i}") for i, e in enumerate(batch)
     ))
     await until(lambda: all(ledger.announced(e.id) for e in good), what="the good events")
-    letters = await _dead_letters(bus, 1)
+    letters = await dead_letters(bus, 1)
     assert len(letters) == 1 and letters[0].reason.startswith("the store refused event")
     assert not ledger.announced(poison.id)
 
@@ -256,3 +200,72 @@ async def test_replies_of_big_events_fit_one_nats_message_and_walk_everything(le
     assert [t.id for t in state.recent_turns] == turns[-len(state.recent_turns):]
     assert state.last_assistant is not None and state.last_response_id == "resp_6"
     assert state.open_span is not None and state.open_span.id == events[1].id
+
+
+async def test_a_batch_slower_than_ack_wait_is_kept_in_progress_and_committed_once(
+    start_ledger: StartLedger,
+) -> None:
+    # The writer waits on a database lock held by the test (within SQLite's 5 s busy timeout)
+    # three times as long as ack_wait. Without in_progress JetStream would deliver the batch
+    # again meanwhile: a redelivery, and duplicate work for the writer.
+    ledger = await start_ledger("sqlite", ledger_ack_wait_seconds=1.0)
+    bus = ledger.bus
+    await ledger.halt()  # the streams and the database are there; the events wait in the stream,
+    events = [message(f"slow {i}", t=i) for i in range(5)]
+    for event in events:
+        await bus.publish(topics.ledger_append("test"), event)
+    held = sqlite3.connect(sqlite_path(ledger.settings.runtime_data_dir), isolation_level=None)
+    try:
+        held.execute("BEGIN IMMEDIATE")
+        await ledger.start()  # ... so they come as one batch, which the writer cannot commit yet
+
+        async def delivered() -> bool:
+            info = await bus.js.consumer_info("LEDGER", LEDGER_WRITER)
+            return (info.num_ack_pending or 0) >= len(events)
+
+        await until(delivered, what="the batch with the writer")
+        await asyncio.sleep(3.0)  # the stimulus: a commit slower than ack_wait, not a proof
+        held.execute("COMMIT")
+    finally:
+        held.close()
+    await until(lambda: all(ledger.announced(e.id) for e in events), what="the slow batch committed")
+    info = await bus.js.consumer_info("LEDGER", LEDGER_WRITER)
+    # Each message delivered once: as many deliveries as stream messages (a redelivery adds one).
+    assert info.delivered is not None and (info.delivered.consumer_seq, info.delivered.stream_seq) == (5, 5)
+    sentinel = message("sentinel", t=10)
+    await bus.publish(topics.ledger_append("test"), sentinel)
+    await until(lambda: ledger.announced(sentinel.id), what="the sentinel")
+    assert [e.id for e in ledger.committed] == [*(e.id for e in events), sentinel.id]
+
+
+@pytest.mark.parametrize("ledger", ["sqlite", "postgres"], indirect=True)
+async def test_out_of_range_numbers_and_unstorable_values_get_a_clear_error(ledger: Running) -> None:
+    bus = ledger.bus
+    await bus.publish(topics.ledger_append("test"), message("there is one", t=1))
+    await until(lambda: len(ledger.committed) == 1, what="one event")
+    big = 2**63
+    requests = [
+        (topics.LEDGER_QUERY.subject, {"after_seq": big}),
+        (topics.LEDGER_QUERY.subject, {"after_seq": 10**40}),
+        (topics.LEDGER_QUERY.subject, {"after_seq": -1}),
+        (topics.LEDGER_QUERY.subject, {"through_seq": big}),
+        (topics.LEDGER_QUERY.subject, {"limit": big}),
+        (topics.LEDGER_PAGE.subject, {"limit": big}),
+        (topics.LEDGER_RESUME.subject, {"turn_limit": big}),
+        # Not numbers, but as unstorable in a query: PostgreSQL text cannot hold NUL.
+        (topics.LEDGER_QUERY.subject, {"conversation_id": "c\x00"}),
+        (topics.LEDGER_QUERY.subject, {"kinds": ["message\x00"]}),
+        (topics.LEDGER_GET.subject, {"id": "e\x00"}),
+        (topics.LEDGER_GET.subject, {"client_msg_id": "m\x00"}),
+    ]
+    for subject, body in requests:
+        reply = json.loads((await bus.nc.request(subject, json.dumps(body).encode(), timeout=5)).data)
+        if body in ({"id": "e\x00"}, {"client_msg_id": "m\x00"}, {"conversation_id": "c\x00"},
+                    {"kinds": ["message\x00"]}) and ledger.settings.database_url is None:
+            assert reply["error"] is None, (body, reply)  # SQLite stores NUL: simply nothing matches
+            continue
+        assert reply["error"] is not None and reply["error"]["code"] == "bad_request", (body, reply)
+    # The largest seq there is is a fine question: nothing after it.
+    answer = await bus.request(topics.LEDGER_QUERY, QueryRequest(after_seq=big - 1, through_seq=big - 1))
+    assert answer.events == [] and answer.last_seq == ledger.committed[0].seq
+    assert (await bus.ping("ledger")).ready

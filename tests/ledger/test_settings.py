@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from delegate.ledger.fs import default_journal_mode, is_network_fs, mount_fstype
 from delegate.ledger.settings import Settings
@@ -65,3 +66,12 @@ def test_settings_pick_the_backend(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert isinstance(store, PostgresStore)
     with pytest.raises(ValueError, match="postgresql://"):
         open_store(database_url="mysql://nope", runtime_data_dir=tmp_path)
+
+
+def test_ack_wait_is_bounded_below(monkeypatch: pytest.MonkeyPatch) -> None:
+    # in_progress goes out every third of it: a tiny ack_wait would flood the bus with them.
+    monkeypatch.setenv("LEDGER_ACK_WAIT_SECONDS", "0.1")
+    with pytest.raises(ValidationError, match="ledger_ack_wait_seconds"):
+        Settings(_env_file=None)  # type: ignore[call-arg]
+    monkeypatch.setenv("LEDGER_ACK_WAIT_SECONDS", "30")
+    assert Settings(_env_file=None).ledger_ack_wait_seconds == 30.0  # type: ignore[call-arg]

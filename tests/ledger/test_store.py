@@ -3,7 +3,9 @@
 import asyncio
 import contextlib
 import json
+import os
 import sqlite3
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -222,7 +224,7 @@ async def test_reopening_keeps_data_and_applies_no_migration_twice(store: Ledger
     await store.open()
     assert (await store.get(event_id=event.id)) is not None
     assert rows(store, "SELECT version, name FROM schema_version ORDER BY version") == [
-        (1, "initial"), (2, "sessions"),
+        (1, "initial"), (2, "sessions"), (3, "terms"), (4, "fences"),
     ]
 
 
@@ -344,3 +346,31 @@ async def test_resume_leaves_out_the_oldest_turns_to_fit_a_byte_budget(store: Le
     assert state.open_span is not None and state.last_assistant is not None
     anchors = [state.open_span, state.last_assistant]
     assert sum(len(e.model_dump_json().encode()) + 1 for e in [*anchors, *state.recent_turns]) <= budget
+
+
+@pytest.mark.parametrize("mode", ["WAL", "DELETE"])
+async def test_the_sqlite_database_is_private_to_its_owner(tmp_path: Path, mode: str) -> None:
+    # A umask that makes files world-readable, as a shell's usually does: the database holds
+    # every word said, so its folder is 0700 and every file of it 0600, like the token file.
+    old = os.umask(0o022)
+    try:
+        store = SqliteStore(tmp_path / "runtime-data" / "db" / "assistant.sqlite", journal_mode=mode)
+        await store.open()
+        try:
+            await store.append([message(t=1)])
+            files = sorted(p.name for p in store.path.parent.iterdir())
+            assert store.path.name in files and (mode == "DELETE" or f"{store.path.name}-wal" in files)
+            assert stat.S_IMODE(store.path.parent.stat().st_mode) == 0o700
+            for name in files:
+                assert stat.S_IMODE((store.path.parent / name).stat().st_mode) == 0o600, name
+        finally:
+            await store.close()
+        # An older install's files were created world-readable: opening narrows them.
+        store.path.parent.chmod(0o755)
+        store.path.chmod(0o644)
+        await store.open()
+        await store.close()
+        assert stat.S_IMODE(store.path.parent.stat().st_mode) == 0o700
+        assert stat.S_IMODE(store.path.stat().st_mode) == 0o600
+    finally:
+        os.umask(old)

@@ -33,6 +33,8 @@ class Pong(Reply):
     instance: str = ""
     ready: bool = True
     detail: str = ""
+    # Counters a service reports since it started (the ledger: events refused by the fence rules).
+    counts: dict[str, int] = Field(default_factory=dict)
 
 
 # ---- agent input (durable, one at a time, stream AGENT) -----------------------------
@@ -188,6 +190,9 @@ class ResumeState(Reply):
     # The newest agent term still open, whatever the conversation: a new lease holder finds
     # here the term of a predecessor that died without ending it (and names it as superseded).
     agent_term: TermInfo | None = None
+    # The highest fencing token the ledger has accepted per singleton: a new term's token must
+    # exceed it, even when the lease bucket was recreated and its revisions started over.
+    fence_marks: dict[str, int] = Field(default_factory=dict)
 
 
 # ---- inner plane -------------------------------------------------------------------------

@@ -1,9 +1,10 @@
 """The ledger's bus handlers: the batch writer and the request/reply queries."""
 
 import asyncio
+import contextlib
 import json
 import logging
-from collections.abc import Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from typing import Any, TypeVar
 
 from nats.aio.msg import Msg
@@ -23,11 +24,12 @@ from delegate.contracts.messages import (
     ResumeState,
 )
 from delegate.contracts.streams import LEDGER_WRITER
-from delegate.runtime.bus import MSG_ID, TRANSIENT, Bus, DomainError
+from delegate.runtime.bus import MSG_ID, TRANSIENT, Bus, DomainError, in_progress
+from delegate.runtime.retry import Backoff
 
-from .store import LedgerStore, StoreUnavailable
-from .store.base import StoredEvent
-from .writer import WriterProcess
+from .store import BadValue, LedgerStore, StoreUnavailable
+from .store.base import FENCED, StoredEvent
+from .writer import FOREIGN, UNFENCED, WriterProcess
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +43,10 @@ RECOVER_MAX = 5000
 # fields (cursor, last_seq, more, the resume state's ids) and the request headers that a
 # NATS reply carries back (nats-py's respond echoes them; the server counts them too).
 REPLY_MARGIN = 16 * 1024
+
+# The refusals of the fence rules, by how their reason begins: counted (the ledger's Pong
+# carries the counts) and logged, besides being dead-lettered like every refusal.
+FENCE_REFUSALS = {FENCED: "fence.stale", UNFENCED: "fence.unfenced", FOREIGN: "fence.foreign"}
 
 
 class Ledger:
@@ -56,6 +62,7 @@ class Ledger:
         expansion_cap: int = 2000,
         stop: asyncio.Event | None = None,
         retry_max_delay: float = 2.0,
+        ack_wait: float = 10.0,
     ) -> None:
         self.store = store  # for reads; every write goes through the writer process
         self.bus = bus
@@ -65,6 +72,10 @@ class Ledger:
         self.expansion_cap = expansion_cap
         self.stop = stop or asyncio.Event()
         self.retry_max_delay = retry_max_delay
+        # A batch waits on the writer up to its timeout (120 s), far past the consumer's ack_wait:
+        # in_progress this often keeps JetStream from redelivering it meanwhile.
+        self.progress_every = ack_wait / 3
+        self.counts: dict[str, int] = dict.fromkeys(FENCE_REFUSALS.values(), 0)
         self.announced = 0  # newest seq announced on ledger.live.committed by this process
         self._persisted_announced = 0  # what the database says was announced
         self._announcing: asyncio.Future[None] | None = None  # the newest batch's announcement
@@ -104,6 +115,10 @@ class Ledger:
         wait for it. The ack may precede it; a crash in between is covered by ``recover``
         (the transactions record what was announced).
         """
+        async with _in_progress_while([raw for raw, _ in items], self.progress_every):
+            await self._on_batch(items)
+
+    async def _on_batch(self, items: list[tuple[Msg, bytes]]) -> None:
         good: list[Msg] = []
         for raw, data in items:
             if len(data) > MAX_EVENT_BYTES:
@@ -145,32 +160,36 @@ class Ledger:
         announced = self.announced if self.announced != self._persisted_announced else None
         if not good and announced is None:
             return []
-        delay = 0.1
-        attempt = 0
+        backoff = Backoff(initial=0.1, maximum=self.retry_max_delay)
         while True:
-            result = await self.writer.append([raw.data for raw in good], announced)
+            result = await self.writer.append([raw.data for raw in good], [_producer(raw) for raw in good], announced)
             for index, reason in result.refused:
+                self._count_refusal(good[index], reason)
                 await self.bus.dead_letter(LEDGER_WRITER, good[index], reason)
             if result.announced_saved and announced is not None:
                 self._persisted_announced, announced = announced, None
             if result.unavailable is None:
                 return result.committed
             # The database is down or busy: what is committed must still be announced (a
-            # redelivery would skip it as a duplicate); the rest waits, held on to (in_progress
-            # keeps JetStream from redelivering it meanwhile) and sent again (idempotent).
+            # redelivery would skip it as a duplicate); the rest waits, held on to (in_progress,
+            # from on_batch, keeps JetStream from redelivering it meanwhile) and sent again (idempotent).
             if previous is not None:
                 await previous
             self._announce_in_order(result.committed)
-            if self.stop.is_set():
-                raise StoreUnavailable(result.unavailable)
-            attempt += 1
+            attempt = backoff.failures + 1
             if attempt in (1, 10) or attempt % 100 == 0:
                 log.warning("store unavailable (attempt %d), retrying: %s", attempt, result.unavailable)
             refused = {index for index, _ in result.refused}
             good = [raw for i, raw in enumerate(good) if i not in refused]
-            await asyncio.gather(*(_in_progress(raw) for raw in good))
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, self.retry_max_delay)
+            if not await backoff.sleep(self.stop):
+                raise StoreUnavailable(result.unavailable)
+
+    def _count_refusal(self, raw: Msg, reason: str) -> None:
+        for prefix, name in FENCE_REFUSALS.items():
+            if reason.startswith(prefix):
+                self.counts[name] += 1
+                log.warning("refused an event on %s (%d %s so far): %s", raw.subject, self.counts[name], name, reason)
+                return
 
     def _announce_in_order(self, events: Sequence[StoredEvent]) -> None:
         """Announce after every earlier announcement (seq order across batches), in the background."""
@@ -247,7 +266,7 @@ class Ledger:
         sees the ledger as unavailable, and a replay that asks again never gets past it.
         Read per request: a reconnect may land on a server with another max_payload.
         """
-        return max(self.bus.nc.max_payload - REPLY_MARGIN, 0)
+        return max(int(self.bus.nc.max_payload) - REPLY_MARGIN, 0)
 
 
 class SplicedPageReply(PageReply):
@@ -259,7 +278,7 @@ class SplicedPageReply(PageReply):
 
     _json: str = PrivateAttr(default="")
 
-    def model_dump_json(self, **kwargs: Any) -> str:  # type: ignore[override]
+    def model_dump_json(self, **kwargs: Any) -> str:
         return self._json or super().model_dump_json(**kwargs)
 
 
@@ -268,7 +287,7 @@ class SplicedQueryReply(QueryReply):
 
     _json: str = PrivateAttr(default="")
 
-    def model_dump_json(self, **kwargs: Any) -> str:  # type: ignore[override]
+    def model_dump_json(self, **kwargs: Any) -> str:
         return self._json or super().model_dump_json(**kwargs)
 
 
@@ -284,15 +303,35 @@ def _spliced(cls: type[R], rows: Sequence[StoredEvent], **fields: Any) -> R:
 
 
 async def _answer(work: Awaitable[T]) -> T:
-    """A database outage becomes a clear error reply, not an "internal" one."""
+    """A database outage, or a value the database cannot hold, becomes a clear error reply,
+    not an "internal" one (which a client may take for "try again later", forever)."""
     try:
         return await work
     except StoreUnavailable as exc:
         raise DomainError("unavailable", f"the ledger database is unavailable: {exc}") from exc
+    except BadValue as exc:
+        raise DomainError("bad_request", str(exc)) from exc
 
 
-async def _in_progress(raw: Msg) -> None:
+@contextlib.asynccontextmanager
+async def _in_progress_while(msgs: list[Msg], every: float) -> AsyncIterator[None]:
+    """Every ``every`` seconds until the block ends, tell JetStream the messages are still being
+    worked on (nothing is sent for a block shorter than that)."""
+
+    async def keep() -> None:
+        while True:
+            await asyncio.sleep(every)
+            await asyncio.gather(*(in_progress(m) for m in msgs))  # a failure is logged there
+
+    keeping = asyncio.ensure_future(keep())
     try:
-        await raw.in_progress()
-    except Exception as exc:
-        log.debug("in_progress failed: %r", exc)
+        yield
+    finally:
+        keeping.cancel()
+        await asyncio.gather(keeping, return_exceptions=True)
+
+
+def _producer(raw: Msg) -> str:
+    """Who published it: the last token of ``ledger.evt.append.<producer>`` (NATS permissions
+    let each identity publish only its own)."""
+    return raw.subject.rpartition(".")[2]

@@ -4,7 +4,9 @@ import asyncio
 import logging
 
 from delegate.contracts import streams, topics
+from delegate.contracts.messages import Ping, Pong
 from delegate.runtime.bus import Bus
+from delegate.runtime.retry import retrying
 from delegate.runtime.service import run_service
 
 from .handlers import Ledger
@@ -35,14 +37,14 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
 
 
 async def _serve(settings: Settings, store: LedgerStore, bus: Bus, stop: asyncio.Event) -> None:
-    while True:  # JetStream may still be starting next to us
-        try:
-            await bus.ensure_streams()
-            break
-        except Exception as exc:
-            log.warning("cannot ensure streams yet: %r", exc)
-            if await _stopped_within(stop, 1.0):
-                return
+    try:  # JetStream may still be starting next to us
+        async for attempt in retrying(stop=stop, initial=0.2, maximum=1.0, what="ensuring the streams"):
+            with attempt:
+                await bus.ensure_streams()
+    except Exception:
+        if stop.is_set():
+            return
+        raise
     writer = WriterProcess(writer_env(settings, store))
     await writer.start()
     try:
@@ -56,9 +58,11 @@ async def _run_ledger(
 ) -> None:
     ledger = Ledger(
         store, bus, writer, history_limit=settings.timeline_history_event_limit,
-        expansion_cap=settings.ledger_page_expansion_cap, stop=stop,
+        expansion_cap=settings.ledger_page_expansion_cap, stop=stop, ack_wait=settings.ledger_ack_wait_seconds,
     )
     await ledger.recover()
+    marks = await store.fence_marks()  # judged in each transaction; logged here for the operator
+    log.info("fence marks: %s", ", ".join(f"{k}={v}" for k, v in sorted(marks.items())) or "none yet")
     await bus.serve(topics.LEDGER_PAGE, ledger.on_page)
     await bus.serve(topics.LEDGER_QUERY, ledger.on_query)
     await bus.serve(topics.LEDGER_GET, ledger.on_get)
@@ -72,7 +76,11 @@ async def _run_ledger(
         ),
         name="ledger-writer",
     )
-    await bus.serve_ping(SERVICE, ready=lambda: not consumer.done())
+
+    async def pong(_: Ping) -> Pong:
+        return Pong(service=SERVICE, instance=bus.service, ready=not consumer.done(), counts=dict(ledger.counts))
+
+    await bus.serve(topics.PINGS[SERVICE], pong)
     log.info("ready: writing %s as durable %s", topics.LEDGER_APPEND_ANY.subject, streams.LEDGER_WRITER)
     stopping = asyncio.create_task(stop.wait())
     await asyncio.wait({consumer, stopping}, return_when=asyncio.FIRST_COMPLETED)
@@ -87,21 +95,16 @@ async def _run_ledger(
 
 async def _open(store: LedgerStore, stop: asyncio.Event) -> bool:
     """Open the store, waiting for a database that is still starting (PostgreSQL in compose)."""
-    while True:
-        try:
-            await store.open()
-            return True
-        except StoreUnavailable as exc:
-            log.warning("database not reachable yet: %s", exc)
-            if await _stopped_within(stop, 2.0):
-                return False
-
-
-async def _stopped_within(stop: asyncio.Event, seconds: float) -> bool:
     try:
-        await asyncio.wait_for(stop.wait(), seconds)
-    except TimeoutError:
-        return False
+        async for attempt in retrying(
+            retry_on=StoreUnavailable, stop=stop, initial=0.5, maximum=2.0, what="opening the database"
+        ):
+            with attempt:
+                await store.open()
+    except StoreUnavailable:
+        if stop.is_set():
+            return False
+        raise
     return True
 
 

@@ -9,7 +9,9 @@ so it cannot drift from them; anything it does not accept (``task.*`` kinds, eve
 invalid event) goes through ``Event`` itself, which decides and words the error.
 
 The stored payload is the validated one with only the fields that were sent, so a
-payload keeps its shape ("as sent"), in the model's field order.
+payload keeps its shape ("as sent"), in the model's field order. The envelope's ``fence``
+is validated too and handed back beside the row (``parse``): the writer judges it, and the
+row does not keep it.
 """
 
 from datetime import datetime
@@ -18,7 +20,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter, ValidationError, create_model
 
 from delegate.contracts import topics
-from delegate.contracts.events import PAYLOADS, Event, Role
+from delegate.contracts.events import PAYLOADS, Event, Fence, Role
 
 from .store.base import Row, insert_params
 
@@ -46,7 +48,7 @@ def _member(kind: str, payload: type[BaseModel]) -> type[BaseModel]:
 
 _KINDS = {kind: _member(kind, model) for kind, model in PAYLOADS.items()}
 _FAST: TypeAdapter[Any] = TypeAdapter(
-    Annotated[
+    Annotated[  # type: ignore[arg-type]  # a Union built at run time: mypy cannot see its members
         Union[tuple(_KINDS.values())],  # noqa: UP007
         Field(discriminator="kind"),
     ]
@@ -57,22 +59,33 @@ _EVENT = topics.LEDGER_APPEND_ANY.adapter
 def row_of(data: bytes) -> Row:
     """The row for one serialized event (``insert_params`` of it as an ``Event``); raises
     ``ValidationError`` as ``Event`` would."""
+    return parse(data)[0]
+
+
+def parse(data: bytes) -> tuple[Row, Fence | None]:
+    """``row_of``, and the event's fence (None when it carries none)."""
     if b"NaN" in data or b"Infinity" in data:
         # pydantic reads those bare words, and would write them back as null: insert_params
         # refuses them instead (strict JSON is stored). Rare, so the slow way decides.
-        return insert_params(_EVENT.validate_json(data))
+        return _slow(data)
     try:
         event = _FAST.validate_json(data)
     except ValidationError:
-        return insert_params(_EVENT.validate_json(data))
+        return _slow(data)
     try:
         datetime.fromisoformat(event.ts)  # the pattern admits month 13; the calendar does not
     except ValueError:
-        return insert_params(_EVENT.validate_json(data))
+        return _slow(data)
     payload = event.payload
     text = payload.__pydantic_serializer__.to_json(payload, exclude_unset=True).decode()
     cmid = payload.client_msg_id if event.kind == "message" else None
-    return (
+    row = (
         event.id, event.ts, event.conversation_id, event.span_id, event.kind, event.channel,
         event.role, event.parent_id, cmid, text,
     )
+    return row, event.fence
+
+
+def _slow(data: bytes) -> tuple[Row, Fence | None]:
+    event = _EVENT.validate_json(data)
+    return insert_params(event), event.fence

@@ -1,6 +1,6 @@
 from typing import Literal
 
-from pydantic import ValidationInfo, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from delegate.runtime.settings import ServiceSettings
 
@@ -15,8 +15,10 @@ class Settings(ServiceSettings):
     # LEDGER_PAGE_EXPANSION_CAP: how many events a page may grow by to keep a span whole
     ledger_page_expansion_cap: int = 2000
     ledger_batch_size: int = 256  # LEDGER_BATCH_SIZE: events fetched and committed per transaction
-    # LEDGER_ACK_WAIT_SECONDS: after a crash, the batch it held is redelivered this long after its delivery
-    ledger_ack_wait_seconds: float = 10.0
+    # LEDGER_ACK_WAIT_SECONDS: after a crash, the batch it held is redelivered this long after its
+    # delivery. A batch still with the writer (up to its 120 s timeout) is not: the ledger sends
+    # in_progress for it every third of this.
+    ledger_ack_wait_seconds: float = Field(default=10.0, ge=0.5)
 
     @field_validator("database_url", "sqlite_journal_mode", mode="before")
     @classmethod

@@ -5,7 +5,7 @@ interpreter lock: receiving it from NATS, validating it, building its row, inser
 it, announcing it. In one process that is one core's worth of work in series, and
 the ledger drained JetStream at ~25% of the rate raw inserts reach. Split in two, the
 bus process (NATS, acks, announcements, queries) and this one (validation, rows, the
-transaction: inserts, conversations, spans, sessions) each use a core, and the bus
+transaction: inserts, conversations, spans, terms, fences) each use a core, and the bus
 process hands over the next batch while this one commits the last.
 
 The ledger starts this process (``python -m delegate.ledger.writer``, never by hand)
@@ -14,7 +14,7 @@ length and a pickle. Pickle, not JSON or pydantic: both ends are this package, a
 the frames carry the raw event bytes in and the committed rows (``StoredEvent`` fields
 as plain tuples) out, which pickle moves at a fraction of a microsecond each.
 
-  request   (number, [raw event bytes, ...], announced_through | None)
+  request   (number, [raw event bytes, ...], [producer, ...], announced_through | None)
   reply     (number, committed [StoredEvent as a tuple], refused [(index, reason)],
              announced_saved, unavailable reason | None)
 
@@ -34,14 +34,15 @@ import struct
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, get_args
 
 from pydantic import ValidationError
 
+from delegate.contracts.events import Fence, Singleton
 from delegate.runtime.bus import describe
 from delegate.runtime.logs import configure_logging
 
-from .rows import row_of
+from .rows import parse
 from .settings import Settings
 from .store import LedgerStore, StoreUnavailable, open_store
 from .store.base import Row, StoredEvent
@@ -51,8 +52,14 @@ log = logging.getLogger(__name__)
 MODULE = "delegate.ledger.writer"
 _LENGTH = struct.Struct(">I")
 FRAME_MAX = 1 << 30  # far above any batch (256 events of at most 256 KiB); a bigger length is corruption
-REPLY_TIMEOUT = 120.0  # seconds a batch may take; SQLite's busy timeout is 5 s, a commit far less
+# Seconds a batch may take; SQLite's busy timeout is 5 s, a commit far less. Longer than the
+# consumer's ack_wait by design: the ledger sends in_progress for the batch meanwhile.
+REPLY_TIMEOUT = 120.0
 READ_LIMIT = 1 << 20  # StreamReader buffer: frames are read with readexactly, not by line
+# How refusals of the fence rules begin (the ledger counts them by these; FENCED is the store's).
+FOREIGN = "fence from another identity"
+UNFENCED = "unfenced"
+SINGLETONS = frozenset(get_args(Singleton))  # producers whose every event must be fenced
 
 
 @dataclass
@@ -154,9 +161,12 @@ class WriterProcess:
             if not self.alive():
                 await self.start()
 
-    async def append(self, raws: Sequence[bytes], announced_through: int | None) -> WriteResult:
-        """Send a batch and wait for its result. Calls may overlap: the writer answers them in
-        the order they were sent (calls that reach this lock in order are sent in order)."""
+    async def append(
+        self, raws: Sequence[bytes], producers: Sequence[str], announced_through: int | None
+    ) -> WriteResult:
+        """Send a batch (each event with its producer: the last token of its subject) and wait
+        for its result. Calls may overlap: the writer answers them in the order they were sent
+        (calls that reach this lock in order are sent in order)."""
         async with self._lock:
             if not self.alive():
                 await self.start()
@@ -167,7 +177,7 @@ class WriterProcess:
             answer: asyncio.Future[WriteResult] = asyncio.get_running_loop().create_future()
             self._waiting[number] = answer
             try:
-                proc.stdin.write(_frame((number, list(raws), announced_through)))
+                proc.stdin.write(_frame((number, list(raws), list(producers), announced_through)))
                 await proc.stdin.drain()
             except (ConnectionError, RuntimeError) as exc:
                 self._waiting.pop(number, None)
@@ -225,29 +235,50 @@ class WriterProcess:
 
 # ---- the writer process ---------------------------------------------------------------------
 
-def rows_of(raws: Sequence[bytes]) -> tuple[list[Row], list[int], list[tuple[int, str]]]:
-    """Validate each raw event: (rows, their indexes in ``raws``, refused (index, why))."""
+def rows_of(
+    raws: Sequence[bytes], producers: Sequence[str]
+) -> tuple[list[Row], list[Fence | None], list[int], list[tuple[int, str]]]:
+    """Validate each raw event: (rows, their fences, their indexes in ``raws``, refused (index, why)).
+
+    Who may fence is decided here, from the subject alone (NATS lets each identity publish
+    only its own ``ledger.evt.append.<producer>``): a fenced event must come from its
+    singleton's own subject, and everything on a singleton's subject must be fenced, or a
+    deposed leader could write past the fence by leaving it off. The token itself is judged
+    in the transaction (``store.base.judge_fences``).
+    """
     rows: list[Row] = []
+    fences: list[Fence | None] = []
     indexes: list[int] = []
     refused: list[tuple[int, str]] = []
-    for i, raw in enumerate(raws):
+    for i, (raw, producer) in enumerate(zip(raws, producers, strict=True)):
         try:
-            rows.append(row_of(raw))
+            row, fence = parse(raw)
         except ValidationError as exc:
             refused.append((i, f"undecodable: {describe(exc)}"))
             continue
         except ValueError as exc:  # valid, but not storable as strict JSON (a NaN in a payload)
             refused.append((i, f"unstorable: {exc}"))
             continue
+        if fence is not None and fence.singleton != producer:
+            refused.append((i, f"{FOREIGN}: {producer!r} published event {row[0]} fenced as {fence.singleton!r}"))
+            continue
+        if fence is None and producer in SINGLETONS:
+            refused.append((i, f"{UNFENCED}: event {row[0]} on the {producer} singleton's subject carries no fence"))
+            continue
+        rows.append(row)
+        fences.append(fence)
         indexes.append(i)
-    return rows, indexes, refused
+    return rows, fences, indexes, refused
 
 
-async def write(store: LedgerStore, rows: list[Row], indexes: list[int], announced: int | None) -> WriteResult:
+async def write(
+    store: LedgerStore, rows: list[Row], fences: list[Fence | None], indexes: list[int], announced: int | None
+) -> WriteResult:
     """One transaction for the batch; if the database refuses it, find the row(s) it refuses."""
     result = WriteResult()
     try:
-        result.committed = await store.append_rows(rows, announced_through=announced)
+        written = await store.write(rows, fences=fences, announced_through=announced)
+        result.committed, result.refused = written.committed, [(indexes[i], why) for i, why in written.refused]
         result.announced_saved = announced is not None
         return result
     except StoreUnavailable as exc:
@@ -255,15 +286,17 @@ async def write(store: LedgerStore, rows: list[Row], indexes: list[int], announc
         return result
     except Exception as exc:
         log.warning("batch of %d refused (%r); storing its events one by one", len(rows), exc)
-    for i, row in zip(indexes, rows, strict=True):
+    for i, row, fence in zip(indexes, rows, fences, strict=True):
         try:
-            result.committed += await store.append_rows([row], announced_through=announced)
+            written = await store.write([row], fences=[fence], announced_through=announced)
         except StoreUnavailable as exc:
             result.unavailable = str(exc)  # what is committed must still be announced: return it
             return result
         except Exception as exc:
             result.refused.append((i, f"the store refused event {row[0]}: {exc!r}"))
             continue
+        result.committed += written.committed
+        result.refused += [(i, why) for _, why in written.refused]
         if announced is not None:
             result.announced_saved, announced = True, None
     return result
@@ -277,9 +310,9 @@ async def serve(store: LedgerStore, reader: asyncio.StreamReader, out: asyncio.S
     async def receive() -> None:
         try:
             while (request := await _read_frame(reader)) is not None:
-                number, raws, announced = request
-                rows, indexes, refused = rows_of(raws)
-                await received.put((number, rows, indexes, refused, announced))
+                number, raws, producers, announced = request
+                rows, fences, indexes, refused = rows_of(raws, producers)
+                await received.put((number, rows, fences, indexes, refused, announced))
         except WriterLost as exc:  # the ledger died mid-frame: nothing to answer it with
             log.warning("input ended: %s", exc)
         except Exception:  # a bug: exit, so the ledger sees it and starts another writer
@@ -289,8 +322,8 @@ async def serve(store: LedgerStore, reader: asyncio.StreamReader, out: asyncio.S
     receiving = asyncio.ensure_future(receive())
     try:
         while (item := await received.get()) is not None:
-            number, rows, indexes, refused, announced = item
-            result = await write(store, rows, indexes, announced)
+            number, rows, fences, indexes, refused, announced = item
+            result = await write(store, rows, fences, indexes, announced)
             out.write(_frame((
                 number, [tuple(row) for row in result.committed], sorted(refused + result.refused),
                 result.announced_saved, result.unavailable,

@@ -3,9 +3,9 @@
 from pathlib import Path
 
 from ..fs import default_journal_mode
-from .base import LedgerStore, Page, QueryResult, StoreUnavailable
+from .base import BadValue, LedgerStore, Page, QueryResult, StoreUnavailable
 
-__all__ = ["LedgerStore", "Page", "QueryResult", "StoreUnavailable", "open_store", "sqlite_path"]
+__all__ = ["BadValue", "LedgerStore", "Page", "QueryResult", "StoreUnavailable", "open_store", "sqlite_path"]
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 

@@ -17,9 +17,9 @@ from typing import Any, NamedTuple
 from pydantic_core import to_json
 
 from delegate.contracts.cursor import Cursor
-from delegate.contracts.events import Event
+from delegate.contracts.events import Event, Fence
 from delegate.contracts.ids import format_ts
-from delegate.contracts.messages import ResumeState, SessionInfo
+from delegate.contracts.messages import ResumeState, TermInfo
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +32,12 @@ class StoreUnavailable(Exception):
     """The database cannot be reached or is busy right now: retry the same work later."""
 
 
-_quote = json.encoder.encode_basestring  # type: ignore[attr-defined]  # the C string encoder json.dumps uses
+class BadValue(ValueError):
+    """A read asked with a value the database cannot hold (an integer past 64 bits, a NUL in
+    PostgreSQL text): the request is wrong, and asking again will not help."""
+
+
+_quote = json.encoder.encode_basestring  # the C string encoder json.dumps uses
 
 
 def _opt(value: str | None) -> str:
@@ -65,20 +70,22 @@ class StoredEvent(NamedTuple):
         return (self.ts, self.id)
 
     def event(self) -> Event:
-        # Rows were validated on the way in: no second validation.
-        return Event.model_construct(
-            id=self.id, ts=self.ts, seq=self.seq, conversation_id=self.conversation_id, span_id=self.span_id,
-            kind=self.kind, channel=self.channel, role=self.role, parent_id=self.parent_id,
-            payload=json.loads(self.payload_json),
-        )
+        # Rows were validated on the way in: no second validation (and no fence: see ``write``).
+        fields: dict[str, Any] = {
+            "id": self.id, "ts": self.ts, "seq": self.seq, "conversation_id": self.conversation_id,
+            "span_id": self.span_id, "kind": self.kind, "channel": self.channel, "role": self.role,
+            "parent_id": self.parent_id, "payload": json.loads(self.payload_json),
+        }
+        return Event.model_construct(**fields)
 
     def json(self) -> str:
-        """The event's wire JSON, the same document ``Event.model_dump_json`` would give."""
+        """The event's wire JSON, the same document ``Event.model_dump_json`` would give (the
+        fence is not stored: the ledger judged it on the way in, readers have no use for it)."""
         return (
             f'{{"id":{_quote(self.id)},"ts":"{self.ts_text}","seq":{self.seq},'
             f'"conversation_id":{_opt(self.conversation_id)},"span_id":{_opt(self.span_id)},'
             f'"kind":{_quote(self.kind)},"channel":{_quote(self.channel)},"role":{_opt(self.role)},'
-            f'"parent_id":{_opt(self.parent_id)},"payload":{self.payload_json}}}'
+            f'"parent_id":{_opt(self.parent_id)},"payload":{self.payload_json},"fence":null}}'
         )
 
 
@@ -245,6 +252,50 @@ def unique_by_id(rows: Sequence[Row]) -> list[Row]:
 
 
 @dataclass
+class Written:
+    """What one ``write`` did: the events it newly stored, and the rows it refused."""
+
+    committed: list[StoredEvent] = field(default_factory=list)  # in seq order
+    refused: list[tuple[int, str]] = field(default_factory=list)  # (index in the rows given, why)
+
+
+FENCES = "fences"  # the table: the highest fencing token seen per singleton
+FENCED = "fenced"  # how a refusal for an older term's token begins
+
+
+@dataclass
+class FenceVerdict:
+    kept: list[int]  # indexes of the rows to store
+    stale: dict[int, str]  # index -> why: a token older than its singleton's mark
+    raised: dict[str, int]  # singleton -> its new mark, where this batch raised it
+
+
+def judge_fences(rows: Sequence[Row], fences: Sequence[Fence | None], marks: dict[str, int]) -> FenceVerdict:
+    """Check each fenced row, in delivery order, against the highest token seen for its singleton.
+
+    A token below the mark belongs to a deposed leader (paused, partitioned, then woken up)
+    and is refused; an equal one is the current term; a higher one is a new term and raises
+    the mark for every row after it, in this batch and in every later transaction. Whether
+    a fence may come from its producer at all was decided before (``writer.rows_of``).
+    """
+    marks = dict(marks)
+    verdict = FenceVerdict([], {}, {})
+    for i, (row, fence) in enumerate(zip(rows, fences, strict=True)):
+        if fence is not None:
+            mark = marks.get(fence.singleton, 0)
+            if fence.token < mark:
+                verdict.stale[i] = (
+                    f"{FENCED}: term token {fence.token} is older than {mark}"
+                    f" ({fence.singleton} event {row[0]} from a deposed leader)"
+                )
+                continue
+            if fence.token > mark:
+                marks[fence.singleton] = verdict.raised[fence.singleton] = fence.token
+        verdict.kept.append(i)
+    return verdict
+
+
+@dataclass
 class ConversationTouch:
     id: str
     last_event_at: datetime
@@ -296,12 +347,12 @@ def summarize(committed: Sequence[StoredEvent]) -> Summary:
     return Summary(list(convs.values()), list(spans.values()))
 
 
-SESSION_KINDS = frozenset({"session.started", "session.ended"})
+TERM_KINDS = frozenset({"term.started", "term.ended"})
 
 
 @dataclass
-class SessionChange:
-    """What one batch changes in a ``sessions`` row. Applied with COALESCE on every column:
+class TermChange:
+    """What one batch changes in a ``terms`` row. Applied with COALESCE on every column:
     a column once set is never overwritten, so the first start and the first end win."""
 
     id: str
@@ -313,28 +364,28 @@ class SessionChange:
     ended_at: datetime | None = None
     end_reason: str | None = None
     # Closed by a successor's ``supersedes`` only: close the row if it exists and is open, never
-    # create one (a session id nobody started is not a session worth recording).
+    # create one (a term id nobody started is not a term worth recording).
     close_only: bool = False
 
 
-def session_changes(committed: Sequence[StoredEvent]) -> list[SessionChange]:
-    """What newly stored session.started / session.ended events change in ``sessions``, one per id.
+def term_changes(committed: Sequence[StoredEvent]) -> list[TermChange]:
+    """What newly stored term.started / term.ended events change in ``terms``, one per id.
 
     ``committed`` holds only events this transaction stored (redeliveries were dropped by id
     before), in seq order, so within a batch the first start and the first end win, as the
     upsert makes them win across batches.
     """
-    changes: dict[str, SessionChange] = {}
+    changes: dict[str, TermChange] = {}
     for event in committed:
-        if event.kind not in SESSION_KINDS:
+        if event.kind not in TERM_KINDS:
             continue
         payload = json.loads(event.payload_json)
-        session_id = payload["session_id"]
-        change = changes.get(session_id)
+        term_id = payload["term_id"]
+        change = changes.get(term_id)
         if change is None:
-            change = changes[session_id] = SessionChange(session_id)
+            change = changes[term_id] = TermChange(term_id)
         change.close_only = False
-        if event.kind == "session.ended":
+        if event.kind == "term.ended":
             if change.ended_at is None:
                 change.ended_at, change.end_reason = event.ts, payload["reason"]
             continue
@@ -343,10 +394,10 @@ def session_changes(committed: Sequence[StoredEvent]) -> list[SessionChange]:
             change.started_at, change.started_seq = event.ts, event.seq
             change.supersedes = payload.get("supersedes")
         previous_id = payload.get("supersedes")
-        if previous_id and previous_id != session_id:
+        if previous_id and previous_id != term_id:
             previous = changes.get(previous_id)
             if previous is None:
-                previous = changes[previous_id] = SessionChange(previous_id, close_only=True)
+                previous = changes[previous_id] = TermChange(previous_id, close_only=True)
             if previous.ended_at is None:
                 previous.ended_at, previous.end_reason = event.ts, "superseded"
     return list(changes.values())
@@ -374,22 +425,41 @@ class LedgerStore(ABC):
     async def append(
         self, events: Sequence[Event], *, announced_through: int | None = None
     ) -> list[StoredEvent]:
-        """``append_rows`` for validated events."""
+        """``append_rows`` for validated events (their fences are not checked: see ``write``)."""
         return await self.append_rows([insert_params(e) for e in events], announced_through=announced_through)
 
-    @abstractmethod
     async def append_rows(
         self, rows: Sequence[Row], *, announced_through: int | None = None
     ) -> list[StoredEvent]:
+        """``write`` without fences: nothing can be refused."""
+        return (await self.write(rows, announced_through=announced_through)).committed
+
+    @abstractmethod
+    async def write(
+        self,
+        rows: Sequence[Row],
+        *,
+        fences: Sequence[Fence | None] | None = None,
+        announced_through: int | None = None,
+    ) -> Written:
         """Store a batch of rows (``insert_params``) in ONE transaction, idempotently by event id.
 
-        Returns only the events this call newly stored, each with its ``seq``, in seq
-        order (``.event()`` gives the ``Event``, ``.json()`` its wire form); events
-        already stored (redeliveries) are skipped silently. Conversations
-        and spans are updated in the same transaction. ``announced_through`` records,
-        in that transaction too, the newest seq already announced live.
+        ``committed`` holds only the events this call newly stored, each with its ``seq``, in
+        seq order (``.event()`` gives the ``Event``, ``.json()`` its wire form); events
+        already stored (redeliveries) are skipped silently. Conversations, spans and terms
+        are updated in the same transaction. ``announced_through`` records, in that
+        transaction too, the newest seq already announced live.
+
+        ``fences`` (one per row, or None for none) are judged in that transaction against the
+        ``fences`` table (``judge_fences``), which it raises: a row with an older term's token
+        is ``refused``, unless it is stored already (a redelivery of what its term wrote while
+        it led). The fence itself is not stored: it has done its work once the row is in.
         Raises ``StoreUnavailable`` when the database is unreachable or busy.
         """
+
+    @abstractmethod
+    async def fence_marks(self) -> dict[str, int]:
+        """The highest fencing token committed per singleton."""
 
     # ---- reads ----------------------------------------------------------------------
 
@@ -457,8 +527,8 @@ class LedgerStore(ABC):
         """The newest ``limit`` events of one kind in a conversation, newest first (by seq)."""
 
     @abstractmethod
-    async def _open_session(self, session_type: str) -> SessionInfo | None:
-        """The newest started session of this type that has not ended (by its start's seq)."""
+    async def _open_term(self, term_type: str) -> TermInfo | None:
+        """The newest started term of this type that has not ended (by its start's seq)."""
 
     # ---- shared logic ---------------------------------------------------------------
 
@@ -514,10 +584,11 @@ class LedgerStore(ABC):
         # Read last_seq first: anything committed while we look is then also after it,
         # so a caller catching up from last_seq sees it (perhaps twice, never not at all).
         last_seq = await self.last_seq()
-        agent_session = await self._open_session("agent")
+        agent_term = await self._open_term("agent")
+        marks = await self.fence_marks()
         conversation_id = await self._newest_open_conversation()
         if conversation_id is None:
-            return ResumeState(last_seq=last_seq, agent_session=agent_session)
+            return ResumeState(last_seq=last_seq, agent_term=agent_term, fence_marks=marks)
 
         async def newest(kind: str, role: str | None = None) -> Event | None:
             found = await self._newest(conversation_id, kind, 1, role)
@@ -557,7 +628,8 @@ class LedgerStore(ABC):
             last_usage=usage,
             last_assistant=assistant,
             last_seq=last_seq,
-            agent_session=agent_session,
+            agent_term=agent_term,
+            fence_marks=marks,
         )
 
 

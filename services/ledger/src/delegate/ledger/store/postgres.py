@@ -16,25 +16,28 @@ import psycopg
 import psycopg_pool
 from psycopg.rows import TupleRow
 
-from delegate.contracts.events import Event
+from delegate.contracts.events import Event, Fence
 from delegate.contracts.ids import format_ts
-from delegate.contracts.messages import SessionInfo
+from delegate.contracts.messages import TermInfo
 
 from .base import (
     ANNOUNCED,
+    BadValue,
     Key,
     LedgerStore,
     QueryResult,
     Room,
     Row,
-    SessionChange,
     StoredEvent,
     StoreUnavailable,
+    TermChange,
+    Written,
+    judge_fences,
     migrations,
     narrowing,
-    session_changes,
     stored,
     summarize,
+    term_changes,
     unique_by_id,
 )
 
@@ -77,19 +80,23 @@ ON CONFLICT (id) DO UPDATE SET
     opened_seq = COALESCE(spans.opened_seq, excluded.opened_seq),
     closed_at = COALESCE(spans.closed_at, excluded.closed_at)
 """
-UPSERT_SESSION = """
-INSERT INTO sessions (id, type, holder, started_at, started_seq, supersedes, ended_at, end_reason)
+UPSERT_TERM = """
+INSERT INTO terms (id, type, holder, started_at, started_seq, supersedes, ended_at, end_reason)
 VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
 ON CONFLICT (id) DO UPDATE SET
-    type = COALESCE(sessions.type, excluded.type),
-    holder = COALESCE(sessions.holder, excluded.holder),
-    started_at = COALESCE(sessions.started_at, excluded.started_at),
-    started_seq = COALESCE(sessions.started_seq, excluded.started_seq),
-    supersedes = COALESCE(sessions.supersedes, excluded.supersedes),
-    ended_at = COALESCE(sessions.ended_at, excluded.ended_at),
-    end_reason = CASE WHEN sessions.ended_at IS NULL THEN excluded.end_reason ELSE sessions.end_reason END
+    type = COALESCE(terms.type, excluded.type),
+    holder = COALESCE(terms.holder, excluded.holder),
+    started_at = COALESCE(terms.started_at, excluded.started_at),
+    started_seq = COALESCE(terms.started_seq, excluded.started_seq),
+    supersedes = COALESCE(terms.supersedes, excluded.supersedes),
+    ended_at = COALESCE(terms.ended_at, excluded.ended_at),
+    end_reason = CASE WHEN terms.ended_at IS NULL THEN excluded.end_reason ELSE terms.end_reason END
 """
-CLOSE_SESSION = "UPDATE sessions SET ended_at = %s, end_reason = %s WHERE id = %s AND ended_at IS NULL"
+CLOSE_TERM = "UPDATE terms SET ended_at = %s, end_reason = %s WHERE id = %s AND ended_at IS NULL"
+RAISE_FENCE = (
+    "INSERT INTO fences (singleton, token) VALUES (%s, %s)"
+    " ON CONFLICT (singleton) DO UPDATE SET token = GREATEST(fences.token, excluded.token)"
+)
 UPSERT_STATE = (
     "INSERT INTO ledger_state (key, value) VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = excluded.value"
 )
@@ -169,6 +176,8 @@ class PostgresStore(LedgerStore):
                 return await cur.fetchall()
         except UNAVAILABLE as exc:
             raise StoreUnavailable(f"postgres: {exc}") from exc
+        except psycopg.DataError as exc:  # NUL in text, a number out of range: the request's fault
+            raise BadValue(f"a value the database cannot hold: {exc}") from exc
 
     async def _scan(
         self, sql: str, params: Sequence[Any], room: Room, offer: Callable[[TupleRow], bool] | None = None
@@ -198,6 +207,8 @@ class PostgresStore(LedgerStore):
                     size = room.wanted()
         except UNAVAILABLE as exc:
             raise StoreUnavailable(f"postgres: {exc}") from exc
+        except psycopg.DataError as exc:
+            raise BadValue(f"a value the database cannot hold: {exc}") from exc
 
     async def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[StoredEvent]:
         return [_stored(r) for r in await self._fetch(sql, params)]
@@ -207,21 +218,41 @@ class PostgresStore(LedgerStore):
 
     # ---- write ------------------------------------------------------------------------
 
-    async def append_rows(
-        self, rows: Sequence[Row], *, announced_through: int | None = None
-    ) -> list[StoredEvent]:
-        batch = unique_by_id(rows)
-        if not batch and announced_through is None:
-            return []
+    async def write(
+        self,
+        rows: Sequence[Row],
+        *,
+        fences: Sequence[Fence | None] | None = None,
+        announced_through: int | None = None,
+    ) -> Written:
+        if not rows and announced_through is None:
+            return Written()
         try:
-            return await self._append(batch, announced_through)
+            return await self._append(list(rows), fences, announced_through)
         except UNAVAILABLE as exc:
             raise StoreUnavailable(f"postgres: {exc}") from exc
 
-    async def _append(self, rows: list[Row], announced: int | None) -> list[StoredEvent]:
-        columns: list[list[Any]] = [list(column) for column in zip(*rows, strict=True)] if rows else []
+    async def _append(self, rows: list[Row], fences: Sequence[Fence | None] | None, announced: int | None) -> Written:
         async with self._pool.connection() as conn, conn.transaction():
+            # The fences table is read and raised under this lock too: two ledgers agree on the mark.
             await conn.execute("SELECT pg_advisory_xact_lock(%s)", (APPEND_LOCK,))
+            refused: list[tuple[int, str]] = []
+            raised: dict[str, int] = {}
+            if fences is not None and any(f is not None for f in fences):
+                cur = await conn.execute("SELECT singleton, token FROM fences")
+                marks = {singleton: int(token) for singleton, token in await cur.fetchall()}
+                verdict = judge_fences(rows, fences, marks)
+                if verdict.stale:
+                    cur = await conn.execute(
+                        "SELECT id FROM conversation_events WHERE id = ANY(%s)",
+                        (list({rows[i][0] for i in verdict.stale}),),
+                    )
+                    there = {r[0] for r in await cur.fetchall()}
+                    refused = [(i, why) for i, why in verdict.stale.items() if rows[i][0] not in there]
+                rows = [rows[i] for i in verdict.kept]
+                raised = verdict.raised
+            rows = unique_by_id(rows)
+            columns: list[list[Any]] = [list(column) for column in zip(*rows, strict=True)] if rows else []
             committed: list[StoredEvent] = []
             if rows:
                 cur = await conn.execute(INSERT_EVENTS, columns)
@@ -240,26 +271,31 @@ class PostgresStore(LedgerStore):
                         [(s.id, s.conversation_id, s.type, s.opened_at, s.opened_seq, s.closed_at)
                          for s in summary.spans],
                     )
-                await _write_sessions(cur, session_changes(committed))
+                await _write_terms(cur, term_changes(committed))
+                if raised:
+                    await cur.executemany(RAISE_FENCE, list(raised.items()))
                 if announced is not None:
                     await cur.execute(UPSERT_STATE, (ANNOUNCED, announced))
-        return committed
+        return Written(committed, refused)
 
     # ---- reads ------------------------------------------------------------------------
 
-    async def _open_session(self, session_type: str) -> SessionInfo | None:
+    async def _open_term(self, term_type: str) -> TermInfo | None:
         rows = await self._fetch(
-            "SELECT id, type, holder, started_at, started_seq, supersedes FROM sessions"
+            "SELECT id, type, holder, started_at, started_seq, supersedes FROM terms"
             " WHERE type = %s AND ended_at IS NULL AND started_seq IS NOT NULL ORDER BY started_seq DESC LIMIT 1",
-            (session_type,),
+            (term_type,),
         )
         if not rows:
             return None
-        session_id, kind, holder, started_at, started_seq, supersedes = rows[0]
-        return SessionInfo(
-            id=session_id, type=kind, holder=holder, started_at=started_at, started_seq=started_seq,
+        term_id, kind, holder, started_at, started_seq, supersedes = rows[0]
+        return TermInfo(
+            id=term_id, type=kind, holder=holder, started_at=started_at, started_seq=started_seq,
             supersedes=supersedes,
         )
+
+    async def fence_marks(self) -> dict[str, int]:
+        return {singleton: int(token) for singleton, token in await self._fetch("SELECT singleton, token FROM fences")}
 
     async def query(
         self,
@@ -384,13 +420,13 @@ class PostgresStore(LedgerStore):
         )
 
 
-async def _write_sessions(cur: psycopg.AsyncCursor[TupleRow], changes: list[SessionChange]) -> None:
+async def _write_terms(cur: psycopg.AsyncCursor[TupleRow], changes: list[TermChange]) -> None:
     upserts = [
         (c.id, c.type, c.holder, c.started_at, c.started_seq, c.supersedes, c.ended_at, c.end_reason)
         for c in changes if not c.close_only
     ]
     closes = [(c.ended_at, c.end_reason, c.id) for c in changes if c.close_only]
     if upserts:
-        await cur.executemany(UPSERT_SESSION, upserts)
+        await cur.executemany(UPSERT_TERM, upserts)
     if closes:
-        await cur.executemany(CLOSE_SESSION, closes)
+        await cur.executemany(CLOSE_TERM, closes)

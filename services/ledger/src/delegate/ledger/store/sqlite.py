@@ -21,6 +21,7 @@ the ledger acked survives power loss" needs. One fsync per batch, not per event.
 import asyncio
 import contextlib
 import logging
+import os
 import sqlite3
 from collections.abc import Callable, Collection, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -30,26 +31,29 @@ from itertools import count
 from pathlib import Path
 from typing import Any, TypeVar
 
-from delegate.contracts.events import Event
+from delegate.contracts.events import Event, Fence
 from delegate.contracts.ids import format_ts
-from delegate.contracts.messages import SessionInfo
+from delegate.contracts.messages import TermInfo
 
 from .base import (
     ANNOUNCED,
+    BadValue,
     Key,
     LedgerStore,
     QueryResult,
     Room,
     Row,
-    SessionChange,
     StoredEvent,
     StoreUnavailable,
+    TermChange,
+    Written,
     insert_params,
+    judge_fences,
     migrations,
     narrowing,
-    session_changes,
     stored,
     summarize,
+    term_changes,
     unique_by_id,
 )
 
@@ -84,19 +88,23 @@ ON CONFLICT (id) DO UPDATE SET
     opened_seq = COALESCE(spans.opened_seq, excluded.opened_seq),
     closed_at = COALESCE(spans.closed_at, excluded.closed_at)
 """
-UPSERT_SESSION = """
-INSERT INTO sessions (id, type, holder, started_at, started_seq, supersedes, ended_at, end_reason)
+UPSERT_TERM = """
+INSERT INTO terms (id, type, holder, started_at, started_seq, supersedes, ended_at, end_reason)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (id) DO UPDATE SET
-    type = COALESCE(sessions.type, excluded.type),
-    holder = COALESCE(sessions.holder, excluded.holder),
-    started_at = COALESCE(sessions.started_at, excluded.started_at),
-    started_seq = COALESCE(sessions.started_seq, excluded.started_seq),
-    supersedes = COALESCE(sessions.supersedes, excluded.supersedes),
-    ended_at = COALESCE(sessions.ended_at, excluded.ended_at),
-    end_reason = CASE WHEN sessions.ended_at IS NULL THEN excluded.end_reason ELSE sessions.end_reason END
+    type = COALESCE(terms.type, excluded.type),
+    holder = COALESCE(terms.holder, excluded.holder),
+    started_at = COALESCE(terms.started_at, excluded.started_at),
+    started_seq = COALESCE(terms.started_seq, excluded.started_seq),
+    supersedes = COALESCE(terms.supersedes, excluded.supersedes),
+    ended_at = COALESCE(terms.ended_at, excluded.ended_at),
+    end_reason = CASE WHEN terms.ended_at IS NULL THEN excluded.end_reason ELSE terms.end_reason END
 """
-CLOSE_SESSION = "UPDATE sessions SET ended_at = ?, end_reason = ? WHERE id = ? AND ended_at IS NULL"
+CLOSE_TERM = "UPDATE terms SET ended_at = ?, end_reason = ? WHERE id = ? AND ended_at IS NULL"
+RAISE_FENCE = (
+    "INSERT INTO fences (singleton, token) VALUES (?, ?)"
+    " ON CONFLICT (singleton) DO UPDATE SET token = MAX(fences.token, excluded.token)"
+)
 UPSERT_STATE = (
     "INSERT INTO ledger_state (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value"
 )
@@ -164,6 +172,22 @@ def _schema_version(conn: sqlite3.Connection) -> int:
     return int(conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_version").fetchone()[0])
 
 
+def make_private(path: Path) -> None:
+    """The database's folder 0700 and its files 0600, like the token file: they hold every word
+    ever said. The file is created here, before SQLite opens it, because SQLite creates its
+    -wal, -shm and -journal files with the database file's mode; an older install's files
+    are narrowed too."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        os.chmod(path.parent, 0o700)
+        os.close(os.open(path, os.O_CREAT | os.O_RDWR, 0o600))
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            with contextlib.suppress(FileNotFoundError):
+                os.chmod(f"{path}{suffix}", 0o600)
+    except PermissionError as exc:  # a folder we do not own (a mounted volume): its owner decides
+        log.warning("cannot make %s private: %s", path, exc)
+
+
 DATA_ERRORS = (sqlite3.IntegrityError, sqlite3.DataError, sqlite3.ProgrammingError, sqlite3.InterfaceError)
 
 
@@ -178,11 +202,16 @@ def _database_errors() -> Iterator[None]:
         raise StoreUnavailable(f"sqlite: {exc}") from exc
 
 
+# What binding a request's value can raise: OverflowError for an int past SQLite's 64 bits.
+BAD_VALUES = (OverflowError, sqlite3.DataError, sqlite3.InterfaceError)
+
+
 class _Thread:
     """One thread owning one connection; every call runs there, in order."""
 
-    def __init__(self, name: str, connect: Callable[[], sqlite3.Connection]) -> None:
+    def __init__(self, name: str, connect: Callable[[], sqlite3.Connection], *, reads: bool = False) -> None:
         self._name = name
+        self._reads = reads  # a value a read cannot bind is the request's fault: BadValue
         self._pool: ThreadPoolExecutor | None = None
         self._connect = connect
         self._conn: sqlite3.Connection | None = None
@@ -196,7 +225,12 @@ class _Thread:
         if self._pool is None:  # started on first use, so a closed store can be opened again
             self._pool = ThreadPoolExecutor(1, thread_name_prefix=self._name)
         with _database_errors():
-            return await asyncio.get_running_loop().run_in_executor(self._pool, self._run, fn, args)
+            try:
+                return await asyncio.get_running_loop().run_in_executor(self._pool, self._run, fn, args)
+            except BAD_VALUES as exc:
+                if self._reads:
+                    raise BadValue(f"a value the database cannot hold: {exc}") from exc
+                raise
 
     def submit(self, fn: Callable[[sqlite3.Connection], object]) -> None:
         """Queue ``fn`` behind every call already made, without waiting for it."""
@@ -236,11 +270,12 @@ class SqliteStore(LedgerStore):
         self._reader = _Thread(
             "ledger-sqlite-reader",
             lambda: connect(path, journal_mode=self.journal_mode, synchronous=self.synchronous, readonly=True),
+            reads=True,
         )
         self._write_lock = asyncio.Lock()  # one transaction at a time on the writer connection
 
     async def open(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        make_private(self.path)
         version = await self._writer.call(migrate)
         await self._reader.call(lambda conn: conn.execute("SELECT 1").fetchone())
         log.info("sqlite ledger at %s (journal %s, synchronous %s, schema v%d)",
@@ -252,16 +287,19 @@ class SqliteStore(LedgerStore):
 
     # ---- write ------------------------------------------------------------------------
 
-    async def append_rows(
-        self, rows: Sequence[Row], *, announced_through: int | None = None
-    ) -> list[StoredEvent]:
-        batch = unique_by_id(rows)
-        if not batch and announced_through is None:
-            return []
+    async def write(
+        self,
+        rows: Sequence[Row],
+        *,
+        fences: Sequence[Fence | None] | None = None,
+        announced_through: int | None = None,
+    ) -> Written:
+        if not rows and announced_through is None:
+            return Written()
         async with self._write_lock:
-            return await self._append(batch, announced_through)
+            return await self._append(list(rows), fences, announced_through)
 
-    async def _append(self, rows: list[Row], announced: int | None) -> list[StoredEvent]:
+    async def _append(self, rows: list[Row], fences: Sequence[Fence | None] | None, announced: int | None) -> Written:
         """One transaction: BEGIN and COMMIT on the writer thread, the statements between them here.
 
         BEGIN IMMEDIATE may wait for another writer's lock and COMMIT for the fsync: both
@@ -275,16 +313,16 @@ class SqliteStore(LedgerStore):
             await self._writer.call(_begin)
             if sum(len(row[-1]) for row in rows) <= INLINE_WRITE_MAX:
                 with _database_errors():
-                    committed = _write(conn, rows, announced)
+                    written = _write(conn, rows, fences, announced)
             else:  # big events: not worth stalling the event loop for (nor SQLite's cache spilling)
-                committed = await self._writer.call(_write, rows, announced)
+                written = await self._writer.call(_write, rows, fences, announced)
             await self._writer.call(_commit)
         except BaseException:
             # Queued behind the BEGIN or COMMIT on the writer thread, should one still be running
             # (we were cancelled): the next transaction never starts inside this one.
             self._writer.submit(_rollback)
             raise
-        return committed
+        return written
 
     # ---- reads ------------------------------------------------------------------------
 
@@ -410,21 +448,27 @@ class SqliteStore(LedgerStore):
         params = (conversation_id, kind, *((role,) if role is not None else ()), limit)
         return [r.event() for r in await self._reader.call(_events, sql, params)]
 
-    async def _open_session(self, session_type: str) -> SessionInfo | None:
-        def run(conn: sqlite3.Connection) -> SessionInfo | None:
+    async def _open_term(self, term_type: str) -> TermInfo | None:
+        def run(conn: sqlite3.Connection) -> TermInfo | None:
             row = conn.execute(
-                "SELECT id, type, holder, started_at, started_seq, supersedes FROM sessions"
+                "SELECT id, type, holder, started_at, started_seq, supersedes FROM terms"
                 " WHERE type = ? AND ended_at IS NULL AND started_seq IS NOT NULL"
                 " ORDER BY started_seq DESC LIMIT 1",
-                (session_type,),
+                (term_type,),
             ).fetchone()
             if row is None:
                 return None
-            session_id, kind, holder, started_at, started_seq, supersedes = row
-            return SessionInfo(
-                id=session_id, type=kind, holder=holder, started_at=datetime.fromisoformat(started_at),
+            term_id, kind, holder, started_at, started_seq, supersedes = row
+            return TermInfo(
+                id=term_id, type=kind, holder=holder, started_at=datetime.fromisoformat(started_at),
                 started_seq=started_seq, supersedes=supersedes,
             )
+
+        return await self._reader.call(run)
+
+    async def fence_marks(self) -> dict[str, int]:
+        def run(conn: sqlite3.Connection) -> dict[str, int]:
+            return {singleton: int(token) for singleton, token in conn.execute("SELECT singleton, token FROM fences")}
 
         return await self._reader.call(run)
 
@@ -462,8 +506,26 @@ def _rollback(conn: sqlite3.Connection) -> None:
         conn.execute("ROLLBACK")
 
 
-def _write(conn: sqlite3.Connection, rows: list[Row], announced: int | None) -> list[StoredEvent]:
+def _write(
+    conn: sqlite3.Connection, rows: list[Row], fences: Sequence[Fence | None] | None, announced: int | None
+) -> Written:
     """The statements of one append (``rows`` from ``insert_params``), in the transaction ``_append`` opened."""
+    refused: list[tuple[int, str]] = []
+    raised: dict[str, int] = {}
+    if fences is not None and any(f is not None for f in fences):
+        marks = {singleton: int(token) for singleton, token in conn.execute("SELECT singleton, token FROM fences")}
+        verdict = judge_fences(rows, fences, marks)
+        if verdict.stale:
+            stale_ids = list({rows[i][0] for i in verdict.stale})
+            there = {
+                r[0] for r in conn.execute(
+                    f"SELECT id FROM conversation_events WHERE id IN ({', '.join('?' * len(stale_ids))})", stale_ids
+                )
+            }
+            refused = [(i, why) for i, why in verdict.stale.items() if rows[i][0] not in there]
+        rows = [rows[i] for i in verdict.kept]
+        raised = verdict.raised
+    rows = unique_by_id(rows)
     # The only writer holds the write lock, so exactly the rows above the old maximum are
     # ours. When all n rows went in and the maximum grew by exactly n, they hold seqs
     # before+1 … before+n in insert order: no need to read them back (two index probes).
@@ -490,21 +552,23 @@ def _write(conn: sqlite3.Connection, rows: list[Row], announced: int | None) -> 
             [(s.id, s.conversation_id, s.type, _ts(s.opened_at), s.opened_seq, _ts(s.closed_at))
              for s in summary.spans],
         )
-    _write_sessions(conn, session_changes(committed))
+    _write_terms(conn, term_changes(committed))
+    if raised:
+        conn.executemany(RAISE_FENCE, list(raised.items()))
     if announced is not None:
         conn.execute(UPSERT_STATE, (ANNOUNCED, announced))
-    return committed
+    return Written(committed, refused)
 
 
-def _write_sessions(conn: sqlite3.Connection, changes: list[SessionChange]) -> None:
+def _write_terms(conn: sqlite3.Connection, changes: list[TermChange]) -> None:
     if not changes:
         return
     conn.executemany(
-        UPSERT_SESSION,
+        UPSERT_TERM,
         [(c.id, c.type, c.holder, _ts(c.started_at), c.started_seq, c.supersedes, _ts(c.ended_at), c.end_reason)
          for c in changes if not c.close_only],
     )
-    conn.executemany(CLOSE_SESSION, [(_ts(c.ended_at), c.end_reason, c.id) for c in changes if c.close_only])
+    conn.executemany(CLOSE_TERM, [(_ts(c.ended_at), c.end_reason, c.id) for c in changes if c.close_only])
 
 
 def _max_seq(conn: sqlite3.Connection) -> int:
