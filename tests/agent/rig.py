@@ -30,6 +30,8 @@ from tests.support.system import System
 
 T = TypeVar("T")
 
+LEASE_TTL = 3.0
+
 
 def agent_env(standin: StandinProcess, **extra: str) -> dict[str, str]:
     """Environment for real agent processes pointed at the stand-in, with test-sized timings."""
@@ -39,21 +41,23 @@ def agent_env(standin: StandinProcess, **extra: str) -> dict[str, str]:
         "OPENAI_MAX_RETRIES": "1",
         "OPENAI_TIMEOUT": "20",
         "AGENT_ACK_WAIT": "4",
-        "AGENT_LEASE_TTL": "2",
-        "AGENT_LEASE_RENEW": "0.5",
+        # A ttl that survives two loaded shared cores (a renewal late by a second or two must
+        # not depose a healthy leader); renewed every third of it.
+        "AGENT_LEASE_TTL": str(LEASE_TTL),
+        "AGENT_LEASE_RENEW": str(LEASE_TTL / 3),
         **extra,
     }
 
 
-SESSION_COLUMNS = ("id", "holder", "started_at", "started_seq", "supersedes", "ended_at", "end_reason")
+TERM_COLUMNS = ("id", "holder", "started_at", "started_seq", "supersedes", "ended_at", "end_reason")
 
 
-def session_rows(system: System) -> list[dict[str, Any]]:
-    """The ledger's sessions table, read as an operator would (read-only, beside the writer)."""
+def term_rows(system: System) -> list[dict[str, Any]]:
+    """The ledger's terms table, read as an operator would (read-only, beside the writer)."""
     path = sqlite_path(system.runtime)
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
-        found = conn.execute(f"SELECT {', '.join(SESSION_COLUMNS)} FROM sessions ORDER BY started_seq").fetchall()
-    return [dict(zip(SESSION_COLUMNS, row, strict=True)) for row in found]
+        found = conn.execute(f"SELECT {', '.join(TERM_COLUMNS)} FROM terms ORDER BY started_seq").fetchall()
+    return [dict(zip(TERM_COLUMNS, row, strict=True)) for row in found]
 
 
 def start_standin(root: Path) -> StandinProcess:
@@ -69,23 +73,23 @@ class Probe:
     def __init__(self, bus: Bus) -> None:
         self.bus = bus
         self.events: list[Event] = []
-        # The agent's lease sessions (session.*): the process's bookkeeping, not the conversation,
+        # The agent's leadership terms (term.*): the process's bookkeeping, not the conversation,
         # so what a turn wrote is checked without caring whether a start landed before we listened.
-        self.sessions: list[Event] = []
+        self.terms: list[Event] = []
         self.deltas: list[Delta] = []
         self.states: list[AgentState] = []
 
     @classmethod
     async def open(cls, url: str) -> "Probe":
         probe = cls(await Bus.connect(url, "test-probe"))
-        await probe.bus.ensure_streams()
+        await probe.bus.ensure_streams(all_owners=True)
         await probe.bus.subscribe(topics.LEDGER_COMMITTED, probe._on_event)
         await probe.bus.subscribe(topics.AGENT_DELTA, probe._on_delta)
         await probe.bus.subscribe(topics.AGENT_STATE, probe._on_state)
         return probe
 
     async def _on_event(self, event: Event) -> None:
-        seen = self.sessions if event.kind.startswith("session.") else self.events
+        seen = self.terms if event.kind.startswith("term.") else self.events
         if all(e.seq != event.seq for e in seen[-50:]):
             seen.append(event)
 

@@ -1,46 +1,71 @@
-"""The singleton lease on a real JetStream KV bucket."""
+"""The fenced singleton lease on a real JetStream KV bucket."""
 
 import asyncio
+import inspect
+from collections.abc import Awaitable, Callable
 
 import pytest
 
-from delegate.agent.lease import LEASE_KEY, Lease
 from delegate.contracts import subjects
+from delegate.contracts.events import Fence
 from delegate.runtime.bus import Bus, BusUnavailable, RemoteError
-from tests.agent.rig import session_rows
+from delegate.runtime.lease import LEASE_KEY, Lease
+from tests.agent.rig import LEASE_TTL, term_rows
 
 pytestmark = [pytest.mark.integration]
 
 
-async def _until(check, what: str, timeout: float = 10.0) -> None:
+async def _until(check: Callable[[], Awaitable[bool] | bool], what: str, timeout: float = 20.0) -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
-    while not await check():
+    while True:
+        met = check()
+        if inspect.isawaitable(met):
+            met = await met
+        if met:
+            return
         assert loop.time() < deadline, f"timed out waiting for {what}"
         await asyncio.sleep(0.05)
+
+
+def lease(bus: Bus, holder: str, ttl: float = LEASE_TTL) -> Lease:
+    return Lease(
+        bus.js, holder, bucket=subjects.AGENT_LEASE_BUCKET, singleton="agent", ttl=ttl, renew_every=ttl / 3
+    )
 
 
 async def test_one_holder_at_a_time_and_takeover_after_expiry(nats_url):
     bus = await Bus.connect(nats_url, "lease-test")
     try:
-        a = Lease(bus.js, "a", ttl=1.0, renew_every=0.3)
-        b = Lease(bus.js, "b", ttl=1.0, renew_every=0.3)
+        a, b = lease(bus, "a"), lease(bus, "b")
         assert await a.try_acquire()
         assert not await b.try_acquire()
-        # While a renews, b never gets in.
+        first = a.token
+        assert first is not None and a.fence == Fence(singleton="agent", token=first)
+        # While a renews, b never gets in: b tries between each of a's renewals (the renewals,
+        # seen as growing revisions, are the positive marker that time passed with a holding).
         lost = asyncio.Event()
         holding = asyncio.create_task(a.hold(lost))
-        for _ in range(6):
-            await asyncio.sleep(0.3)
+        for _ in range(3):
+            before = a.revision or 0
+            await _until(lambda before=before: (a.revision or 0) > before, "a renewal")
             assert not await b.try_acquire()
+            assert await a.confirm()
+        # Renewals move the revision, never the term's fencing token.
+        assert a.token == first and (a.revision or 0) > first
         holding.cancel()  # a "dies": no more renewals
         await _until(b.try_acquire, "b to take over after the ttl")
-        # a's next renewal fails: it must know it is no longer the leader.
+        # The successor's token is higher: the ledger can tell the terms apart by it.
+        assert b.token is not None and b.token > first
+        # a's fresh read shows the lease is not its own any more, and its renewal fails.
+        assert not await a.confirm()
         assert not await a.renew()
-        assert not a.held
+        assert not a.held and a.in_doubt()
+        assert a.fence == Fence(singleton="agent", token=first)  # kept for what the old term still says
         # A clean release lets the other one in at once, without waiting for the ttl.
         await b.release()
         assert await a.try_acquire()
+        assert (a.token or 0) > b.token
         assert not lost.is_set()
     finally:
         await bus.close()
@@ -49,12 +74,26 @@ async def test_one_holder_at_a_time_and_takeover_after_expiry(nats_url):
 async def test_a_failed_renewal_reports_the_loss(nats_url):
     bus = await Bus.connect(nats_url, "lease-test")
     try:
-        a = Lease(bus.js, "a", ttl=1.0, renew_every=0.2)
+        a = lease(bus, "a")
         assert await a.try_acquire()
         a.revision = (a.revision or 0) + 100  # someone else wrote since: compare-and-set must fail
         lost = asyncio.Event()
-        await asyncio.wait_for(a.hold(lost), timeout=5)
+        await asyncio.wait_for(a.hold(lost), timeout=10)
         assert lost.is_set() and not a.held
+    finally:
+        await bus.close()
+
+
+async def test_the_lease_is_in_doubt_once_renewals_stop(nats_url):
+    """No I/O needed: a holder whose renewals stopped (paused, cut off) knows from its clock."""
+    bus = await Bus.connect(nats_url, "lease-test")
+    try:
+        a = lease(bus, "a", ttl=3.0)
+        assert await a.try_acquire()
+        assert not a.in_doubt()
+        await _until(a.in_doubt, "the lease to fall in doubt without renewals")
+        assert await a.confirm()  # still ours (nobody took it yet) ...
+        assert await a.renew() and not a.in_doubt()  # ... and a renewal settles the doubt
     finally:
         await bus.close()
 
@@ -78,15 +117,16 @@ async def test_an_agent_that_loses_its_lease_steps_down_and_later_leads_again(ma
 
     await _until(silent, "the agent to step down")
     # Nobody renews the foreign entry: it expires, and the same process leads again.
-    await _until(leading, "the agent to lead again", timeout=20)
+    await _until(leading, "the agent to lead again", timeout=30)
     msg = await probe.send("still answering?")
     assert (await probe.answer(msg.id)).kind == "message"
-    # Two terms, two sessions: the first ended as lost (by itself, so not superseded).
-    def two_sessions() -> list[dict[str, object]] | None:
-        rows = session_rows(system)
+
+    # Two terms: the first ended as lost (by itself, so not superseded).
+    def two_terms() -> list[dict[str, object]] | None:
+        rows = term_rows(system)
         return rows if len(rows) == 2 else None
 
-    rows = await probe.wait_for(two_sessions, "the second session")
+    rows = await probe.wait_for(two_terms, "the second term")
     assert [r["end_reason"] for r in rows] == ["lost", None]
     assert rows[1]["supersedes"] is None and rows[0]["holder"] == rows[1]["holder"] == "agent"
 
@@ -94,11 +134,11 @@ async def test_an_agent_that_loses_its_lease_steps_down_and_later_leads_again(ma
 async def test_the_bucket_follows_the_configured_ttl(nats_url):
     bus = await Bus.connect(nats_url, "lease-test")
     try:
-        assert await Lease(bus.js, "a", ttl=5.0, renew_every=1.0).try_acquire()
-        b = Lease(bus.js, "b", ttl=1.0, renew_every=0.3)
+        assert await lease(bus, "a", ttl=6.0).try_acquire()
+        b = lease(bus, "b", ttl=3.0)
         assert not await b.try_acquire()
         info = await bus.js.stream_info(f"KV_{subjects.AGENT_LEASE_BUCKET}")
-        assert info.config.max_age == pytest.approx(1.0)
+        assert info.config.max_age == pytest.approx(3.0)
         await _until(b.try_acquire, "the shorter ttl to let b in")
     finally:
         await bus.close()

@@ -28,8 +28,8 @@ async def test_a_model_failing_at_once_is_recorded_after_the_opening_events(make
     failed = await probe.answer(msg.id)
     assert failed.kind == "turn.failed" and failed.payload["code"] == "model_rejected"
 
-    # Everything but the lease's own bookkeeping (session.started), which precedes any input.
-    events = [e for e in await probe.ledger_events() if not e.kind.startswith("session.")]
+    # Everything but the lease's own bookkeeping (term.started), which precedes any input.
+    events = [e for e in await probe.ledger_events() if not e.kind.startswith("term.")]
     assert [e.kind for e in events] == ["conversation.opened", "span.opened", "message", "turn.failed"]
     opened, span, user, _ = events
     assert user.id == msg.id and user.role == "user" and user.payload["client_msg_id"] == "open-1"
@@ -47,7 +47,7 @@ async def test_instant_answers_keep_every_turn_in_order(make_system, probe_for, 
     for msg in sent:
         await probe.answer(msg.id)
 
-    events = [e for e in await probe.ledger_events() if not e.kind.startswith("session.")]
+    events = [e for e in await probe.ledger_events() if not e.kind.startswith("term.")]
     kinds = [e.kind for e in events]
     assert kinds[:2] == ["conversation.opened", "span.opened"]
     assert kinds.count("conversation.opened") == 1 and kinds.count("span.opened") == 1

@@ -1,8 +1,8 @@
-"""The working context of a fresh model session, and how a new leader reads its session."""
+"""The working context of a fresh model request, and how a new leader reads its conversation state."""
 
 from datetime import UTC, datetime, timedelta
 
-from delegate.agent.session import session_from_resume
+from delegate.agent.conversation_state import state_from_resume
 from delegate.contracts.events import ContextCapsule, ContextCompacted, Event, Message, SpanOpened, make_event
 from delegate.contracts.messages import ResumeState
 from delegate.runtime.working_context import (
@@ -66,9 +66,9 @@ def resume(**fields: object) -> ResumeState:
 
 def test_resume_continues_the_chain_of_the_newest_text_answer():
     answer = msg(10, "ok", "assistant", response_id="resp_10")
-    session = session_from_resume(resume(recent_turns=[msg(9, "hi"), answer], last_response_id="resp_10"))
-    assert session.chain_id == "resp_10" and session.replacement is None
-    assert session.span is not None and (session.span.id, session.span.channel) == ("s1", "sms")
+    state = state_from_resume(resume(recent_turns=[msg(9, "hi"), answer], last_response_id="resp_10"))
+    assert state.chain_id == "resp_10" and state.replacement is None
+    assert state.span is not None and (state.span.id, state.span.channel) == ("s1", "sms")
 
 
 def test_a_later_manual_compaction_replaces_the_chain_with_its_replacement_input():
@@ -78,20 +78,20 @@ def test_a_later_manual_compaction_replaces_the_chain_with_its_replacement_input
         ContextCompacted(trigger="manual", response_id="resp_10", input_tokens_after=42, replacement_input=items),
         conversation_id="c", span_id=None, channel="text",
     ).with_seq(11)
-    session = session_from_resume(resume(last_assistant=answer, last_compacted=compacted))
-    assert session.chain_id is None and session.replacement == items and session.input_tokens == 42
+    state = state_from_resume(resume(last_assistant=answer, last_compacted=compacted))
+    assert state.chain_id is None and state.replacement == items and state.input_tokens == 42
     # A turn that succeeded after the compaction wins again.
     newer = msg(12, "later", "assistant", response_id="resp_12")
-    assert session_from_resume(resume(last_assistant=newer, last_compacted=compacted)).chain_id == "resp_12"
+    assert state_from_resume(resume(last_assistant=newer, last_compacted=compacted)).chain_id == "resp_12"
 
 
 def test_a_voice_answer_since_the_last_text_answer_cleared_the_chain():
     voice = msg(12, "spoken answer", "assistant", channel="browser_voice", response_id="resp_rt")
-    session = session_from_resume(resume(last_assistant=voice, last_response_id="resp_rt"))
-    assert session.chain_id is None and session.conversation_id == "c"
+    state = state_from_resume(resume(last_assistant=voice, last_response_id="resp_rt"))
+    assert state.chain_id is None and state.conversation_id == "c"
 
 
 def test_no_open_conversation_means_a_fresh_start_with_the_capsule():
     cap = capsule(3, through=2)
-    session = session_from_resume(ResumeState(capsule=cap, last_response_id=None))
-    assert session.conversation_id is None and session.chain_id is None and session.capsule == cap
+    state = state_from_resume(ResumeState(capsule=cap, last_response_id=None))
+    assert state.conversation_id is None and state.chain_id is None and state.capsule == cap

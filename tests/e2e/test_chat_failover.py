@@ -49,12 +49,12 @@ async def test_standby_takes_over_a_turn_killed_mid_stream(make_system, probe_fo
         ledger = await probe.ledger_events()
         assert [e.id for e in ledger if e.id == turn] == [turn]
         assert len([e for e in ledger if e.parent_id == turn and e.kind in ("message", "turn.failed")]) == 1
-        assert len({e.conversation_id for e in ledger if not e.kind.startswith("session.")}) == 1
-        # Each lease holder recorded its session; the killed one was closed by its successor.
-        starts = [e for e in ledger if e.kind == "session.started"]
+        assert len({e.conversation_id for e in ledger if not e.kind.startswith("term.")}) == 1
+        # Each lease holder recorded its term; the killed one was closed by its successor.
+        starts = [e for e in ledger if e.kind == "term.started"]
         assert [e.payload["holder"] for e in starts] == ["agent", "agent-b"]
-        assert starts[1].payload["supersedes"] == starts[0].payload["session_id"]
-        assert not [e for e in ledger if e.kind == "session.ended"]
+        assert starts[1].payload["supersedes"] == starts[0].payload["term_id"]
+        assert not [e for e in ledger if e.kind == "term.ended"]
         assert len([e for e in ledger if e.kind == "span.opened"]) == 1
         assert len([e for e in ledger if e.kind == "conversation.opened"]) == 1
         pong = await probe.bus.ping("agent")

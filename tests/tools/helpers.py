@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 from delegate.agent.tools import ToolRegistry, ToolSettings
 from delegate.contracts import topics
-from delegate.contracts.events import Event
+from delegate.contracts.events import Event, Fence
 from delegate.contracts.messages import ToolCallReply, ToolCallRequest, ToolListRequest, ToolSpec
 from delegate.runtime.bus import Bus
 
@@ -93,10 +93,10 @@ class Running:
         await self.server_bus.close()
 
 
-async def run_registry(nats_url: str, runtime_dir: Path, **settings: Any) -> Running:
+async def run_registry(nats_url: str, runtime_dir: Path, *, fence: Fence | None = None, **settings: Any) -> Running:
     server_bus = await Bus.connect(nats_url, "agent-tools-test")
-    await server_bus.ensure_streams()
-    registry = ToolRegistry(runtime_dir, server_bus, settings=tool_settings(**settings))
+    await server_bus.ensure_streams(all_owners=True)  # stands in for the ledger
+    registry = ToolRegistry(runtime_dir, server_bus, settings=tool_settings(**settings), fence=lambda: fence)
     await registry.start()
     await registry.serve(server_bus)
     client = await Bus.connect(nats_url, "tools-client-test")

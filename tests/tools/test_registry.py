@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from delegate.agent.tools import ConfigError, ToolRegistry
-from delegate.contracts.events import ToolCall, ToolResult
+from delegate.contracts.events import Fence, ToolCall, ToolResult
 from delegate.contracts.ids import new_id
 from delegate.contracts.messages import ToolCallRequest
 
@@ -191,6 +191,27 @@ async def test_policy_reload_and_a_bad_reload_keeps_the_previous(
         await eventually(defaulted, what="the default policy after the file was removed")
     finally:
         await registry.aclose()
+
+
+async def test_the_records_carry_the_leadership_terms_fence(nats_url: str, tmp_path: Path) -> None:
+    """What the registry records is the agent's: it carries the term's fence, and the token is in
+    the message id, so a successor's copy of an event is never deduplicated against a deposed one's."""
+    fence = Fence(singleton="agent", token=7)
+    run = await run_registry(nats_url, tmp_path / "rt", fence=fence)
+    try:
+        reply = await bus_call(run.client, "notes_create", {"title": "Fenced"}, call_id="f-1")
+        assert reply.ok
+        events = [e for e in await ledger_events(run.client) if e.payload.get("call_id") == "f-1"]
+        assert [e.kind for e in events] == ["tool.call", "tool.result"]
+        assert all(e.fence == fence for e in events)
+        info = await run.client.js.stream_info("LEDGER")
+        ids = set()
+        for seq in range(info.state.first_seq, info.state.last_seq + 1):
+            msg = await run.client.js.get_msg("LEDGER", seq)
+            ids.add((msg.headers or {}).get("Nats-Msg-Id"))
+        assert {f"{e.id}:7" for e in events} <= ids
+    finally:
+        await run.aclose()
 
 
 def _req(name: str, arguments: dict[str, Any], agent: str = "base") -> ToolCallRequest:

@@ -1,12 +1,12 @@
 """The agent's side of the ledger: append events, and read back what was committed.
 
-The agent keeps no store of its own. Events go to ``LEDGER_APPEND`` (JetStream, deduplicated
-by event id); reads go through the ledger's request/reply queries. ``wait_caught_up`` is the
+The agent keeps no store of its own. Events go to ``ledger_append("agent")`` (JetStream,
+deduplicated by event id and fencing token), each stamped with the leadership term's
+``fence``; reads go through the ledger's request/reply queries. ``wait_caught_up`` is the
 barrier a new leader needs: once the ledger's durable consumer has nothing pending, every
-event a dead leader managed to publish is committed and visible to queries.
+event a dead leader managed to publish is committed (or refused) and visible to queries.
 """
 
-import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from typing import TypeVar
@@ -16,10 +16,11 @@ import nats.js.errors
 from pydantic import BaseModel
 
 from delegate.contracts import streams, topics
-from delegate.contracts.events import Event
+from delegate.contracts.events import Event, Fence
 from delegate.contracts.messages import GetRequest, QueryReply, QueryRequest, ResumeRequest, ResumeState
 from delegate.contracts.topics import Query
 from delegate.runtime.bus import Bus, BusUnavailable, RemoteError, Retryable
+from delegate.runtime.retry import retrying
 
 log = logging.getLogger(__name__)
 
@@ -35,12 +36,28 @@ class LedgerUnavailable(Retryable):
     delay = 2.0
 
 
+class _Behind(Exception):
+    """The ledger's consumer still has messages pending (or does not exist yet)."""
+
+
 class Ledger:
     def __init__(self, bus: Bus) -> None:
         self.bus = bus
+        # The current leadership term's fence, stamped on every append; set by the term.
+        self.fence: Fence | None = None
 
     async def append(self, event: Event) -> None:
-        await self.bus.publish(topics.ledger_append("agent"), event, msg_id=event.id)
+        """Publish ``event`` under this term's fence.
+
+        The message id carries the token: a successor republishing the same event (the user
+        message keeps the input's id) must not be swallowed by JetStream's dedup window
+        because a deposed leader's copy, which the ledger refuses, got there first.
+        """
+        fence = self.fence
+        if fence is not None:
+            event = event.model_copy(update={"fence": fence})
+        msg_id = f"{event.id}:{fence.token}" if fence is not None else event.id
+        await self.bus.publish(topics.ledger_append("agent"), event, msg_id=msg_id)
 
     async def resume(self, turn_limit: int) -> ResumeState:
         return await self._ask(topics.LEDGER_RESUME, ResumeRequest(turn_limit=turn_limit), timeout=10.0)
@@ -103,20 +120,22 @@ class Ledger:
 
     async def wait_caught_up(self, timeout: float = 15.0) -> None:
         """Return once the ledger has committed everything published to its stream so far."""
-        loop = asyncio.get_running_loop()
-        until = loop.time() + timeout
-        while True:
-            try:
-                info = await self.bus.js.consumer_info("LEDGER", streams.LEDGER_WRITER)
-                if info.num_pending == 0 and info.num_ack_pending == 0:
-                    return
-            except nats.js.errors.NotFoundError:
-                pass  # the ledger has not started yet: wait for it like for a slow one
-            except (TimeoutError, nats.errors.Error, OSError) as exc:
-                log.debug("consumer info failed: %r", exc)
-            if loop.time() > until:
-                raise LedgerUnavailable("the ledger has not caught up with its stream")
-            await asyncio.sleep(0.05)
+        try:
+            async for attempt in retrying(retry_on=_Behind, deadline=timeout, initial=0.05, maximum=0.2):
+                with attempt:
+                    await self._caught_up()
+        except _Behind as exc:
+            raise LedgerUnavailable(f"the ledger has not caught up with its stream: {exc}") from None
+
+    async def _caught_up(self) -> None:
+        try:
+            info = await self.bus.js.consumer_info("LEDGER", streams.LEDGER_WRITER)
+        except nats.js.errors.NotFoundError:
+            raise _Behind("its consumer does not exist yet") from None  # not started: wait as for a slow one
+        except (TimeoutError, nats.errors.Error, OSError) as exc:
+            raise _Behind(f"consumer info failed: {exc!r}") from exc
+        if info.num_pending or info.num_ack_pending:
+            raise _Behind(f"{info.num_pending} pending, {info.num_ack_pending} unacknowledged")
 
     async def _ask(self, query: Query[Req, Rep], req: Req, timeout: float | None = None) -> Rep:
         try:

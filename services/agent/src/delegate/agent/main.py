@@ -14,23 +14,24 @@ import socket
 
 from openai import AsyncOpenAI
 
-from delegate.contracts import streams, topics
+from delegate.contracts import streams, subjects, topics
 from delegate.runtime.bus import Bus, BusUnavailable
+from delegate.runtime.lease import Lease
+from delegate.runtime.retry import Backoff, sleep_unless
 from delegate.runtime.service import run_service
 
 from .agent import Agent
-from .lease import Lease
-from .lease_session import LeaseSession
 from .ledger import Ledger, LedgerUnavailable
 from .settings import Settings
+from .term import LeadershipTerm
 from .toolbox import Toolbox
 
 log = logging.getLogger(__name__)
 
 SERVICE = "agent"
 SHUTDOWN_GRACE = 5.0  # a turn running at SIGTERM may finish within this; then it is handed back
-# Recording session.ended may not hold up a shutdown or a step-down longer than this.
-SESSION_END_TIMEOUT = 5.0
+# Recording term.ended may not hold up a shutdown or a step-down longer than this.
+TERM_END_TIMEOUT = 5.0
 
 
 def run() -> None:
@@ -44,7 +45,10 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     ledger = Ledger(bus)
     client = AsyncOpenAI(max_retries=settings.openai_max_retries, timeout=settings.openai_timeout)
     toolbox = await Toolbox.start(settings, bus, ledger)
-    lease = Lease(bus.js, instance, ttl=settings.agent_lease_ttl, renew_every=settings.agent_lease_renew)
+    lease = Lease(
+        bus.js, instance, bucket=subjects.AGENT_LEASE_BUCKET, singleton="agent",
+        ttl=settings.agent_lease_ttl, renew_every=settings.agent_lease_renew,
+    )
     log.info(
         "agent %s standing by for the lease (model %s, compaction at %d input tokens, capsule refresh at %.0f%%)",
         instance, settings.openai_model, settings.compact_threshold, 100 * settings.capsule_threshold,
@@ -54,7 +58,7 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
             if await lease.try_acquire():
                 await lead(settings, instance, bus, ledger, client, toolbox, lease, stop)
                 continue
-            await _sleep_unless(stop, min(settings.agent_lease_renew, 0.5))
+            await sleep_unless(stop, min(settings.agent_lease_renew, 0.5))
     finally:
         await toolbox.aclose()
         await client.close()
@@ -72,24 +76,32 @@ async def lead(
     lease: Lease,
     stop: asyncio.Event,
 ) -> None:
-    """One leadership term: restore, serve, consume; step down on lease loss or stop."""
+    """One leadership term: restore, serve, consume; step down on lease loss or stop.
+
+    Everything this process appends from now on carries the term's fence (the lease revision
+    at acquisition), also what its tool registry records and the term's own start and end.
+    """
     lost = asyncio.Event()
     # Renewed until the term is over, also while a turn finishes after SIGTERM.
     holder = asyncio.create_task(lease.hold(lost))
+    ledger.fence = lease.fence
     term = await Bus.connect(settings.nats_url, f"{SERVICE}:{instance}:leader")
-    agent = Agent(settings, bus, ledger, client, toolbox)
-    session = LeaseSession(ledger, instance)
+    agent = Agent(settings, bus, ledger, client, toolbox, lease, lost)
+    record = LeadershipTerm(ledger, instance)
     term_stop = asyncio.Event()
     consumer: asyncio.Task[None] | None = None
+    backoff = Backoff(initial=0.25, maximum=2.0)
     try:
         while not (lost.is_set() or stop.is_set()):
             try:
                 resume = await agent.restore()
-                await session.start(resume.agent_session)
+                lease.raise_token(resume.fence_marks.get(lease.singleton, 0))
+                ledger.fence = lease.fence
+                await record.start(resume.agent_term)
                 break
             except (LedgerUnavailable, BusUnavailable) as exc:
                 log.warning("waiting for the ledger before taking over: %s", exc)
-                await _sleep_unless(stop, 1.0)
+                await backoff.sleep(stop)
         if lost.is_set() or stop.is_set():
             return
         await term.serve_ping(SERVICE, ready=lambda: agent.ready)
@@ -135,13 +147,10 @@ async def lead(
             await term.nc.close()
         # Once this term answers nothing more, and before the release: a standby's start can
         # then only follow this end in the ledger.
-        await session.end("lost" if lost.is_set() else "shutdown", timeout=SESSION_END_TIMEOUT)
+        await record.end("lost" if lost.is_set() else "shutdown", timeout=TERM_END_TIMEOUT)
+        ledger.fence = None  # a standby publishes nothing, and the next term brings its own
         if lost.is_set():
             log.warning("stepped down: the lease was lost")
-        else:
-            await lease.release()
-
-
-async def _sleep_unless(stop: asyncio.Event, seconds: float) -> None:
-    with contextlib.suppress(asyncio.TimeoutError):
-        await asyncio.wait_for(stop.wait(), timeout=seconds)
+        # A compare-and-set delete: a no-op once another holder wrote the key (or it expired),
+        # and after a lease merely unconfirmed (a failed read) it lets the next term start now.
+        await lease.release()

@@ -33,7 +33,7 @@ class Toolbox:
 
     @classmethod
     async def start(cls, settings: Settings, bus: Bus, ledger: Ledger) -> "Toolbox":
-        registry: ToolRegistry | None = ToolRegistry(settings.runtime_data_dir, bus)
+        registry = ToolRegistry(settings.runtime_data_dir, bus, fence=lambda: ledger.fence)
         try:
             await registry.start()
         except ConfigError as exc:
@@ -41,7 +41,7 @@ class Toolbox:
             raise SystemExit(2) from None
         except Exception:
             log.exception("tool registry failed to start: running without tools")
-            registry = None
+            return cls(None, ledger)
         return cls(registry, ledger)
 
     async def serve(self, bus: Bus) -> None:
@@ -109,22 +109,20 @@ class Toolbox:
 
     async def _record(self, request: ToolCallRequest, reply: ToolCallReply) -> None:
         """Events for calls that never reached the registry (it records its own)."""
-        common = {
-            "conversation_id": request.conversation_id,
-            "span_id": request.span_id,
-            "channel": request.channel,
-            "parent_id": request.parent_id,
-        }
-        await self.ledger.append(
-            make_event(ToolCall(call_id=request.call_id, name=request.name, arguments=request.arguments), **common)
+        call = make_event(
+            ToolCall(call_id=request.call_id, name=request.name, arguments=request.arguments),
+            conversation_id=request.conversation_id, span_id=request.span_id, channel=request.channel,
+            parent_id=request.parent_id,
         )
+        await self.ledger.append(call)
         await self.ledger.append(
             make_event(
                 ToolResult(
                     call_id=request.call_id, name=request.name, ok=reply.ok, output=reply.output,
                     error_code=reply.error_code,
                 ),
-                **common,
+                conversation_id=request.conversation_id, span_id=request.span_id, channel=request.channel,
+                parent_id=request.parent_id,
             )
         )
 

@@ -28,11 +28,13 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .base import ConfigError
+
+M = TypeVar("M", bound=BaseModel)
 
 POLICIES_FILE = "agent-policies.json"
 MCP_FILE = "mcp-servers.json"
@@ -125,7 +127,7 @@ def read_json(path: Path) -> Any:
         raise ConfigError(f"{path}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from exc
 
 
-def _validate(path: Path, model: type[BaseModel], data: Any) -> Any:
+def _validate(path: Path, model: type[M], data: Any) -> M:
     try:
         return model.model_validate(data)
     except ValidationError as exc:

@@ -26,6 +26,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, CallToolResult, ImageContent, TextContent
 from mcp_types import Tool as McpTool
 
+from delegate.runtime.retry import Backoff
+
 from .base import FAILED, UNAVAILABLE, Tool, ToolError
 from .config import McpServerConfig
 
@@ -111,11 +113,12 @@ class McpServer:
     # ---- the supervisor -------------------------------------------------------------------
 
     async def _supervise(self) -> None:
-        delay = FIRST_BACKOFF_S
+        # No stop event: aclose() cancels this task, which also ends a backoff sleep.
+        backoff = Backoff(initial=FIRST_BACKOFF_S, maximum=self._max_backoff_s)
         while True:
             started = time.monotonic()
             try:
-                await self._session()
+                await self._connection()
                 log.warning("MCP server %r: connection ended", self.name)
             except asyncio.CancelledError:
                 raise
@@ -124,12 +127,12 @@ class McpServer:
             finally:
                 self._drop()
             if time.monotonic() - started >= STABLE_AFTER_S:
-                delay = FIRST_BACKOFF_S
+                backoff.reset()
+            delay = backoff.next_delay()
             log.info("MCP server %r: reconnecting in %.1fs", self.name, delay)
             await asyncio.sleep(delay)
-            delay = min(delay * 2, self._max_backoff_s)
 
-    async def _session(self) -> None:
+    async def _connection(self) -> None:
         async with AsyncExitStack() as stack:
             client = await stack.enter_async_context(Client(self._transport(stack), cache=None))
             tools = await self._list(client)

@@ -20,7 +20,7 @@ from nats.aio.subscription import Subscription
 from pydantic import ValidationError
 
 from delegate.contracts import topics
-from delegate.contracts.events import Event, ToolCall, ToolResult, make_event
+from delegate.contracts.events import Event, Fence, ToolCall, ToolResult, make_event
 from delegate.contracts.messages import ToolCallReply, ToolCallRequest, ToolListReply, ToolListRequest, ToolSpec
 from delegate.runtime.bus import Bus, BusUnavailable
 
@@ -49,9 +49,18 @@ MAX_TIMEOUT_S = 290.0  # below the bus request timeout of tools.cmd.call (300 s)
 
 
 class ToolRegistry:
-    def __init__(self, runtime_dir: Path, bus: Bus | None, *, settings: ToolSettings | None = None) -> None:
+    def __init__(
+        self,
+        runtime_dir: Path,
+        bus: Bus | None,
+        *,
+        settings: ToolSettings | None = None,
+        fence: Callable[[], Fence | None] = lambda: None,
+    ) -> None:
         self.runtime_dir = Path(runtime_dir)
         self.bus = bus
+        # The leadership term's fence for the events recorded here (the agent's; see lease.py).
+        self.fence = fence
         self.settings = settings or ToolSettings()
         self._local: dict[str, Tool] = {}
         self._mcp_tools: dict[str, dict[str, Tool]] = {}  # server -> exposed name -> tool
@@ -257,8 +266,14 @@ class ToolRegistry:
     async def _record(self, event: Event) -> None:
         if self.bus is None:
             return
+        fence = self.fence()
+        if fence is not None:
+            # The token in the message id too: a successor's record must not be deduplicated
+            # against a deposed term's copy, which the ledger refuses.
+            event = event.model_copy(update={"fence": fence})
+        msg_id = f"{event.id}:{fence.token}" if fence is not None else event.id
         try:
-            await self.bus.publish(topics.ledger_append("agent"), event, deadline=10.0)
+            await self.bus.publish(topics.ledger_append("agent"), event, msg_id=msg_id, deadline=10.0)
         except BusUnavailable as exc:
             # The call itself must not fail because the ledger's stream is unreachable.
             log.error("could not record %s %s in the ledger: %s", event.kind, event.id, exc)
@@ -396,7 +411,7 @@ def _ledger_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
             return [shorten(v) for v in value]
         return value
 
-    recorded = shorten(arguments)
+    recorded: dict[str, Any] = shorten(arguments)
     text = json.dumps(recorded, ensure_ascii=False, default=str)
     if len(text) > LEDGER_ARGS_LIMIT:
         return {"_truncated": True, "preview": text[:LEDGER_STRING_LIMIT]}

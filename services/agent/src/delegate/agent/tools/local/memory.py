@@ -8,12 +8,15 @@ import asyncio
 import json
 import re
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from delegate.contracts.ids import format_ts, new_id, utcnow
 
 from ..base import FAILED, Tool, ToolError, object_schema
+
+T = TypeVar("T")
 
 MEMORY_FILE = "memory.sqlite"
 WORD = re.compile(r"\w+", re.UNICODE)
@@ -57,11 +60,11 @@ class MemoryStore:
             self._ready = True
         return conn
 
-    async def _run(self, fn: Any, *args: Any) -> Any:
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         async with self._lock:
             return await asyncio.to_thread(self._with_conn, fn, *args)
 
-    def _with_conn(self, fn: Any, *args: Any) -> Any:
+    def _with_conn(self, fn: Callable[..., T], *args: Any) -> T:
         conn = self._connect()
         try:
             with conn:

@@ -7,13 +7,16 @@ runtime dir (an agent and its standby) never lose each other's writes.
 import asyncio
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from delegate.contracts.ids import format_ts, new_id, utcnow
 
 from ..base import FAILED, Tool, ToolError, object_schema
 from ..files import locked, write_json_atomic
+
+T = TypeVar("T")
 
 NOTES_FILE = "notes.json"
 WORD = re.compile(r"\w+", re.UNICODE)
@@ -41,11 +44,11 @@ class NoteStore:
     def _write(self, notes: list[dict[str, Any]]) -> None:
         write_json_atomic(self.path, {"version": 1, "notes": notes})
 
-    async def _run(self, fn: Any, *args: Any) -> Any:
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         async with self._lock:
             return await asyncio.to_thread(self._locked_call, fn, *args)
 
-    def _locked_call(self, fn: Any, *args: Any) -> Any:
+    def _locked_call(self, fn: Callable[..., T], *args: Any) -> T:
         with locked(self.path):
             return fn(*args)
 
@@ -145,7 +148,7 @@ def note_tools(runtime_dir: Path) -> list[Tool]:
         return "\n".join(_full(n) for n in found)
 
     async def update(args: dict[str, Any]) -> str:
-        changes = {k: args[k] for k in ("title", "body", "tags", "append") if k in args}
+        changes: dict[str, Any] = {k: args[k] for k in ("title", "body", "tags", "append") if k in args}
         if not changes:
             raise ToolError(FAILED, "nothing to change: give title, body, tags or append")
         note = await store.update(args["id"], changes)

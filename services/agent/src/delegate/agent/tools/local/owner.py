@@ -23,7 +23,7 @@ from ..settings import ToolSettings
 SMS_LIMIT = 1600  # Twilio's maximum body length
 
 
-class BaseUrlTwilioHttpClient(TwilioHttpClient):
+class BaseUrlTwilioHttpClient(TwilioHttpClient):  # type: ignore[misc]  # twilio is untyped
     """Sends every request to TWILIO_API_BASE_URL; runs after the client's region/edge rewriting,
     so it works for every Twilio domain (twilio-email-wire.md, section 4)."""
 

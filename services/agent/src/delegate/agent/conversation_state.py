@@ -1,4 +1,4 @@
-"""The singleton session's working state, and how it is re-derived from the ledger.
+"""The conversation's working state while this process leads, and how it is re-derived from the ledger.
 
 Nothing here is authoritative: at start and after every takeover the leader rebuilds it from
 ``ledger.cmd.resume`` (after the ledger has caught up with its stream), so a crash can neither
@@ -22,7 +22,9 @@ class SpanRef:
 
 
 @dataclass
-class Session:
+class ConversationState:
+    """Where the conversation stands: its open ids, where the next turn continues, its capsule."""
+
     conversation_id: str | None = None
     span: SpanRef | None = None
     # Where the next turn continues: a Responses id, or the replacement input of a manual
@@ -45,22 +47,22 @@ def newest_assistant(resume: ResumeState) -> Event | None:
     return max(answers, key=lambda e: e.seq or 0, default=None)
 
 
-def session_from_resume(resume: ResumeState) -> Session:
-    """The session a new leader continues, as the ledger remembers it."""
-    session = Session()
+def state_from_resume(resume: ResumeState) -> ConversationState:
+    """The state a new leader continues, as the ledger remembers it."""
+    state = ConversationState()
     if resume.capsule is not None and resume.capsule.kind == "context.capsule":
-        session.capsule = resume.capsule
+        state.capsule = resume.capsule
     if resume.last_compacted is not None:
-        session.last_compacted_at = resume.last_compacted.ts
+        state.last_compacted_at = resume.last_compacted.ts
     if resume.conversation_id is None:
-        return session  # no open conversation: the next input opens one, from a fresh context
-    session.conversation_id = resume.conversation_id
+        return state  # no open conversation: the next input opens one, from a fresh context
+    state.conversation_id = resume.conversation_id
     opened = resume.open_span
     if opened is not None and opened.span_id:
         span_type = opened.payload.get("type", "interaction")
-        session.span = SpanRef(opened.span_id, span_type, opened.channel)
+        state.span = SpanRef(opened.span_id, span_type, opened.channel)
     if resume.last_usage is not None:
-        session.input_tokens = int(resume.last_usage.payload.get("input_tokens") or 0)
+        state.input_tokens = int(resume.last_usage.payload.get("input_tokens") or 0)
 
     chain_seq = 0
     answer = newest_assistant(resume)
@@ -68,17 +70,17 @@ def session_from_resume(resume: ResumeState) -> Session:
         chain_seq = answer.seq or 0
         # A voice answer means a Realtime session ran since: it cleared the chain.
         if answer.channel in RESPONSES_CHANNELS:
-            session.chain_id = answer.payload.get("response_id") or None
+            state.chain_id = answer.payload.get("response_id") or None
     else:
-        session.chain_id = resume.last_response_id
+        state.chain_id = resume.last_response_id
 
     compacted = resume.last_compacted
     if compacted is not None:
         payload = compacted.payload
         if payload.get("trigger") == "manual" and (compacted.seq or 0) > chain_seq:
             # Compact now replaced the chain and no turn has succeeded since.
-            session.chain_id = None
-            session.replacement = payload.get("replacement_input") or None
+            state.chain_id = None
+            state.replacement = payload.get("replacement_input") or None
             if payload.get("input_tokens_after") is not None:
-                session.input_tokens = int(payload["input_tokens_after"])
-    return session
+                state.input_tokens = int(payload["input_tokens_after"])
+    return state

@@ -1,0 +1,81 @@
+"""Redelivery: an input a previous leader took on may already be answered, fully or in part.
+
+A first delivery cannot have been answered (answering needs a delivery, and the durable
+consumer counts deliveries across leaders), so only a redelivery looks in the ledger for what
+was recorded in answer to it, and adds only what is missing. An input that keeps failing ends
+as ``turn.failed`` so the owner is told instead of waiting forever.
+"""
+
+import logging
+
+from delegate.contracts.events import ActivationOutcome, Channel, Event, TurnFailed, make_event
+from delegate.contracts.messages import ActivationInput, QueryRequest, UserInput
+from delegate.runtime.bus import BusUnavailable
+
+from .ledger import PAGE
+from .spans import Spans
+
+log = logging.getLogger(__name__)
+
+# How far back to look for an answer to a redelivered input whose anchor is unknown.
+ANSWER_SEARCH_WINDOW = 5000
+
+
+class Redelivery(Spans):
+    async def _recorded_answers(self, turn_id: str, kinds: tuple[str, ...], *, anchored: bool) -> list[Event]:
+        """On redelivery: what a previous leader already recorded in answer to this input.
+
+        ``anchored``: the input has its own event (a user message with the input's id); an
+        answer can only come after it, and without it there can be no answer at all.
+        """
+        await self.ledger.wait_caught_up()
+        if anchored:
+            anchor = await self.ledger.get(turn_id)
+            if anchor is None:
+                return []
+            after = anchor.seq or 0
+        else:
+            after = max(await self.ledger.last_seq() - ANSWER_SEARCH_WINDOW, 0)
+        events = await self.ledger.scan(QueryRequest(after_seq=after, kinds=list(kinds), limit=PAGE))
+        found = [e for e in events if e.parent_id == turn_id and (e.kind != "message" or e.role == "assistant")]
+        if found:
+            log.info("input %s was already answered before a takeover: %s", turn_id, [e.kind for e in found])
+        return found
+
+    async def _finish_recorded_activation(self, msg: ActivationInput, found: list[Event]) -> None:
+        """A previous leader answered this activation: add what it did not get to, run nothing again."""
+        if not any(e.kind == "activation.outcome" for e in found):
+            first = found[0]
+            failed = next((e for e in found if e.kind == "turn.failed"), None)
+            summary = str((failed or first).payload.get("message" if failed else "text") or "")
+            await self.ledger.append(
+                make_event(
+                    ActivationOutcome(status="failed" if failed else "completed", summary=summary[:1000]),
+                    conversation_id=first.conversation_id,
+                    span_id=first.span_id,
+                    channel="inner",
+                    parent_id=msg.id,
+                )
+            )
+        if self.state.span is not None and self.state.span.type == "activation":
+            await self._close_span("completed")
+
+    async def _give_up(self, msg: UserInput | ActivationInput) -> None:
+        s = self.state
+        channel: Channel = msg.channel if isinstance(msg, UserInput) else "inner"
+        try:
+            await self.ledger.append(
+                make_event(
+                    TurnFailed(
+                        code="unavailable",
+                        message="The assistant could not process this message. Please send it again.",
+                        retryable=True,
+                    ),
+                    conversation_id=s.conversation_id,
+                    span_id=s.span.id if s.span else None,
+                    channel=channel,
+                    parent_id=msg.id,
+                )
+            )
+        except BusUnavailable:
+            log.error("could not record the failure of input %s", msg.id)

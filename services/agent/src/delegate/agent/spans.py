@@ -1,0 +1,129 @@
+"""Conversations and spans: opening them just before the first event that needs them, closing
+them, and the idle checkpoint that closes a span nobody used for a while.
+"""
+
+import logging
+from datetime import datetime, timedelta
+from typing import Any
+
+from delegate.contracts.events import (
+    Channel,
+    Checkpoint,
+    ConversationOpened,
+    Event,
+    SpanClosed,
+    SpanOpened,
+    SpanType,
+    make_event,
+)
+from delegate.contracts.ids import new_id
+from delegate.contracts.messages import IdleCheckInput, QueryRequest
+
+from .conversation_state import SpanRef
+from .core import AgentCore
+from .ledger import PAGE
+
+log = logging.getLogger(__name__)
+
+TICK = timedelta(microseconds=1)
+
+
+class Spans(AgentCore):
+    async def _ensure_open(self, channel: Channel, span_type: SpanType, ts: datetime) -> tuple[str, SpanRef]:
+        """The open conversation and span, opening them just before ``ts`` when there are none."""
+        conversation_id, span = self._open_ids(channel, span_type)
+        await self._publish_opening(conversation_id, span, ts)
+        return conversation_id, span
+
+    def _open_ids(self, channel: Channel, span_type: SpanType) -> tuple[str, SpanRef]:
+        """The open conversation and span, or new ids for them: ``_publish_opening`` opens those."""
+        s = self.state
+        conversation_id = s.conversation_id or new_id()
+        span = s.span or SpanRef(new_id(), span_type, channel)
+        return conversation_id, span
+
+    async def _publish_opening(self, conversation_id: str, span: SpanRef, ts: datetime, *then: Event) -> None:
+        """Open the conversation and span if they are new, just before ``ts``; then publish ``then``.
+
+        One publish at a time, each acked before the next: a retried publish can never land
+        behind a later one. The state takes each id only once its event is acked.
+        """
+        s = self.state
+        if s.conversation_id is None:
+            await self.ledger.append(
+                make_event(
+                    ConversationOpened(), conversation_id=conversation_id, span_id=None, channel=span.channel,
+                    ts=ts - 2 * TICK,
+                )
+            )
+            s.conversation_id = conversation_id
+        if s.span is None:
+            await self.ledger.append(
+                make_event(
+                    SpanOpened(type=span.type), conversation_id=conversation_id, span_id=span.id,
+                    channel=span.channel, ts=ts - TICK,
+                )
+            )
+            s.span = span
+        for event in then:
+            await self.ledger.append(event)
+        await self.publish_state()
+
+    async def _close_span(self, reason: Any) -> None:
+        s = self.state
+        span = s.span
+        if span is None:
+            return
+        await self.ledger.append(
+            make_event(
+                SpanClosed(reason=reason), conversation_id=s.conversation_id, span_id=span.id, channel=span.channel
+            )
+        )
+        s.span = None
+        await self.publish_state()
+
+    # ---- idle checkpoint ------------------------------------------------------------------------
+
+    async def _idle_check(self, msg: IdleCheckInput, delivery: int) -> None:
+        async with self.lock:
+            await self.ledger.wait_caught_up()
+            s = self.state
+            span = s.span
+            if span is None or span.id != msg.span_id or s.conversation_id is None:
+                log.info("idle check for span %s ignored: it is not the open span", msg.span_id)
+                return
+            since = await self.ledger.scan(QueryRequest(after_seq=msg.last_activity_seq, span_id=span.id, limit=PAGE))
+            through = msg.last_activity_seq
+            ours = [e for e in since if e.kind == "checkpoint" and e.payload.get("through_seq") == through]
+            if len(since) > len(ours):
+                log.info("idle check for span %s ignored: activity after seq %d", span.id, msg.last_activity_seq)
+                return
+            if not ours:  # a redelivered check may find its checkpoint already written
+                previous = await self.ledger.newest(
+                    ["checkpoint"], conversation_id=s.conversation_id, below=msg.last_activity_seq
+                )
+                after = int(previous.payload.get("through_seq") or 0) if previous else 0
+                if msg.last_activity_seq > after:
+                    await self._checkpoint(s.conversation_id, span, after, msg.last_activity_seq)
+            await self._close_span("idle")
+
+    async def _checkpoint(self, conversation_id: str, span: SpanRef, after: int, through: int) -> None:
+        events = await self.ledger.scan(
+            QueryRequest(after_seq=after, through_seq=through, conversation_id=conversation_id, limit=PAGE)
+        )
+        turn_ids = [e.id for e in events if e.kind == "message" and e.role == "user"]
+        await self.ledger.append(
+            make_event(
+                Checkpoint(
+                    after_seq=after,
+                    through_seq=through,
+                    first_event_id=events[0].id if events else None,
+                    last_event_id=events[-1].id if events else None,
+                    turn_count=len(turn_ids),
+                    turn_ids=turn_ids,
+                ),
+                conversation_id=conversation_id,
+                span_id=span.id,
+                channel=span.channel,
+            )
+        )

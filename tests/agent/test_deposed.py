@@ -1,0 +1,100 @@
+"""A leader that was deposed without noticing yet neither takes an input on nor acknowledges one.
+
+An in-process ``Agent`` with a real lease, a real ledger process and the real OpenAI stand-in.
+The lease is taken from under it by a foreign write to the key (as a successor's ``create``
+after an expiry would), before the input and in the middle of the turn. Either way its handler
+raises ``Deposed``, which the consumer answers with a nak: the input goes to the next leader
+instead of being acknowledged by one whose events the ledger refuses.
+"""
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from openai import AsyncOpenAI
+
+from delegate.agent.agent import Agent, Deposed
+from delegate.agent.ledger import Ledger
+from delegate.agent.settings import Settings
+from delegate.agent.toolbox import Toolbox
+from delegate.contracts import topics
+from delegate.contracts.messages import UserInput
+from delegate.runtime.bus import Bus
+from delegate.runtime.lease import LEASE_KEY, Lease
+from tests.support.standin import TEST_API_KEY, StandinProcess
+
+pytestmark = [pytest.mark.integration]
+
+BUCKET = "agent_lease_deposed_test"  # its own bucket: the lease code takes any
+
+
+class Rig:
+    def __init__(self, bus: Bus, agent: Agent, lease: Lease) -> None:
+        self.bus, self.agent, self.lease = bus, agent, lease
+        self._n = 0
+
+    async def deliver(self, text: str) -> tuple[UserInput, Any]:
+        """Publish an input and take its delivery, as the agent's consumer would."""
+        self._n += 1
+        msg = UserInput(text=text)
+        await self.bus.publish(topics.AGENT_INPUT, msg, msg_id=msg.id)
+        psub = await self.bus.js.pull_subscribe(
+            topics.AGENT_INPUT.subject, durable=f"deposed-{self._n}", stream="AGENT"
+        )
+        [raw] = await psub.fetch(1, timeout=10)
+        return msg, raw
+
+    async def depose(self) -> None:
+        kv = await self.bus.js.key_value(BUCKET)
+        await kv.put(LEASE_KEY, b"the-successor")
+
+
+@pytest.fixture
+async def rig(make_system, standin: StandinProcess) -> AsyncIterator[Rig]:
+    system = make_system().start("ledger")
+    assert system.nats is not None
+    bus = await Bus.connect(system.nats.url, "agent-deposed-test")
+    await bus.ensure_streams(all_owners=True)
+    lease = Lease(bus.js, "in-process", bucket=BUCKET, singleton="agent", ttl=30.0, renew_every=10.0)
+    assert await lease.try_acquire()
+    ledger = Ledger(bus)
+    ledger.fence = lease.fence
+    client = AsyncOpenAI(api_key=TEST_API_KEY, base_url=standin.base_url, max_retries=0)
+    settings = Settings(_env_file=None, nats_url=system.nats.url)
+    agent = Agent(settings, bus, ledger, client, Toolbox(None, ledger), lease)
+    await agent.restore()
+    yield Rig(bus, agent, lease)
+    await agent.close()
+    await client.close()
+    await bus.close()
+
+
+async def test_a_deposed_leader_does_not_take_an_input_on(rig: Rig) -> None:
+    await rig.depose()
+    msg, raw = await rig.deliver("hello?")
+    with pytest.raises(Deposed):
+        await rig.agent.on_input(msg, raw)
+    # Nothing of the turn was published: not even the user message. And the term steps down
+    # at once rather than fetch the input again (each nak costs one of its deliveries).
+    assert await rig.agent.ledger.get(msg.id) is None
+    assert rig.agent.lost.is_set() and not rig.lease.held
+
+
+async def test_a_leader_deposed_mid_turn_does_not_acknowledge_the_input(rig: Rig, standin: StandinProcess) -> None:
+    standin.script({"action": "slow", "delay_ms": 100, "text": "one two three four five six"})
+    msg, raw = await rig.deliver("tell me slowly")
+    handling = asyncio.create_task(rig.agent.on_input(msg, raw))
+    # The turn is under way once its user message is committed; then the lease goes.
+    async def taken_on() -> bool:
+        await rig.agent.ledger.wait_caught_up()
+        return await rig.agent.ledger.get(msg.id) is not None
+
+    deadline = asyncio.get_running_loop().time() + 30
+    while not await taken_on():
+        assert asyncio.get_running_loop().time() < deadline, "the turn never started"
+        await asyncio.sleep(0.05)
+    await rig.depose()
+    with pytest.raises(Deposed):
+        await asyncio.wait_for(handling, timeout=60)
+    assert rig.agent.lost.is_set()
