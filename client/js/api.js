@@ -1,5 +1,6 @@
 // The gateway's HTTP API. The HttpOnly session cookie authenticates every call; the
-// token itself is only ever sent once, in the sign-in request body.
+// token itself is only ever sent once, in the sign-in request body. Bodies are always JSON:
+// the gateway refuses text/plain and form bodies (what a foreign page could send).
 
 /** A non-2xx answer. The gateway's error body is {"error": {"code", "message"}, …extra}. */
 export class HttpError extends Error {
@@ -34,6 +35,7 @@ export const api = {
   timeline: (before) => request("GET", before ? `/api/timeline?before=${encodeURIComponent(before)}` : "/api/timeline"),
   signIn: (token) => request("POST", "/api/session", { token }),
   signOut: () => request("DELETE", "/api/session"),
+  signOutEverywhere: () => request("DELETE", "/api/sessions"),
   send: (text, clientMsgId) => request("POST", "/api/messages", { text, client_msg_id: clientMsgId }),
   compact: () => request("POST", "/api/compact"),
   endConversation: () => request("POST", "/api/conversation/end"),

@@ -135,13 +135,22 @@ class App {
     }
   }
 
-  async signOut() {
+  // Signing out revokes the session on the server; only then is it over (the cookie is
+  // HttpOnly, so this page cannot forget it by itself). A 401 means it already ended.
+  async signOut(everywhere = false) {
+    const button = $(everywhere ? "signout-all-btn" : "signout-btn");
+    button.disabled = true;
     try {
-      await api.signOut();
-    } catch {
-      /* the cookie is cleared server-side when reachable; either way we leave */
+      await (everywhere ? api.signOutEverywhere() : api.signOut());
+    } catch (err) {
+      if (!(err instanceof HttpError && err.status === 401)) {
+        this.toast("Could not sign out: Delegate is not answering. Try again.", "warn");
+        return;
+      }
+    } finally {
+      button.disabled = false;
     }
-    this.showSignIn();
+    this.showSignIn(everywhere ? "Signed out on every browser." : "");
   }
 
   async hydrate(session) {
@@ -487,6 +496,7 @@ class App {
     $("older-btn").addEventListener("click", () => this.loadOlder());
     $("compact-btn").addEventListener("click", () => this.compact());
     $("signout-btn").addEventListener("click", () => this.signOut());
+    $("signout-all-btn").addEventListener("click", () => this.signOut(true));
     const dialog = $("end-dialog");
     $("end-btn").addEventListener("click", () => dialog.showModal());
     dialog.addEventListener("close", () => {

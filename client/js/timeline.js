@@ -27,12 +27,13 @@ export function isInnerKind(kind) {
 const STRUCTURAL_KINDS = new Set(["conversation.opened", "span.opened", "span.closed"]);
 
 /**
- * The system's own bookkeeping, kept in the ledger but never on the timeline: `session.*` says
- * which process held the agent's lease (a restart or failover must not look like a break in
- * the relationship). They still count for `maxSeq`, so a reconnect resumes after them.
+ * The system's own bookkeeping, kept in the ledger but never on the timeline: `term.*` says
+ * which process held a singleton's lease (a restart or failover must not look like a break in
+ * the relationship; ledgers from before the rename call them `session.*`). They still count
+ * for `maxSeq`, so a reconnect resumes after them.
  */
 export function isHiddenKind(kind) {
-  return typeof kind === "string" && kind.startsWith("session.");
+  return typeof kind === "string" && (kind.startsWith("term.") || kind.startsWith("session."));
 }
 
 const FIXED_TS = /^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})(?:\.(\d{1,9}))?Z$/;

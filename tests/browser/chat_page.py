@@ -132,5 +132,5 @@ STRUCTURAL = {"conversation.opened", "span.opened", "span.closed"}
 def rendered_ids(events: list[Any]) -> list[str]:
     """The ids that become nodes on the page, from API dicts or ``Event`` models."""
     rows = [e if isinstance(e, dict) else e.model_dump(mode="json") for e in events]
-    # session.*: the agent's lease bookkeeping, which the client never shows.
-    return [e["id"] for e in rows if e["kind"] not in STRUCTURAL and not e["kind"].startswith("session.")]
+    # term.*: the agent's lease bookkeeping, which the client never shows.
+    return [e["id"] for e in rows if e["kind"] not in STRUCTURAL and not e["kind"].startswith("term.")]

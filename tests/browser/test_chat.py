@@ -61,11 +61,11 @@ async def test_sign_in_send_and_watch_the_answer_stream(
     await p.press("#token", "Enter")
     await page.wait_for_text("#signin-error", "not accepted")
     await page.screenshot("sign-in")
-    # The agent's session start is all the ledger holds: bookkeeping, so still "nothing here yet".
-    async def session_recorded() -> bool:
-        return any(e["kind"] == "session.started" for e in ledger_events(sys_))
+    # The agent's term start is all the ledger holds: bookkeeping, so still "nothing here yet".
+    async def term_recorded() -> bool:
+        return any(e["kind"] == "term.started" for e in ledger_events(sys_))
 
-    await eventually(session_recorded, timeout=15)
+    await eventually(term_recorded, timeout=15)
     await page.sign_in()
     await p.wait_for_selector("#empty:not([hidden])")
     assert await page.event_ids() == [] and await p.locator("#older-end").is_hidden()

@@ -103,28 +103,29 @@ test("events without a span sit inline between spans; conversation.ended is a di
   assert.equal(view[3].spanType, "activation");
 });
 
-test("session bookkeeping never shows, yet counts for the seq a reconnect resumes after", () => {
+test("term bookkeeping never shows, yet counts for the seq a reconnect resumes after", () => {
   const tl = createTimeline();
-  const session = { conversation_id: null, span_id: null, channel: "inner" };
-  const started = ev("session.started", { ...session, payload: { session_id: "S1", type: "agent", holder: "agent" } });
+  const term = { conversation_id: null, span_id: null, channel: "inner" };
+  const started = ev("term.started", { ...term, payload: { term_id: "S1", type: "agent", holder: "agent" } });
   addEvents(tl, [started]);
-  assert.deepEqual(buildView(tl), [], "a fresh system with only the agent's session start is still empty");
+  assert.deepEqual(buildView(tl), [], "a fresh system with only the agent's term start is still empty");
   assert.equal(tl.maxSeq, started.seq);
 
   const s1 = spanOpened("interaction", { span_id: "A" });
   const m1 = userMsg("one", { span_id: "A" });
-  const ended = ev("session.ended", { ...session, payload: { session_id: "S1", reason: "shutdown" } });
-  const next = ev("session.started", { ...session, payload: { session_id: "S2", type: "agent", holder: "b" } });
-  // Even one that carried a span (a future voice session) neither joins nor makes a span.
-  const stray = ev("session.started", { span_id: "V", payload: { session_id: "S3", type: "voice", holder: "v" } });
+  const ended = ev("term.ended", { ...term, payload: { term_id: "S1", reason: "shutdown" } });
+  const next = ev("term.started", { ...term, payload: { term_id: "S2", type: "agent", holder: "b" } });
+  // Even one that carried a span (a voice term) neither joins nor makes a span.
+  const stray = ev("term.started", { span_id: "V", payload: { term_id: "S3", type: "voice", holder: "v" } });
   const m2 = botMsg("two", m1.id, { span_id: "A" });
   addEvents(tl, [s1, m1, ended, next, stray, m2]);
   const view = buildView(tl);
   assert.deepEqual(spanKeys(view), [`span:A(ev:${m1.id},ev:${m2.id})`], "a failover is no break in the timeline");
   assert.equal(view[0].end, m2.ts);
   assert.equal(tl.maxSeq, m2.seq);
-  assert.ok(isHiddenKind("session.ended") && !isHiddenKind("message") && !isHiddenKind("inner.signal"));
-  assert.ok(!isInnerKind("session.started"));
+  assert.ok(isHiddenKind("term.ended") && !isHiddenKind("message") && !isHiddenKind("inner.signal"));
+  assert.ok(isHiddenKind("session.started"), "what ledgers from before the rename hold");
+  assert.ok(!isInnerKind("term.started"));
 });
 
 test("a late event of an older span joins that span, not the newer one", () => {

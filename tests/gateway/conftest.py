@@ -5,8 +5,9 @@ from pathlib import Path
 
 import pytest
 
+from delegate.launcher.procs import NatsServer
 from delegate.runtime.bus import Bus
-from delegate.runtime.procs import NatsServer
+from tests.support.nats import role_url
 
 from .helpers import Gateway, gateway_settings, running_gateway
 
@@ -14,7 +15,7 @@ from .helpers import Gateway, gateway_settings, running_gateway
 @pytest.fixture
 async def bus(nats_server: NatsServer) -> AsyncIterator[Bus]:
     b = await Bus.connect(nats_server.url, "test")
-    await b.ensure_streams()
+    await b.ensure_streams(all_owners=True)
     yield b
     await b.close()
 
@@ -23,5 +24,6 @@ async def bus(nats_server: NatsServer) -> AsyncIterator[Bus]:
 async def gateway(nats_server: NatsServer, tmp_path: Path) -> AsyncIterator[Gateway]:
     (tmp_path / "client").mkdir()
     (tmp_path / "client" / "index.html").write_text("<!doctype html><title>Delegate</title>")
-    async with running_gateway(gateway_settings(nats_server.url, tmp_path)) as gw:
+    # The gateway logs in as itself: a permission its role lacks fails here, as in production.
+    async with running_gateway(gateway_settings(role_url(nats_server, "gateway"), tmp_path)) as gw:
         yield gw

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import uvicorn
 import websockets
 from websockets.asyncio.client import ClientConnection
@@ -21,12 +22,13 @@ from websockets.uri import parse_uri
 from delegate.contracts import topics
 from delegate.contracts.events import Event, Message, make_event
 from delegate.gateway.app import create_app
-from delegate.gateway.main import WS_MAX_MESSAGE_BYTES
+from delegate.gateway.main import WS_MAX_MESSAGE_BYTES, uvicorn_config
 from delegate.gateway.settings import Settings
+from delegate.launcher.procs import free_port
 from delegate.runtime.bus import Bus
-from delegate.runtime.procs import free_port
 
 TOKEN = "test-owner-token-0123456789"
+SESSION_COOKIE = "delegate_session"
 
 
 def gateway_settings(nats_url: str, root: Path, **overrides: Any) -> Settings:
@@ -56,10 +58,10 @@ class Gateway:
 
     @property
     def bus_ready(self) -> bool:
-        return self.server.config.loaded_app is not None and _ctx(self).bus is not None
+        return self.server.config.loaded_app is not None and gateway_context(self).bus is not None
 
 
-def _ctx(gw: Gateway) -> Any:
+def gateway_context(gw: Gateway) -> Any:
     app = gw.server.config.loaded_app
     while not hasattr(app, "state"):  # uvicorn wraps the app in middleware
         app = app.app  # type: ignore[union-attr]
@@ -69,11 +71,10 @@ def _ctx(gw: Gateway) -> Any:
 @asynccontextmanager
 async def running_gateway(settings: Settings, *, wait_for_bus: bool = True) -> AsyncIterator[Gateway]:
     """The production app on a real uvicorn (same event loop as the test), connected to the bus."""
-    config = uvicorn.Config(
+    config = uvicorn_config(
         create_app(settings),
+        settings,
         host="127.0.0.1",
-        port=settings.delegate_port,
-        log_config=None,
         lifespan="on",
         ws_max_size=WS_MAX_MESSAGE_BYTES,
         timeout_graceful_shutdown=2,
@@ -104,6 +105,19 @@ async def until(predicate: Callable[[], bool], timeout: float = 20.0, what: str 
 
 def auth() -> dict[str, str]:
     return {"Authorization": f"Bearer {TOKEN}"}
+
+
+async def sign_in(http: str, token: str = TOKEN) -> str:
+    """A real sign-in (``POST /api/session``, as the page does it); the session cookie's value."""
+    async with httpx.AsyncClient(base_url=http) as c:
+        r = await c.post("/api/session", json={"token": token}, headers={"Origin": http})
+    assert r.status_code == 204, r.text
+    return r.cookies[SESSION_COOKIE]
+
+
+def cookie_headers(cookie: str, origin: str | None) -> dict[str, str]:
+    """What a browser sends with the cookie, from a page of ``origin`` (None: no Origin header)."""
+    return {"Cookie": f"{SESSION_COOKIE}={cookie}", **({"Origin": origin} if origin else {})}
 
 
 async def connect(gw_ws: str, *, token: str | None = TOKEN, **kwargs: Any) -> ClientConnection:

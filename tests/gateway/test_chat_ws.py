@@ -7,10 +7,9 @@ import pytest
 import websockets
 
 from delegate.contracts import topics, ws
-from delegate.gateway.auth import SESSION_COOKIE, session_value
 from delegate.runtime.bus import Bus
 
-from .helpers import TOKEN, Gateway, connect, recv, recv_until, stream_messages
+from .helpers import TOKEN, Gateway, connect, cookie_headers, recv, recv_until, sign_in, stream_messages
 
 
 @pytest.mark.parametrize(
@@ -24,11 +23,8 @@ async def test_each_kind_of_proof_opens_the_socket(gateway: Gateway, how: str) -
     elif how == "bearer":
         headers["Authorization"] = f"Bearer {TOKEN}"
     else:
-        async with httpx.AsyncClient(base_url=gateway.http) as c:  # the real sign-in, not a made-up cookie
-            r = await c.post("/api/session", json={"token": TOKEN})
-            headers["Cookie"] = f"{SESSION_COOKIE}={r.cookies[SESSION_COOKIE]}"
-        if how == "cookie-same-origin":
-            headers["Origin"] = gateway.http
+        # the real sign-in, not a made-up cookie
+        headers |= cookie_headers(await sign_in(gateway.http), gateway.http if how == "cookie-same-origin" else None)
     async with websockets.connect(url, additional_headers=headers) as conn:
         await conn.send(json.dumps({"type": "ping"}))
         assert (await recv_until(conn, lambda f: f["type"] == "pong"))[-1] == {"type": "pong"}
@@ -40,7 +36,7 @@ async def test_each_kind_of_proof_opens_the_socket(gateway: Gateway, how: str) -
         ("", {}),
         ("?token=wrong", {}),
         ("", {"Authorization": "Bearer wrong"}),
-        ("", {"Cookie": f"{SESSION_COOKIE}={session_value('wrong')}"}),
+        ("", cookie_headers("made-up-session-id-0123456789abcdefghijklmnop", None)),
     ],
 )
 async def test_missing_or_wrong_token_gets_an_error_frame_and_4401(
@@ -55,7 +51,7 @@ async def test_missing_or_wrong_token_gets_an_error_frame_and_4401(
 
 
 async def test_a_session_cookie_from_a_foreign_page_is_refused(gateway: Gateway) -> None:
-    headers = {"Cookie": f"{SESSION_COOKIE}={session_value(TOKEN)}", "Origin": "https://evil.example"}
+    headers = cookie_headers(await sign_in(gateway.http), "https://evil.example")
     async with websockets.connect(f"{gateway.ws}/chat", additional_headers=headers) as conn:
         frame = await recv(conn)
         assert frame["code"] == "forbidden_origin"

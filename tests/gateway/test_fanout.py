@@ -25,6 +25,7 @@ from delegate.contracts.events import Event
 from delegate.contracts.messages import QueryRequest
 from delegate.gateway.fanout import Hub
 from delegate.runtime.bus import Bus
+from tests.support.nats import role_url
 from tests.support.system import System
 
 from .helpers import (
@@ -33,6 +34,7 @@ from .helpers import (
     StallingClient,
     auth,
     connect,
+    gateway_context,
     gateway_settings,
     produce,
     recv_until,
@@ -55,14 +57,14 @@ def ledger(system: System) -> System:
 async def bus(ledger: System) -> AsyncIterator[Bus]:
     assert ledger.nats is not None
     b = await Bus.connect(ledger.nats.url, "test-producer")
-    await b.ensure_streams()
+    await b.ensure_streams(all_owners=True)
     yield b
     await b.close()
 
 
 def start_gateway(system: System, root: Path, **overrides: Any) -> AbstractAsyncContextManager[Gateway]:
     assert system.nats is not None
-    return running_gateway(gateway_settings(system.nats.url, root / "gateway", **overrides))
+    return running_gateway(gateway_settings(role_url(system.nats, "gateway"), root / "gateway", **overrides))
 
 
 async def committed(bus: Bus, count: int, page: int = 500) -> list[Event]:
@@ -205,6 +207,29 @@ async def test_a_stalled_client_is_told_to_resync_while_another_keeps_receiving(
                 last = (await committed(bus, 121, page=10))[-1].seq
                 assert last is not None
                 await recv_until(healthy, through(last))
+        finally:
+            stalled.close()
+
+
+async def test_a_client_that_stalls_past_the_lag_deadline_still_reads_resync_and_4408(
+    ledger: System, bus: Bus, tmp_path: Path
+) -> None:
+    """It used to be cut without a close frame (1006) once GATEWAY_WS_LAG_CLOSE_S had passed."""
+    async with start_gateway(ledger, tmp_path, gateway_ws_queue_limit=32, gateway_ws_lag_close_s=0.2) as gw:
+        hub = gateway_context(gw).hub
+        stalled = await StallingClient(f"{gw.ws}/chat?token={TOKEN}").open()
+        try:
+            await stalled.send({"type": "hello", "after_seq": 0})
+            await until(lambda: len(hub.clients) == 1, what="the client to attach")
+            big = "x" * 60_000
+            for round_ in range(12):  # ~7 MB: beyond 32 queued frames and what the sockets buffer
+                await produce(bus, [user_event(f"{round_}-{i} {big}") for i in range(10)])
+            # The marker: the lag deadline has passed and the gateway has given up on the client
+            # (the old code cut the connection right there; now the hub merely lets it go).
+            await until(lambda: not hub.clients, timeout=60, what="the hub to let the stalled client go")
+            got = await stalled.drain()
+            assert stalled.close_code == 4408
+            assert got[-1] == {"type": "resync", "reason": "lagging"}
         finally:
             stalled.close()
 

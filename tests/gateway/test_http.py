@@ -12,9 +12,10 @@ import pytest
 
 from delegate.contracts import topics, ws
 from delegate.gateway.app import create_app
-from delegate.gateway.auth import SESSION_COOKIE, TOKEN_FILE, load_or_create_token, session_value
+from delegate.gateway.auth import SESSION_COOKIE, TOKEN_FILE, load_or_create_token
+from delegate.launcher.procs import NatsServer
 from delegate.runtime.bus import Bus
-from delegate.runtime.procs import NatsServer
+from tests.support.nats import role_url
 
 from .helpers import TOKEN, Gateway, auth, gateway_settings, running_gateway, stream_messages
 
@@ -38,7 +39,7 @@ async def test_health_static_files_and_auth_on_every_api_route(gateway: Gateway)
 
 
 async def test_sign_in_sets_an_httponly_cookie_that_authenticates_and_sign_out_clears_it(gateway: Gateway) -> None:
-    async with httpx.AsyncClient(base_url=gateway.http) as c:
+    async with httpx.AsyncClient(base_url=gateway.http, headers={"Origin": gateway.http}) as c:
         wrong = await c.post("/api/session", json={"token": "nope"})
         assert wrong.status_code == 401 and wrong.json()["error"]["code"] == "unauthorized"
         assert SESSION_COOKIE not in c.cookies
@@ -46,9 +47,11 @@ async def test_sign_in_sets_an_httponly_cookie_that_authenticates_and_sign_out_c
         ok = await c.post("/api/session", json={"token": TOKEN})
         assert ok.status_code == 204
         cookie = ok.headers["set-cookie"]
-        assert f"{SESSION_COOKIE}={session_value(TOKEN)}" in cookie
+        value = ok.cookies[SESSION_COOKIE]
+        assert len(value) >= 43 and TOKEN not in cookie  # a random session id, not the token
         assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Path=/" in cookie
-        assert "Secure" not in cookie  # PUBLIC_BASE_URL is http here
+        assert f"Max-Age={30 * 24 * 3600}" in cookie  # GATEWAY_SESSION_DAYS, not the browser's 400-day cap
+        assert "Secure" not in cookie  # PUBLIC_BASE_URL is http and the request came over http
         # With the cookie alone, /api/* answers (503 only because no ledger runs in this test).
         assert (await c.get("/api/timeline")).status_code == 503
 
@@ -57,34 +60,55 @@ async def test_sign_in_sets_an_httponly_cookie_that_authenticates_and_sign_out_c
         assert (await c.get("/api/timeline")).status_code == 401
 
 
-async def test_secure_cookie_behind_https(nats_server: NatsServer, tmp_path: Path) -> None:
-    settings = gateway_settings(nats_server.url, tmp_path, public_base_url="https://me.example.org")
-    app = create_app(settings)
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://gw") as c:
+async def test_secure_cookie_when_public_base_url_is_https(nats_server: NatsServer, tmp_path: Path) -> None:
+    settings = gateway_settings(
+        role_url(nats_server, "gateway"), tmp_path, public_base_url="https://me.example.org"
+    )
+    async with running_gateway(settings) as gw, httpx.AsyncClient(base_url=gw.http) as c:
         r = await c.post("/api/session", json={"token": TOKEN})
     assert r.status_code == 204 and "Secure" in r.headers["set-cookie"]
 
 
-def test_a_generated_token_is_stored_0600_and_logged_only_by_the_start_that_made_it(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize(("trusted", "secure"), [("", False), ("127.0.0.1", True)])
+async def test_secure_cookie_behind_a_trusted_https_proxy_only(
+    nats_server: NatsServer, tmp_path: Path, trusted: str, secure: bool
+) -> None:
+    """X-Forwarded-Proto counts only from GATEWAY_TRUSTED_PROXIES: anyone else could claim it."""
+    settings = gateway_settings(role_url(nats_server, "gateway"), tmp_path, gateway_trusted_proxies=trusted)
+    async with running_gateway(settings) as gw, httpx.AsyncClient(base_url=gw.http) as c:
+        r = await c.post("/api/session", json={"token": TOKEN}, headers={"X-Forwarded-Proto": "https"})
+    assert r.status_code == 204
+    assert ("Secure" in r.headers["set-cookie"]) is secure
+
+
+def test_a_generated_token_is_printed_once_by_the_start_that_made_it_and_never_logged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
 ) -> None:
     settings = gateway_settings("nats://127.0.0.1:1", tmp_path, delegate_token="")
     assert settings.delegate_token is None
-    with caplog.at_level(logging.WARNING):
+    with caplog.at_level(logging.DEBUG):
         create_app(settings)
     path = settings.runtime_data_dir / TOKEN_FILE
     token = path.read_text().strip()
     assert len(token) >= 32
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    announced = [r.getMessage() for r in caplog.records if "Delegate owner token:" in r.getMessage()]
-    assert len(announced) == 1 and token in announced[0]
+    printed = capsys.readouterr().err
+    assert printed.count(token) == 1 and "Delegate owner token:" in printed
+    assert not [r for r in caplog.records if token in r.getMessage()]  # printed, not logged
 
     caplog.clear()
-    with caplog.at_level(logging.WARNING):
+    with caplog.at_level(logging.DEBUG):
         app = create_app(settings)  # the second start reuses it, silently
-    assert not [r for r in caplog.records if "Delegate owner token" in r.getMessage()]
+    assert token not in capsys.readouterr().err
+    assert not [r for r in caplog.records if "owner token" in r.getMessage()]
     assert app.state.ctx.auth.check_token(token)
+
+
+def test_the_token_printing_can_be_turned_off(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    settings = gateway_settings("nats://127.0.0.1:1", tmp_path, delegate_token="", gateway_announce_token=False)
+    create_app(settings)
+    token = (settings.runtime_data_dir / TOKEN_FILE).read_text().strip()
+    assert token not in capsys.readouterr().err
 
 
 def test_gateways_starting_together_agree_on_one_complete_token(
@@ -102,7 +126,7 @@ def test_gateways_starting_together_agree_on_one_complete_token(
     assert len(set(tokens)) == 1 and len(tokens[0]) >= 32
     assert (tmp_path / TOKEN_FILE).read_text().strip() == tokens[0]
     assert [p.name for p in tmp_path.iterdir()] == [TOKEN_FILE]  # no temporary files left
-    assert len([r for r in caplog.records if "Delegate owner token:" in r.getMessage()]) == 1
+    assert len([r for r in caplog.records if "generated a new owner token" in r.getMessage()]) == 1
 
 
 async def test_messages_are_published_once_per_client_msg_id(gateway: Gateway, bus: Bus) -> None:
@@ -152,7 +176,7 @@ async def test_a_body_without_content_length_is_still_capped(gateway: Gateway, b
             yield b"x" * 32768
 
     async with httpx.AsyncClient(base_url=gateway.http, headers=auth()) as c:
-        r = await c.post("/api/messages", content=chunks())
+        r = await c.post("/api/messages", content=chunks(), headers={"Content-Type": "application/json"})
     assert r.status_code == 413 and r.json()["error"]["code"] == "too_large"
     assert await stream_messages(bus, "AGENT") == []
 

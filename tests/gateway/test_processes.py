@@ -133,8 +133,17 @@ async def test_a_chat_turn_end_to_end_through_the_agent(tmp_path: Path, standin:
 
                 # Idle again: compaction runs (202) and the conversation can be ended (200).
                 assert (await c.post("/api/compact")).status_code == 202
-                await conn.send(json.dumps({"type": "end_conversation"}))
-                done = (await recv_until(conn, lambda f: f["type"] in ("ack", "error")))[-1]
+                # The compaction runs after the reply: ending the conversation is "busy" until the
+                # agent's state says it is done.
+                await recv_until(
+                    conn, lambda f: f["type"] == "event" and f["event"]["kind"] == "context.compacted", timeout=60
+                )
+                for _ in range(20):
+                    await conn.send(json.dumps({"type": "end_conversation"}))
+                    done = (await recv_until(conn, lambda f: f["type"] in ("ack", "error")))[-1]
+                    if done.get("code") != "busy":
+                        break
+                    await recv_until(conn, lambda f: f["type"] == "state" and not f["compacting"], timeout=30)
                 assert done == {"type": "ack", "request": "end_conversation", "ok": True}
             ended = await c.post("/api/conversation/end")
             assert ended.status_code == 200 and ended.json() == {"ok": True}
@@ -199,5 +208,38 @@ async def test_clients_resume_by_seq_after_the_gateway_process_is_killed(tmp_pat
         assert "token=***" in system.procs["gateway"].log_text()
         assert system.token not in system.procs["gateway"].log_text()
         await bus.close()
+    finally:
+        system.stop()
+
+
+async def test_a_generated_token_is_printed_once_and_never_logged_however_it_is_used(tmp_path: Path) -> None:
+    """The real process, its real log file: the token appears once, when it is made, and never again."""
+    system = System(tmp_path / "system", env={"DELEGATE_TOKEN": ""})
+    try:
+        system.start("gateway")
+        token = (system.runtime / "delegate-token").read_text().strip()
+        log = system.procs["gateway"]
+        assert log.log_text().count(token) == 1  # the announcement
+
+        async def use_it() -> None:
+            async with httpx.AsyncClient(base_url=system.http) as c:
+                r = await c.post("/api/session", json={"token": token}, headers={"Origin": system.http})
+                assert r.status_code == 204
+                await c.get("/api/state", headers={"Authorization": f"Bearer {token}"})
+                await c.get(f"/api/timeline?token={token}")
+                await c.get("/api/state", headers={"Cookie": f"delegate_session={token}"})
+                await c.post("/api/messages", content=b"[" * 1000, headers={
+                    "Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+            async with websockets.connect(f"{system.ws}/chat?token={token}") as conn:
+                await conn.send(json.dumps({"type": "ping"}))
+                await recv_until(conn, lambda f: f["type"] == "pong")
+
+        await use_it()
+        system.restart("gateway")  # the second start finds the file: it says nothing
+        await use_it()
+        system.procs["gateway"].stop()
+        text = log.log_text()
+        assert "WebSocket /chat?token=***" in text  # the access lines were written, redacted
+        assert text.count(token) == 1, [line for line in text.splitlines() if token in line]
     finally:
         system.stop()

@@ -1,23 +1,62 @@
-"""The ``/chat`` WebSocket protocol: JSON text frames in both directions."""
+"""The ``/chat`` WebSocket protocol: JSON text frames in both directions.
 
+``MessageBody`` is what a user message is, whichever route brings it: ``POST /api/messages``
+validates its body with it and the ``message`` frame extends it, so both refuse the same
+things with the same error types (``empty_text``, ``string_too_long`` on ``text``).
+"""
+
+import unicodedata
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic_core import PydanticCustomError
 
 from .events import MAX_SEQ
 
 MAX_CHAT_TEXT = 32_000  # characters in one user message
 MAX_FRAME_BYTES = 64 * 1024  # a bigger client frame is refused with an error frame
+MAX_CLIENT_MSG_ID = 200
+
+# Characters that draw nothing but that neither str.isspace() nor str.strip() know about:
+# fillers that render as blank glyphs. Format characters (Cf: zero-width space/joiners, word
+# joiner, BOM, soft hyphen, bidi marks) are caught by their category.
+_BLANK_GLYPHS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
+
+
+def is_blank(text: str) -> bool:
+    """True when the text shows nothing: only whitespace, control, format or filler characters."""
+    return all(
+        ch.isspace() or ch in _BLANK_GLYPHS or unicodedata.category(ch) in ("Cc", "Cf", "Zs", "Zl", "Zp")
+        for ch in text
+    )
+
+
+def _not_blank(text: str) -> str:
+    if is_blank(text):
+        raise PydanticCustomError("empty_text", "the message text is empty")
+    return text
+
+
+MessageText = Annotated[str, Field(max_length=MAX_CHAT_TEXT), AfterValidator(_not_blank)]
+# An empty id could never be deduplicated (it reads as "no id"): refused, as everywhere.
+ClientMsgId = Annotated[str, Field(min_length=1, max_length=MAX_CLIENT_MSG_ID)]
+
+
+class MessageBody(BaseModel):
+    """A user message as a browser sends it (the REST body; unknown fields are ignored there)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore", strict=True)
+    text: MessageText
+    client_msg_id: ClientMsgId | None = None
 
 
 class ClientFrame(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class SendMessage(ClientFrame):
+class SendMessage(MessageBody, ClientFrame):
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
     type: Literal["message"]
-    text: str = Field(min_length=1, max_length=MAX_CHAT_TEXT)
-    client_msg_id: str | None = Field(default=None, max_length=200)
 
 
 class Compact(ClientFrame):

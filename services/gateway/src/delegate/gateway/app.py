@@ -20,6 +20,7 @@ from .auth import OwnerAuth, load_or_create_token
 from .deps import GatewayContext
 from .errors import install_error_handlers
 from .logs import install_secret_redaction
+from .security import SecurityHeaders
 from .settings import Settings
 
 
@@ -33,12 +34,12 @@ class ClientFiles(StaticFiles):
 
 
 def create_app(settings: Settings, bus: Bus | None = None) -> FastAPI:
-    install_secret_redaction()
     token = (
         settings.delegate_token.get_secret_value()
         if settings.delegate_token is not None
-        else load_or_create_token(settings.runtime_data_dir)
+        else load_or_create_token(settings.runtime_data_dir, announce=settings.gateway_announce_token)
     )
+    install_secret_redaction(token)
     ctx = GatewayContext(settings, OwnerAuth(token, settings), bus)
 
     @asynccontextmanager
@@ -52,6 +53,7 @@ def create_app(settings: Settings, bus: Bus | None = None) -> FastAPI:
     app = FastAPI(title="Delegate gateway", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.ctx = ctx
     install_error_handlers(app)
+    app.add_middleware(SecurityHeaders)
     app.include_router(http.public)
     app.include_router(http.api)
     app.include_router(chat_ws.router)

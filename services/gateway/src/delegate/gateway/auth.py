@@ -1,20 +1,21 @@
 """The owner's token: where it comes from, and how a request proves it holds it.
 
-Three proofs are accepted: ``Authorization: Bearer <token>``, the HttpOnly session
-cookie set by ``POST /api/session`` (what the browser uses), and, for WebSocket
-scripts only, a ``token`` query parameter. All comparisons are constant-time.
+Three proofs are accepted: ``Authorization: Bearer <token>``, the HttpOnly cookie of a
+browser session made by ``POST /api/session`` (see ``sessions``), and, for WebSocket
+scripts only, a ``token`` query parameter. Token comparisons are constant-time.
 """
 
-import hashlib
 import hmac
 import logging
 import os
 import secrets
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
 
+from .sessions import SessionStore
 from .settings import Settings
 
 log = logging.getLogger(__name__)
@@ -23,15 +24,14 @@ SESSION_COOKIE = "delegate_session"
 TOKEN_FILE = "delegate-token"
 
 Proof = Literal["bearer", "cookie", "query"]
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
-def session_value(token: str) -> str:
-    """The cookie value: proves the token without being it (a leaked cookie is not the token)."""
-    return hmac.new(token.encode(), b"delegate-session", hashlib.sha256).hexdigest()
+def load_or_create_token(runtime_dir: Path, *, announce: bool = True) -> str:
+    """The stored token, or a new one written with mode 0600 and printed once (``announce``).
 
-
-def load_or_create_token(runtime_dir: Path) -> str:
-    """The stored token, or a new one written with mode 0600 and logged once.
+    The announcement goes to stderr directly, never through logging: no log handler, file or
+    shipper ever holds the token, and later starts (which find the file) say nothing.
 
     The file appears complete or not at all (written to a temporary name, then hard-linked
     into place, which fails if it exists): two gateways starting together agree on one
@@ -60,7 +60,10 @@ def load_or_create_token(runtime_dir: Path) -> str:
             token = _read_token(path)
     finally:
         tmp.unlink(missing_ok=True)
-    log.warning("Delegate owner token: %s (stored in %s; set DELEGATE_TOKEN to choose your own)", token, path)
+    log.warning("generated a new owner token in %s (set DELEGATE_TOKEN to choose your own)", path)
+    if announce:
+        sys.stderr.write(f"Delegate owner token: {token} (shown once; it is stored in {path})\n")
+        sys.stderr.flush()
     return token
 
 
@@ -74,41 +77,47 @@ def _read_token(path: Path) -> str:
 class OwnerAuth:
     def __init__(self, token: str, settings: Settings) -> None:
         self._token = token.encode()
-        self._session = session_value(token).encode()
-        self.secure_cookies = settings.secure_cookies
+        self.sessions = SessionStore(token, settings.session_ttl_s)
+        self.always_secure = settings.secure_cookies
         self.public_origin = settings.public_origin
 
     def check_token(self, given: str | None) -> bool:
         return given is not None and hmac.compare_digest(given.encode(), self._token)
 
-    def check_session(self, given: str | None) -> bool:
-        return given is not None and hmac.compare_digest(given.encode(), self._session)
-
-    def session_cookie(self) -> str:
-        return self._session.decode()
-
-    def authenticate(
+    async def authenticate(
         self, headers: Mapping[str, str], cookies: Mapping[str, str], query_token: str | None = None
     ) -> Proof | None:
-        """Which proof the request carries, or None. ``query_token`` only for WebSockets."""
+        """Which proof the request carries, or None. ``query_token`` only for WebSockets.
+
+        Raises ``SessionsUnavailable`` when only a cookie is offered and the session bucket
+        cannot be read: the caller answers "try again", not "signed out".
+        """
         scheme, _, credentials = headers.get("authorization", "").partition(" ")
         if scheme.lower() == "bearer" and self.check_token(credentials.strip()):
             return "bearer"
-        if self.check_session(cookies.get(SESSION_COOKIE)):
-            return "cookie"
         if query_token is not None and self.check_token(query_token):
             return "query"
+        if await self.sessions.check(cookies.get(SESSION_COOKIE)):
+            return "cookie"
         return None
 
-    def origin_allowed(self, headers: Mapping[str, str]) -> bool:
-        """A cookie-authenticated WebSocket must come from our own page (cross-site WS hijacking).
+    def cookie_secure(self, scheme: str) -> bool:
+        """``Secure`` whenever the request came over https: directly, or as a trusted proxy says
+        (uvicorn rewrites the scheme from X-Forwarded-Proto for GATEWAY_TRUSTED_PROXIES only)."""
+        return self.always_secure or scheme in ("https", "wss")
 
-        SameSite=Strict already keeps the cookie off cross-site handshakes in current browsers;
-        this is the second lock. No Origin header means a non-browser client.
+    def origin_allowed(self, headers: Mapping[str, str], *, required: bool = False) -> bool:
+        """A cookie-authenticated request must come from our own page (CSRF, WebSocket hijacking).
+
+        SameSite=Strict keeps the cookie off cross-site requests, but "site" ignores the port:
+        another local app's page is same-site. So the Origin must be ours exactly: PUBLIC_BASE_URL's,
+        or the Host the request was sent to. Browsers send Origin on every WebSocket handshake and
+        every POST/DELETE, so ``required`` (REST writes) refuses a missing one; a WebSocket without
+        Origin is a non-browser client.
         """
         origin = headers.get("origin")
-        if not origin:
-            return True
+        if not origin or origin == "null":
+            return not required and not origin
         origin = origin.lower()
         if origin == self.public_origin:
             return True

@@ -17,10 +17,13 @@ from pydantic import ValidationError
 from delegate.contracts import topics, ws
 from delegate.contracts.messages import AgentCommand, QueryRequest
 from delegate.runtime.bus import BusUnavailable, RemoteError
+from delegate.runtime.retry import sleep_unless
 
+from .auth import SESSION_COOKIE
 from .deps import GatewayContext
 from .fanout import REPLAY_PAGE, ChatClient, frame, state_frame
-from .inputs import InputRejected, submit_message
+from .inputs import InputRejected, message_problem, submit_message
+from .sessions import SessionsUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +32,7 @@ router = APIRouter()
 CLOSE_UNAUTHORIZED = 4401
 CLOSE_FORBIDDEN = 4403
 CLOSE_TRY_LATER = 1013
+CLOSE_POLICY = 1008
 CLOSE_INTERNAL = 1011
 KNOWN_TYPES = ("message", "compact", "end_conversation", "hello", "ping")
 STATE_TIMEOUT_S = 1.0
@@ -39,30 +43,35 @@ def error(code: str, message: str, **extra: Any) -> str:
 
 
 def _frame_problem(exc: ValidationError) -> tuple[str, str]:
+    problem = message_problem(exc)  # the text rules, worded as over REST
+    if problem is not None:
+        return problem.code, problem.message
     errors = exc.errors()
-    for err in errors:
-        if "text" in err.get("loc", ()):
-            if err.get("type") == "string_too_long":
-                return "text_too_long", f"the message text is over {ws.MAX_CHAT_TEXT} characters"
-            if err.get("type") == "string_too_short":
-                return "empty_text", "the message text is empty"
-    first = errors[0] if errors else {}
-    where = ".".join(str(p) for p in first.get("loc", ())[1:]) or "frame"
-    return "bad_frame", f"{where}: {first.get('msg', 'invalid')}"
+    if not errors:
+        return "bad_frame", "the frame is not valid"
+    where = ".".join(str(p) for p in errors[0]["loc"][1:]) or "frame"
+    return "bad_frame", f"{where}: {errors[0]['msg']}"
 
 
 @router.websocket("/chat")
 async def chat(websocket: WebSocket) -> None:
     ctx: GatewayContext = websocket.app.state.ctx
     await websocket.accept()
-    proof = ctx.auth.authenticate(websocket.headers, websocket.cookies, websocket.query_params.get("token"))
+    try:
+        proof = await ctx.auth.authenticate(
+            websocket.headers, websocket.cookies, websocket.query_params.get("token")
+        )
+    except SessionsUnavailable:
+        await _refuse(websocket, CLOSE_TRY_LATER, "bus_unavailable", "sign-in sessions cannot be checked right now")
+        return
     if proof is None:
         await _refuse(websocket, CLOSE_UNAUTHORIZED, "unauthorized", "a valid owner token is required")
         return
     if proof == "cookie" and not ctx.auth.origin_allowed(websocket.headers):
         await _refuse(websocket, CLOSE_FORBIDDEN, "forbidden_origin", "this page's origin may not use the session")
         return
-    await ChatSession(websocket, ctx).run()
+    session_id = websocket.cookies.get(SESSION_COOKIE) if proof == "cookie" else None
+    await ChatConnection(websocket, ctx, session_id).run()
 
 
 async def _refuse(websocket: WebSocket, code: int, reason: str, message: str) -> None:
@@ -71,15 +80,21 @@ async def _refuse(websocket: WebSocket, code: int, reason: str, message: str) ->
         await websocket.close(code, reason)
 
 
-class ChatSession:
-    def __init__(self, websocket: WebSocket, ctx: GatewayContext) -> None:
+class ChatConnection:
+    """One /chat connection. ``session_id``: the browser session it was opened with, if any."""
+
+    def __init__(self, websocket: WebSocket, ctx: GatewayContext, session_id: str | None = None) -> None:
         self.ws = websocket
         self.ctx = ctx
+        self.session_id = session_id
         self.client: ChatClient = ctx.hub.attach()
         peer = websocket.client
         self.label = f"{self.client.label} {peer.host}:{peer.port}" if peer else self.client.label
         self._tasks: set[asyncio.Task[None]] = set()
         self._grace: asyncio.Task[None] | None = None
+        # One compact and one end_conversation in flight per connection: a client repeating the
+        # frame gets "busy" instead of one more waiting task each time.
+        self._commands: dict[str, asyncio.Task[None]] = {}
 
     def _spawn(self, coro: Any) -> asyncio.Task[None]:
         task: asyncio.Task[None] = asyncio.create_task(coro)
@@ -94,6 +109,8 @@ class ChatSession:
         watchdog = self._spawn(self._close_watchdog(writer))
         self._grace = self._spawn(self._hello_grace())
         self._spawn(self._send_state())
+        if self.session_id is not None:
+            self._spawn(self._end_with_the_session(self.session_id))
         try:
             await asyncio.wait({writer, reader}, return_when=asyncio.FIRST_COMPLETED)
             if reader.done() and not writer.done():
@@ -121,12 +138,43 @@ class ChatSession:
             log.debug("chat %s write ended: %r", self.label, exc)
 
     async def _close_watchdog(self, writer: asyncio.Task[None]) -> None:
-        """A client told to go away that never reads would pin its writer forever."""
+        """A client told to go away that reads nothing must not be held by the hub forever.
+
+        Its writer waits for the socket to take the frames queued before the close (the outbox
+        holds nothing more: overflow emptied it), so holding on costs little, and cutting the
+        connection would lose the resync frame and the 4408 a client that resumes reading is
+        owed (it would see a bare 1006). So first the hub lets it go; the connection itself is
+        cut only much later, when the keepalive has long closed it with 1011 (uvicorn writes that
+        close frame itself) and the socket still has not taken it.
+        """
         await self.client.closing_event.wait()
-        await asyncio.sleep(self.ctx.settings.gateway_ws_lag_close_s)
+        settings = self.ctx.settings
+        await asyncio.wait({writer}, timeout=settings.gateway_ws_lag_close_s)
+        if writer.done():
+            return
+        log.info("chat %s is not reading its frames: the hub lets it go", self.label)
+        self.ctx.hub.detach(self.client)
+        await asyncio.wait({writer}, timeout=max(0.0, settings.gateway_ws_drop_s - settings.gateway_ws_lag_close_s))
         if not writer.done():
-            log.info("chat %s did not take its close frame in time: dropping it", self.label)
+            log.info("chat %s never took its close frame: dropping it", self.label)
             writer.cancel()
+
+    async def _end_with_the_session(self, session_id: str) -> None:
+        """Signing out (here, on another gateway, or everywhere) also ends the sockets it opened.
+
+        Checked every GATEWAY_SESSION_RECHECK_S rather than watched: "sign out everywhere" purges
+        the bucket, which a KV watcher is never told about.
+        """
+        while await sleep_unless(self.client.closing_event, self.ctx.settings.gateway_session_recheck_s):
+            try:
+                if await self.ctx.auth.sessions.check(session_id):
+                    continue
+            except SessionsUnavailable:
+                continue  # NATS is away: not a sign-out
+            log.info("chat %s: its session was signed out", self.label)
+            self.client.send(error("unauthorized", "this session was signed out"))
+            self.client.close(CLOSE_UNAUTHORIZED, "signed out")
+            return
 
     # ---- reading ------------------------------------------------------------------------------
 
@@ -155,6 +203,10 @@ class ChatSession:
         except ValueError:
             self.client.send(error("bad_json", "the frame is not valid JSON"))
             return
+        except RecursionError:  # ~1,000 nested arrays: a client error, not a crash of the handler
+            log.info("chat %s sent a frame nested too deeply", self.label)
+            self.client.send(error("bad_json", "the frame is nested too deeply"))
+            return
         if not isinstance(data, dict) or not isinstance(data.get("type"), str):
             self.client.send(error("bad_frame", 'a frame is a JSON object with a string "type"'))
             return
@@ -177,9 +229,16 @@ class ChatSession:
         elif isinstance(parsed, ws.PingFrame):
             self.client.send(frame("pong"))
         elif isinstance(parsed, ws.Compact):
-            self._spawn(self._command("compact"))
+            self._start_command("compact")
         else:
-            self._spawn(self._command("end_conversation"))
+            self._start_command("end_conversation")
+
+    def _start_command(self, which: str) -> None:
+        running = self._commands.get(which)
+        if running is not None and not running.done():
+            self.client.send(error("busy", f"a {which} request is already in flight", request=which))
+            return
+        self._commands[which] = self._spawn(self._command(which))
 
     async def _message(self, msg: ws.SendMessage) -> None:
         extra = {"request": "message", **({"client_msg_id": msg.client_msg_id} if msg.client_msg_id else {})}
@@ -188,7 +247,7 @@ class ChatSession:
             self.client.send(error("bus_unavailable", "the gateway is not connected to NATS; send it again", **extra))
             return
         try:
-            done = await submit_message(bus, msg.text, msg.client_msg_id)
+            done = await submit_message(bus, msg)
         except InputRejected as exc:
             self.client.send(error(exc.code, exc.message, **extra))
             return
@@ -255,6 +314,13 @@ class ChatSession:
                 if client.finish_replay(force=not reply.events):
                     break
         except (BusUnavailable, RemoteError) as exc:
+            if isinstance(exc, RemoteError) and exc.code == "bad_request":
+                # The ledger refused the question itself: the client's fault, and the same hello
+                # would fail the same way again, so not "try again later" (1013).
+                log.info("chat %s: the ledger refused hello after seq %d: %s", self.label, after_seq, exc)
+                client.send(error("bad_frame", f"hello: {exc.message}", request="hello"))
+                client.close(CLOSE_POLICY, "bad hello")
+                return
             log.warning("chat %s: replay after seq %d failed: %s", self.label, after_seq, exc)
             client.send(error("ledger_unavailable", "the history cannot be read right now; reconnect shortly"))
             client.close(CLOSE_TRY_LATER, "ledger unavailable")

@@ -2,18 +2,23 @@
 
 import asyncio
 import logging
+from collections.abc import Mapping
 from typing import Annotated
 
 from fastapi import Depends, Request
 
 from delegate.runtime.bus import Bus
+from delegate.runtime.retry import Backoff
 
-from .auth import OwnerAuth
+from .auth import SAFE_METHODS, OwnerAuth, Proof
 from .errors import ApiError
 from .fanout import Hub
+from .sessions import SessionsUnavailable
 from .settings import Settings
 
 log = logging.getLogger(__name__)
+
+JSON_TYPE = "application/json"
 
 
 class GatewayContext:
@@ -36,28 +41,32 @@ class GatewayContext:
         self._connector = asyncio.create_task(self._connect_forever())
 
     async def _connect_forever(self) -> None:
-        attempt = 0
+        # Until stop() cancels it: the gateway is useless without NATS, and says so on /readyz.
+        backoff = Backoff(initial=0.25, maximum=2.0)
         while True:
-            attempt += 1
             try:
                 bus = await Bus.connect(self.settings.nats_url, self.settings.instance_name or "gateway")
             except Exception as exc:
-                if attempt in (1, 10) or attempt % 60 == 0:
-                    log.warning("cannot reach NATS at %s yet (attempt %d): %r", self.settings.nats_url, attempt, exc)
-                await asyncio.sleep(min(0.25 * attempt, 2.0))
+                if backoff.failures in (0, 9) or (backoff.failures + 1) % 60 == 0:
+                    log.warning(
+                        "cannot reach NATS at %s yet (attempt %d): %r",
+                        self.settings.nats_url, backoff.failures + 1, exc,
+                    )
+                await backoff.sleep()
                 continue
             try:
                 await self._attach(bus)
             except Exception as exc:
-                log.warning("NATS connected but setup failed (attempt %d): %r", attempt, exc)
+                log.warning("NATS connected but setup failed (attempt %d): %r", backoff.failures + 1, exc)
                 await bus.close()
-                await asyncio.sleep(min(0.25 * attempt, 2.0))
+                await backoff.sleep()
                 continue
             log.info("connected to NATS")
             return
 
     async def _attach(self, bus: Bus) -> None:
         await bus.ensure_streams()
+        await self.auth.sessions.open(bus)
         await self.hub.start(bus)
         self.bus = bus
 
@@ -97,7 +106,41 @@ SettingsDep = Annotated[Settings, Depends(get_settings)]
 BusDep = Annotated[Bus, Depends(get_bus)]
 
 
-def require_owner(request: Request, ctx: ContextDep) -> None:
-    """Every /api/* route except sign-in: a Bearer token or the session cookie."""
-    if ctx.auth.authenticate(request.headers, request.cookies) is None:
+def require_json_body(method: str, headers: Mapping[str, str]) -> None:
+    """A write carrying a body must say it is JSON: no ``text/plain`` or form posts (415).
+
+    Those are the bodies a foreign page can send without a CORS preflight; refusing them closes
+    the "simple request" road to CSRF, beside the Origin check.
+    """
+    if method not in ("POST", "PUT", "PATCH", "DELETE"):
+        return
+    content_type = headers.get("content-type")
+    if content_type is None:
+        if headers.get("content-length", "0") != "0" or "transfer-encoding" in headers:
+            raise ApiError(415, "unsupported_media_type", "send the body as application/json")
+        return
+    if content_type.split(";", 1)[0].strip().lower() != JSON_TYPE:
+        raise ApiError(415, "unsupported_media_type", "send the body as application/json")
+
+
+def check_cookie_origin(ctx: GatewayContext, request: Request) -> None:
+    """A state-changing request on the strength of the cookie must come from our own page."""
+    if request.method not in SAFE_METHODS and not ctx.auth.origin_allowed(request.headers, required=True):
+        raise ApiError(403, "forbidden_origin", "this page's origin may not use the session")
+
+
+async def require_owner(request: Request, ctx: ContextDep) -> Proof:
+    """Every /api/* route except sign-in: a Bearer token, or the session cookie from our own page."""
+    try:
+        proof = await ctx.auth.authenticate(request.headers, request.cookies)
+    except SessionsUnavailable as exc:
+        raise ApiError(503, "bus_unavailable", "sign-in sessions cannot be checked right now") from exc
+    if proof is None:
         raise ApiError(401, "unauthorized", "a valid owner token is required (Bearer header or session cookie)")
+    if proof == "cookie":
+        check_cookie_origin(ctx, request)
+    require_json_body(request.method, request.headers)
+    return proof
+
+
+OwnerDep = Annotated[Proof, Depends(require_owner)]

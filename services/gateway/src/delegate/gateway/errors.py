@@ -8,6 +8,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from .security import header_pairs
+
 log = logging.getLogger(__name__)
 
 _STATUS_CODES = {
@@ -70,7 +72,11 @@ def install_error_handlers(app: FastAPI) -> None:
     async def on_crash(request: Request, exc: Exception) -> JSONResponse:
         # Starlette re-raises after this response, so the server logs the traceback once.
         log.error("unhandled %s on %s %s", type(exc).__name__, request.method, request.url.path)
-        return error_response(500, "internal", "the gateway failed to answer; see its log")
+        response = error_response(500, "internal", "the gateway failed to answer; see its log")
+        # This answer is made outside the middleware stack (by Starlette's outermost layer).
+        for name, value in header_pairs(request.url.path):
+            response.headers[name.decode()] = value.decode()
+        return response
 
     app.add_exception_handler(ApiError, on_api_error)
     app.add_exception_handler(RequestValidationError, on_validation)

@@ -25,12 +25,14 @@ from delegate.contracts import topics
 from delegate.contracts.events import Event
 from delegate.contracts.messages import AgentState, Delta, LiveNotice, QueryRequest
 from delegate.runtime.bus import Bus, BusUnavailable, RemoteError
+from delegate.runtime.retry import retrying
 
 log = logging.getLogger(__name__)
 
 Mode = Literal["pending", "replay", "live"]
 
 REPLAY_PAGE = 500
+GAP_FILL_ATTEMPTS = 8  # with backoff from 0.1 s to 2 s: about ten seconds of a silent ledger
 CLOSE_LAGGING = 4408
 RESYNC_LAGGING = json.dumps({"type": "resync", "reason": "lagging"})
 
@@ -278,15 +280,16 @@ class Hub:
     async def _fill_gap(self, through: int) -> None:
         assert self.last_seq is not None
         log.info("committed seq jumped from %d to %d: filling from the ledger", self.last_seq, through + 1)
-        delay = 0.1
-        for _ in range(8):
-            try:
-                await self._fetch_after(through, timeout=2.0)
-                return
-            except (BusUnavailable, RemoteError) as exc:
-                log.warning("could not fill the gap after seq %s: %s", self.last_seq, exc)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 2.0)
+        try:
+            async for attempt in retrying(
+                retry_on=(BusUnavailable, RemoteError), attempts=GAP_FILL_ATTEMPTS, initial=0.1, maximum=2.0,
+                what=f"filling the gap after seq {self.last_seq}",
+            ):
+                with attempt:
+                    await self._fetch_after(through, timeout=2.0)
+            return
+        except (BusUnavailable, RemoteError) as exc:
+            log.warning("could not fill the gap after seq %s: %s", self.last_seq, exc)
         # The ledger did not answer for a long while: no client may believe it is complete, so
         # every one is told to resync (its hello replays from the ledger once it is back).
         log.error("giving up on the gap after seq %s: telling every client to resync", self.last_seq)

@@ -1,4 +1,4 @@
-"""REST routes: health, sign-in, timeline, state, messages, compact, end conversation."""
+"""REST routes: health, sign-in and sign-out, timeline, state, messages, compact, end conversation."""
 
 import asyncio
 import json
@@ -9,15 +9,16 @@ from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from delegate.contracts import topics
+from delegate.contracts import topics, ws
 from delegate.contracts.cursor import Cursor, CursorError
 from delegate.contracts.messages import AgentCommand, AgentState, PageRequest, Usage
 from delegate.runtime.bus import Bus, BusUnavailable, RemoteError
 
 from .auth import SESSION_COOKIE
-from .deps import BusDep, ContextDep, SettingsDep, require_owner
+from .deps import BusDep, ContextDep, SettingsDep, check_cookie_origin, require_json_body, require_owner
 from .errors import ApiError
-from .inputs import InputRejected, submit_message
+from .inputs import InputRejected, message_problem, submit_message
+from .sessions import SessionsUnavailable
 from .settings import Settings
 
 log = logging.getLogger(__name__)
@@ -36,13 +37,6 @@ api = APIRouter(prefix="/api", dependencies=[Depends(require_owner)])
 class SignIn(BaseModel):
     model_config = ConfigDict(extra="ignore", strict=True)
     token: str = Field(max_length=512)
-
-
-class PostMessage(BaseModel):
-    # Strict: a number is not text. Unknown fields are ignored (clients may add some).
-    model_config = ConfigDict(extra="ignore", strict=True)
-    text: str
-    client_msg_id: str | None = Field(default=None, min_length=1, max_length=200)
 
 
 async def read_json(request: Request, limit: int = MAX_BODY_BYTES) -> Any:
@@ -66,6 +60,10 @@ async def read_json(request: Request, limit: int = MAX_BODY_BYTES) -> Any:
         return json.loads(b"".join(chunks))
     except ValueError as exc:  # also UnicodeDecodeError
         raise ApiError(400, "bad_json", "the body is not valid JSON") from exc
+    except RecursionError as exc:
+        # ~1,000 nested arrays fit in 2 KB: a client error, worth one line, not a traceback.
+        log.info("refused a %s %s body nested too deeply", request.method, request.url.path)
+        raise ApiError(400, "bad_json", "the body is nested too deeply") from exc
 
 
 def parse_body(model: type[BaseModel], data: Any) -> Any:
@@ -74,6 +72,9 @@ def parse_body(model: type[BaseModel], data: Any) -> Any:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
+        problem = message_problem(exc) if issubclass(model, ws.MessageBody) else None
+        if problem is not None:
+            raise ApiError(problem.status, problem.code, problem.message) from exc
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first.get("loc", ())) or "body"
         raise ApiError(400, "bad_request", f"{where}: {first.get('msg', 'invalid')}") from exc
@@ -106,28 +107,62 @@ async def readyz(ctx: ContextDep) -> JSONResponse:
 # ---- sign-in -------------------------------------------------------------------------------
 
 
+def _set_cookie(response: Response, value: str, *, secure: bool, max_age: int) -> None:
+    # HttpOnly: no script reads it. SameSite=Strict: no cross-site request carries it (a
+    # same-site page on another port can still send it: the Origin check covers that).
+    response.set_cookie(
+        SESSION_COOKIE, value, httponly=True, samesite="strict", secure=secure, path="/", max_age=max_age
+    )
+
+
+def _clear_cookie(response: Response, secure: bool) -> None:
+    response.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="strict", secure=secure)
+
+
 @public.post("/api/session", status_code=204)
 async def sign_in(request: Request, ctx: ContextDep) -> Response:
+    """The token, once, for a session cookie: a new random session id, stored server-side."""
+    # A foreign page may not sign the browser in either (login CSRF); scripts send no Origin.
+    if "origin" in request.headers and not ctx.auth.origin_allowed(request.headers):
+        raise ApiError(403, "forbidden_origin", "this page's origin may not sign in")
+    require_json_body(request.method, request.headers)
     body = parse_body(SignIn, await read_json(request, limit=4096))
     if not ctx.auth.check_token(body.token):
         raise ApiError(401, "unauthorized", "that is not the owner token")
+    try:
+        session_id, record = await ctx.auth.sessions.create()
+    except SessionsUnavailable as exc:
+        raise ApiError(503, "bus_unavailable", "signing in needs NATS, which is not answering; try again") from exc
     response = Response(status_code=204)
-    response.set_cookie(
-        SESSION_COOKIE,
-        ctx.auth.session_cookie(),
-        httponly=True,
-        samesite="strict",
-        secure=ctx.auth.secure_cookies,
-        path="/",
-        max_age=400 * 24 * 3600,  # the browser's cap; signing out (DELETE) ends it sooner
-    )
+    lifetime = int((record.expires_at - record.created_at).total_seconds())
+    _set_cookie(response, session_id, secure=ctx.auth.cookie_secure(request.url.scheme), max_age=lifetime)
     return response
 
 
 @public.delete("/api/session", status_code=204)
-async def sign_out(ctx: ContextDep) -> Response:
+async def sign_out(request: Request, ctx: ContextDep) -> Response:
+    """Revoke this browser's session (the cookie stops working everywhere), and clear it."""
+    cookie = request.cookies.get(SESSION_COOKIE)
+    if cookie:
+        check_cookie_origin(ctx, request)
+        try:
+            await ctx.auth.sessions.revoke(cookie)
+        except SessionsUnavailable as exc:
+            raise ApiError(503, "bus_unavailable", "signing out needs NATS, which is not answering; try again") from exc
     response = Response(status_code=204)
-    response.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="strict", secure=ctx.auth.secure_cookies)
+    _clear_cookie(response, ctx.auth.cookie_secure(request.url.scheme))
+    return response
+
+
+@api.delete("/sessions", status_code=204)
+async def sign_out_everywhere(request: Request, ctx: ContextDep) -> Response:
+    """Revoke every browser session ("sign out everywhere"); the Bearer token keeps working."""
+    try:
+        await ctx.auth.sessions.revoke_all()
+    except SessionsUnavailable as exc:
+        raise ApiError(503, "bus_unavailable", "signing out needs NATS, which is not answering; try again") from exc
+    response = Response(status_code=204)
+    _clear_cookie(response, ctx.auth.cookie_secure(request.url.scheme))
     return response
 
 
@@ -186,10 +221,10 @@ async def state(bus: BusDep, settings: SettingsDep) -> dict[str, Any]:
 
 @api.post("/messages", status_code=202)
 async def post_message(request: Request, ctx: ContextDep) -> dict[str, Any]:
-    body: PostMessage = parse_body(PostMessage, await read_json(request))
+    body: ws.MessageBody = parse_body(ws.MessageBody, await read_json(request))
     bus = ctx.require_bus()
     try:
-        done = await submit_message(bus, body.text, body.client_msg_id)
+        done = await submit_message(bus, body)
     except InputRejected as exc:
         raise ApiError(exc.status, exc.code, exc.message) from exc
     except BusUnavailable as exc:

@@ -32,24 +32,32 @@ class Submitted:
     duplicate: bool  # this client_msg_id was sent before; event_id is the original one
 
 
-def check_text(text: str) -> str:
-    """The rules every route shares: not blank, at most ``ws.MAX_CHAT_TEXT`` characters."""
-    if not text.strip():
-        raise InputRejected("empty_text", "the message text is empty")
-    if len(text) > ws.MAX_CHAT_TEXT:
-        raise InputRejected(
-            "text_too_long", f"the message has {len(text)} characters; the limit is {ws.MAX_CHAT_TEXT}", 413
-        )
-    return text
+def message_problem(exc: ValidationError) -> InputRejected | None:
+    """The stable code for what is wrong with a message's text, the same on every route.
+
+    None when the problem is not the text (a wrong type, an unknown field): each route words
+    those itself (``bad_request`` over REST, ``bad_frame`` on the WebSocket).
+    """
+    for err in exc.errors():
+        if "text" not in err.get("loc", ()):
+            continue
+        if err.get("type") == "string_too_long":
+            return InputRejected(
+                "text_too_long", f"the message text is over {ws.MAX_CHAT_TEXT} characters", 413
+            )
+        if err.get("type") in ("empty_text", "string_too_short"):
+            return InputRejected("empty_text", "the message text is empty")
+    return None
 
 
-async def submit_message(
-    bus: Bus, text: str, client_msg_id: str | None, *, channel: Channel = "text"
-) -> Submitted:
-    """Publish once per ``client_msg_id``: a repeat answers with the first message's id."""
-    check_text(text)
+async def submit_message(bus: Bus, body: ws.MessageBody, *, channel: Channel = "text") -> Submitted:
+    """Publish once per ``client_msg_id``: a repeat answers with the first message's id.
+
+    ``body`` was validated by the route (REST and WebSocket share ``ws.MessageBody``).
+    """
+    client_msg_id = body.client_msg_id
     try:
-        item = UserInput(channel=channel, text=text, client_msg_id=client_msg_id)
+        item = UserInput(channel=channel, text=body.text, client_msg_id=client_msg_id)
     except ValidationError as exc:
         raise InputRejected("bad_request", str(exc.errors()[0].get("msg", "invalid message"))) from exc
     msg_id = f"client:{client_msg_id}" if client_msg_id else item.id

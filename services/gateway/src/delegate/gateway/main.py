@@ -1,6 +1,9 @@
 """``python -m delegate.gateway``: settings -> logging -> uvicorn."""
 
+from typing import Any
+
 import uvicorn
+from fastapi import FastAPI
 
 from delegate.contracts import ws
 from delegate.runtime.logs import configure_logging
@@ -13,17 +16,34 @@ from .settings import Settings
 WS_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 
 
+# A client that reads nothing is found by the keepalive: no pong within these, and its
+# connection is closed with 1011 (after any resync frame and 4408 the socket could still take).
+WS_PING_INTERVAL_S = 20.0
+WS_PING_TIMEOUT_S = 20.0
+
+
+def uvicorn_config(app: FastAPI, settings: Settings, **overrides: Any) -> uvicorn.Config:
+    """How the gateway is served; the tests serve it the same way."""
+    options: dict[str, Any] = {
+        "host": settings.delegate_host,
+        "port": settings.delegate_port,
+        "log_config": None,  # keep configure_logging's format
+        "log_level": settings.log_level.lower(),
+        "ws_max_size": max(WS_MAX_MESSAGE_BYTES, ws.MAX_FRAME_BYTES * 2),
+        "ws_ping_interval": WS_PING_INTERVAL_S,
+        "ws_ping_timeout": WS_PING_TIMEOUT_S,
+        "timeout_graceful_shutdown": 5,
+        "server_header": False,
+        # X-Forwarded-Proto/-For count only from the proxies we are told to trust (uvicorn's own
+        # default trusts 127.0.0.1, where any local program could claim https for itself).
+        "proxy_headers": True,
+        "forwarded_allow_ips": settings.trusted_proxies,
+        **overrides,
+    }
+    return uvicorn.Config(app, **options)
+
+
 def run() -> None:
     settings = Settings()
     configure_logging(settings.instance_name or "gateway", settings.log_level)
-    app = create_app(settings)
-    uvicorn.run(
-        app,
-        host=settings.delegate_host,
-        port=settings.delegate_port,
-        log_config=None,  # keep configure_logging's format
-        log_level=settings.log_level.lower(),
-        ws_max_size=max(WS_MAX_MESSAGE_BYTES, ws.MAX_FRAME_BYTES * 2),
-        timeout_graceful_shutdown=5,
-        server_header=False,
-    )
+    uvicorn.Server(uvicorn_config(create_app(settings), settings)).run()

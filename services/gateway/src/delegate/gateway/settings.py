@@ -30,12 +30,26 @@ class Settings(ServiceSettings):
     timeline_history_event_limit: int = Field(default=500, ge=1, le=5000)  # TIMELINE_HISTORY_EVENT_LIMIT
     compact_threshold: int = 200_000  # COMPACT_THRESHOLD, only for the state shown while the agent is down
 
+    # Browser sign-in (GATEWAY_*): how long a session lasts (also the session bucket's TTL);
+    # how often an open /chat socket checks that its session still exists;
+    # the addresses of reverse proxies whose X-Forwarded-Proto/-For are believed (comma-separated
+    # IPs or networks; empty: none, so no client can claim https for itself); whether a generated
+    # owner token is printed on stderr (`make run` shows it on its terminal itself and turns this off).
+    gateway_session_days: float = Field(default=30.0, gt=0, le=400)
+    gateway_session_recheck_s: float = Field(default=15.0, gt=0)  # how soon a signed-out /chat closes
+    gateway_trusted_proxies: str = ""
+    gateway_announce_token: bool = True
+
     # /chat fan-out tuning (GATEWAY_*): frames a connection may have queued before it is told to
-    # resync, how long a lagging client gets to take its resync frame, how long a new connection
+    # resync; how long a lagging client may take to read the frames before its resync before the
+    # hub lets it go (its connection still waits for the socket, so a client that resumes reads
+    # resync and close 4408); when such a connection is cut even so (past the WebSocket keepalive,
+    # which closes a client that reads nothing with 1011 first); how long a new connection
     # may take to say hello before it is switched to live delivery, and how often the hub asks the
     # ledger whether it missed a committed event (lost live messages after a NATS restart).
     gateway_ws_queue_limit: int = Field(default=1000, ge=8)
     gateway_ws_lag_close_s: float = Field(default=10.0, gt=0)
+    gateway_ws_drop_s: float = Field(default=120.0, gt=0)
     gateway_hello_grace_s: float = Field(default=1.0, ge=0)
     gateway_tail_check_s: float = Field(default=2.0, gt=0)
 
@@ -43,6 +57,14 @@ class Settings(ServiceSettings):
     @classmethod
     def _empty_token_is_unset(cls, value: object) -> object:
         return None if value == "" else value
+
+    @property
+    def session_ttl_s(self) -> float:
+        return self.gateway_session_days * 24 * 3600
+
+    @property
+    def trusted_proxies(self) -> list[str]:
+        return [p.strip() for p in self.gateway_trusted_proxies.split(",") if p.strip()]
 
     @property
     def secure_cookies(self) -> bool:

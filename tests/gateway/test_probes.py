@@ -1,0 +1,149 @@
+"""What probing the running gateway found, each pinned down: nesting, seq bounds, input parity.
+
+A real gateway (uvicorn in this process) on a real nats-server; no ledger or agent is needed
+for these edges.
+"""
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+
+from delegate.contracts import topics
+from delegate.contracts.messages import AgentCommand, CommandReply
+from delegate.runtime.bus import Bus
+
+from .helpers import Gateway, auth, connect, recv_until, stream_messages, until
+
+NESTED = b"[" * 1000 + b"]" * 1000  # 2 KB
+
+
+@pytest.mark.parametrize(("path", "headers"), [("/api/session", {}), ("/api/messages", auth())])
+async def test_deeply_nested_json_is_a_400_and_one_log_line_not_a_500_and_a_traceback(
+    gateway: Gateway, bus: Bus, caplog: pytest.LogCaptureFixture, path: str, headers: dict[str, str]
+) -> None:
+    with caplog.at_level(logging.DEBUG):
+        async with httpx.AsyncClient(base_url=gateway.http) as c:
+            r = await c.post(path, content=NESTED, headers=headers | {"Content-Type": "application/json"})
+    assert r.status_code == 400, r.text
+    assert r.json()["error"] == {"code": "bad_json", "message": "the body is nested too deeply"}
+    mine = [rec for rec in caplog.records if rec.name.startswith(("delegate", "uvicorn.error"))]
+    assert not [rec for rec in mine if rec.exc_info or "Traceback" in rec.getMessage()]
+    assert len([rec for rec in mine if "nested too deeply" in rec.getMessage()]) == 1
+    assert await stream_messages(bus, "AGENT") == []
+
+
+async def test_a_deeply_nested_frame_gets_an_error_frame_and_the_socket_stays_open(
+    gateway: Gateway, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.DEBUG):
+        async with await connect(gateway.ws) as conn:
+            await conn.send(NESTED.decode())
+            frame = (await recv_until(conn, lambda f: f["type"] == "error"))[-1]
+            assert frame["code"] == "bad_json" and "nested" in frame["message"]
+            await conn.send(json.dumps({"type": "ping"}))
+            await recv_until(conn, lambda f: f["type"] == "pong")
+    assert not [rec for rec in caplog.records if rec.exc_info]
+
+
+async def test_hello_beyond_the_largest_seq_is_the_clients_fault_not_try_again_later(gateway: Gateway) -> None:
+    """after_seq >= 2^63 overflowed in the ledger and closed with 1013, so a client retried forever."""
+    async with await connect(gateway.ws) as conn:
+        for after in (2**63, 2**64 + 5):
+            await conn.send(json.dumps({"type": "hello", "after_seq": after}))
+            frame = (await recv_until(conn, lambda f: f["type"] == "error"))[-1]
+            assert frame["code"] == "bad_frame" and frame["request"] == "hello", frame
+            assert "after_seq" in frame["message"]
+        # Still open: the client can correct itself on the same connection.
+        await conn.send(json.dumps({"type": "ping"}))
+        await recv_until(conn, lambda f: f["type"] == "pong")
+        assert conn.close_code is None
+
+
+# (body, REST status, REST code, WebSocket code): REST and /chat validate through one model.
+SAME_RULES = [
+    ({"text": "hi", "client_msg_id": ""}, 400, "bad_request", "bad_frame"),
+    ({"text": "hi", "client_msg_id": "x" * 201}, 400, "bad_request", "bad_frame"),
+    ({"text": "\u200b\u200b\u200b"}, 400, "empty_text", "empty_text"),
+    ({"text": " \u2060 \ufeff \u200d\t"}, 400, "empty_text", "empty_text"),
+    ({"text": "\u3164\u2800\u00a0\u3000"}, 400, "empty_text", "empty_text"),
+    ({"text": ""}, 400, "empty_text", "empty_text"),
+    ({"text": "x" * 32_001}, 413, "text_too_long", "text_too_long"),
+]
+
+
+@pytest.mark.parametrize(("body", "rest_status", "rest_code", "ws_code"), SAME_RULES)
+async def test_rest_and_websocket_refuse_the_same_messages(
+    gateway: Gateway, bus: Bus, body: dict[str, str], rest_status: int, rest_code: str, ws_code: str
+) -> None:
+    async with httpx.AsyncClient(base_url=gateway.http, headers=auth()) as c:
+        r = await c.post("/api/messages", json=body)
+    assert (r.status_code, r.json()["error"]["code"]) == (rest_status, rest_code), r.text
+    async with await connect(gateway.ws) as conn:
+        await conn.send(json.dumps({"type": "message", **body}))
+        frame = (await recv_until(conn, lambda f: f["type"] in ("error", "ack")))[-1]
+    assert frame["type"] == "error" and frame["code"] == ws_code, frame
+    assert await stream_messages(bus, "AGENT") == []
+
+
+async def test_text_with_visible_characters_among_invisible_ones_is_accepted(gateway: Gateway, bus: Bus) -> None:
+    async with httpx.AsyncClient(base_url=gateway.http, headers=auth()) as c:
+        r = await c.post("/api/messages", json={"text": "\u200bok\u200b"})
+    assert r.status_code == 202
+    async with await connect(gateway.ws) as conn:
+        await conn.send(json.dumps({"type": "message", "text": " \u00e9 ", "client_msg_id": "c-1"}))
+        frame = (await recv_until(conn, lambda f: f["type"] in ("error", "ack")))[-1]
+    assert frame["type"] == "ack"
+    assert [m.text for m in map(topics.AGENT_INPUT.decode, await stream_messages(bus, "AGENT"))] == [
+        "\u200bok\u200b", " \u00e9 "
+    ]
+
+
+async def test_repeated_command_frames_wait_on_one_request_not_one_task_each(gateway: Gateway, bus: Bus) -> None:
+    """A second compact while one is in flight is answered "busy" at once."""
+    release = asyncio.Event()
+    seen: list[AgentCommand] = []
+
+    async def slow_compact(cmd: AgentCommand) -> CommandReply:
+        seen.append(cmd)
+        await release.wait()
+        return CommandReply()
+
+    await bus.serve(topics.AGENT_COMPACT, slow_compact)
+    await bus.nc.flush()  # the server knows the responder before the gateway asks
+    async with await connect(gateway.ws) as conn:
+        await conn.send(json.dumps({"type": "compact"}))
+        await _until_seen(seen, 1)
+        for _ in range(20):
+            await conn.send(json.dumps({"type": "compact"}))
+        busy = [f for f in await recv_until(conn, _nth_error("busy", 20)) if f.get("code") == "busy"]
+        assert len(busy) == 20 and all(f["request"] == "compact" for f in busy)
+        release.set()
+        await recv_until(conn, lambda f: f == {"type": "ack", "request": "compact", "ok": True})
+        # Once it is answered, the next one goes through.
+        release.clear()
+        await conn.send(json.dumps({"type": "compact"}))
+        await _until_seen(seen, 2)
+        release.set()
+        await recv_until(conn, lambda f: f.get("type") == "ack")
+    assert len(seen) == 2
+
+
+async def _until_seen(seen: list[AgentCommand], n: int) -> None:
+    await until(lambda: len(seen) >= n, what=f"{n} compact requests at the agent")
+
+
+def _nth_error(code: str, n: int) -> Callable[[dict[str, Any]], bool]:
+    count = 0
+
+    def matches(frame: dict[str, Any]) -> bool:
+        nonlocal count
+        if frame.get("type") == "error" and frame.get("code") == code:
+            count += 1
+        return count >= n
+
+    return matches
