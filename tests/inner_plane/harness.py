@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from delegate.contracts import topics
+from delegate.contracts import streams, topics
 from delegate.contracts.events import Event, Payload, make_event
 from delegate.contracts.messages import (
     AGENT_INPUT_ADAPTER,
@@ -66,6 +66,10 @@ class Harness:
         await bus.subscribe(topics.INNER_NOTICE, harness._on_notice)
         return harness
 
+    async def stand_in_for_the_agent(self) -> None:
+        """Create the AGENT stream, which the agent owns: without the agent, the test plays it."""
+        await self.bus.ensure_streams([spec for spec in streams.STREAMS if spec.owner == "agent"])
+
     async def _on_notice(self, notice: LiveNotice) -> None:
         self.notices.append(notice)
 
@@ -122,11 +126,12 @@ class Harness:
     async def agent_inputs(self) -> list[Any]:
         """Everything in the AGENT stream, decoded, oldest first (nobody consumes it here)."""
         info = await self.bus.js.stream_info("AGENT")
-        out = []
+        out: list[Any] = []
         if not info.state.messages:
             return out
         for seq in range(info.state.first_seq, info.state.last_seq + 1):
             msg = await self.bus.js.get_msg("AGENT", seq)
+            assert msg.data is not None
             out.append(AGENT_INPUT_ADAPTER.validate_json(msg.data))
         return out
 

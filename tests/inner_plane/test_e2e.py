@@ -128,8 +128,9 @@ async def test_a_chat_turn_is_capsuled_checkpointed_and_extracted_end_to_end(
     assert all(e["kind"] != "message" or e["role"] in ("user", "assistant") for e in seen)
 
 
-# A longer idle period: the kill must land inside the window even on a loaded machine.
-@pytest.mark.parametrize("idle_seconds", ["6"])
+# The first processes cannot reach the end of the idle window, however slow the machine: the
+# kill lands inside it by construction. The restarted inner plane has a short one.
+@pytest.mark.parametrize("idle_seconds", ["600"])
 async def test_everything_killed_mid_idle_window_still_checkpoints_the_span_once(
     system: System, standin: StandinProcess, harness: Harness
 ) -> None:
@@ -145,17 +146,18 @@ async def test_everything_killed_mid_idle_window_still_checkpoints_the_span_once
         return found or None
 
     await eventually(answered, "the agent's answer")
-    assert not await h.events(span_id=span_id, kinds=["span.closed"]), "still inside the idle window"
 
     # SIGKILL every service and NATS itself, then bring them all back.
+    system.extra_env["IDLE_SPAN_SECONDS"] = "3"
     await h.close()
     for name in ("gateway", "inner-plane", "agent", "ledger"):
         system.kill(name)
     assert system.nats is not None
     system.nats.kill()
     system.nats.start()
-    for name in ("ledger", "agent", "inner-plane", "gateway"):
+    for name in ("ledger", "agent", "gateway"):
         system.restart(name)
+    system.start("inner-plane")  # a new process: it takes the short window from extra_env
     h = await Harness.connect(system)
     try:
 

@@ -19,13 +19,13 @@ from delegate.contracts.events import (
     ConversationOpened,
     Event,
     Message,
-    SessionEnded,
-    SessionStarted,
     SpanClosed,
     SpanOpened,
+    TermEnded,
+    TermStarted,
 )
 from delegate.contracts.ids import new_id
-from delegate.contracts.messages import Signal
+from delegate.contracts.messages import ActivationInput, Signal
 from tests.support.standin import StandinProcess
 from tests.support.system import System
 
@@ -94,8 +94,11 @@ class Story:
 
 async def _started(system: System, standin: StandinProcess, connect: Connect, **env: str) -> Harness:
     system.extra_env.update(plane_env(standin, **env))
+    system.start_nats()
+    h = await connect()
+    await h.stand_in_for_the_agent()
     system.start("ledger", "inner-plane")
-    return await connect()
+    return h
 
 
 async def test_idle_span_gets_one_check_and_its_checkpoint_is_extracted_once(
@@ -157,16 +160,18 @@ async def test_idle_check_still_fires_once_after_everything_is_killed_mid_window
     system: System, standin: StandinProcess, connect: Connect
 ) -> None:
     idle = 4.0
-    h = await _started(system, standin, connect, IDLE_SPAN_SECONDS=str(idle))
+    # The first process cannot reach the end of the window, however slow the machine: the
+    # kill lands inside it by construction. The restarted one has the short window.
+    h = await _started(system, standin, connect, IDLE_SPAN_SECONDS="600")
     story = Story(h)
     await story.open()
     await story.span()
     span_id = story.span_id
     last = await story.say("user", "Remind me about the dentist.")
     await h.processed(last.seq)
-    assert not await h.idle_checks(span_id), "the idle window is not over yet"
 
     # Everything dies inside the idle window: inner plane, ledger and NATS itself.
+    system.extra_env["IDLE_SPAN_SECONDS"] = str(idle)
     await h.close()
     system.kill("inner-plane")
     system.kill("ledger")
@@ -174,7 +179,7 @@ async def test_idle_check_still_fires_once_after_everything_is_killed_mid_window
     system.nats.kill()
     system.nats.start()
     system.restart("ledger")
-    system.restart("inner-plane")
+    system.start("inner-plane")  # a new process: it takes the short window from extra_env
     h = story.h = await connect()
 
     checks = await eventually(lambda: h.idle_checks(span_id), "the idle check after the restart")
@@ -203,16 +208,16 @@ async def test_an_agent_failover_inside_the_idle_window_is_not_activity(
     await story.span()
     last = await story.say("user", "Call the plumber tomorrow.")
     # The lease changes hands mid-window: the agent's own bookkeeping, outside any conversation.
-    ended = SessionEnded(session_id="S1", reason="shutdown")
+    ended = TermEnded(term_id="S1", reason="shutdown")
     await h.append(ended, conversation_id=None, span_id=None, channel="inner")
     started = await h.append(
-        SessionStarted(session_id="S2", type="agent", holder="agent-b", supersedes="S1"),
+        TermStarted(term_id="S2", type="agent", holder="agent-b", supersedes="S1"),
         conversation_id=None, span_id=None, channel="inner",
     )
     await h.processed(started.seq)
 
     checks = await eventually(lambda: h.idle_checks(story.span_id), "the span's idle check")
-    assert [c.last_activity_seq for c in checks] == [last.seq], "a session event counted as span activity"
+    assert [c.last_activity_seq for c in checks] == [last.seq], "a term event counted as span activity"
     assert checks[0].ts >= last.ts + timedelta(seconds=2)
     assert not model_requests(standin, CAPSULE_MARK) and not model_requests(standin, MEMORY_MARK)
 
@@ -319,7 +324,9 @@ async def test_a_failed_capsule_refresh_is_announced_and_retried(
 async def test_urgent_signals_are_recorded_and_wake_the_agent_one_batch_at_a_time(
     system: System, standin: StandinProcess, connect: Connect
 ) -> None:
-    h = await _started(system, standin, connect, IDLE_SPAN_SECONDS="600")
+    # One signal per activation: the two urgent ones need two, and the second may only go
+    # out once the first has its outcome.
+    h = await _started(system, standin, connect, IDLE_SPAN_SECONDS="600", ACTIVATION_BATCH_MAX="1")
     story = Story(h)
     await story.open()
     quiet = Signal(source="memory", type="related", priority=0, data={"text": "Ana's birthday is in May"})
@@ -335,28 +342,26 @@ async def test_urgent_signals_are_recorded_and_wake_the_agent_one_batch_at_a_tim
         assert event.conversation_id == story.conversation_id
     await h.processed(max(e.seq or 0 for e in signal_events))
 
-    async def activations(count: int) -> list[object] | None:
+    async def activations(count: int) -> list[ActivationInput] | None:
         found = [m for m in await h.agent_inputs() if m.type == "activation"]
         return found if len(found) >= count else None
 
     first = (await eventually(lambda: activations(1), "the first activation"))[0]
-    assert set(first.signal_ids) <= {urgent.id, urgent2.id} and first.signal_ids
-    assert quiet.id not in first.signal_ids
-    # Serialized: no second batch while the first has no outcome.
-    assert len(await activations(1) or []) == 1
+    assert len(first.signal_ids) == 1 and first.signal_ids[0] in {urgent.id, urgent2.id}
 
-    await h.append(
+    outcome = await h.append(
         ActivationOutcome(status="completed"),
         conversation_id=story.conversation_id,
         span_id=None,
         channel="inner",
         parent_id=first.id,
     )
-    claimed = list(first.signal_ids)
-    if len(claimed) == 1:
-        second = (await eventually(lambda: activations(2), "the second activation"))[1]
-        claimed += second.signal_ids
-    assert sorted(claimed) == sorted([urgent.id, urgent2.id])
+    second = (await eventually(lambda: activations(2), "the second activation"))[1]
+    assert sorted([*first.signal_ids, *second.signal_ids]) == sorted([urgent.id, urgent2.id])
+    # Serialized: the second batch was made after the first one's outcome was written, not
+    # beside the first one (which is when it would have gone out otherwise).
+    assert second.ts >= outcome.ts
+    assert quiet.id not in {*first.signal_ids, *second.signal_ids}
 
 
 async def test_a_lost_state_file_is_rebuilt_from_the_ledger_without_redoing_work(

@@ -34,13 +34,16 @@ def test_long_transcripts_are_cut_into_bounded_chunks() -> None:
     assert "\n".join(chunks).split("\n") == lines
 
 
-def test_state_file_round_trips_and_survives_garbage(tmp_path: Path) -> None:
+async def test_state_file_round_trips_and_survives_garbage(tmp_path: Path) -> None:
     store = StateFile(tmp_path / "inner-plane" / "state.json")
     assert store.load() == InnerState()
     state = InnerState(last_seq=42)
     state.spans["s"] = OpenSpan(span_id="s", conversation_id="c", last_seq=41, last_ts=utcnow())
-    store.save(state)
+    await store.save(state)
     assert store.load() == state
     assert not (tmp_path / "inner-plane" / "state.tmp").exists()
+    # Owner only: the state holds the continuity capsule.
+    assert store.path.stat().st_mode & 0o777 == 0o600
+    assert store.path.parent.stat().st_mode & 0o777 == 0o700
     store.path.write_text("{not json")
     assert store.load() == InnerState()

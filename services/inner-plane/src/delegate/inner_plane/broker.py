@@ -18,6 +18,7 @@ from delegate.contracts.events import Event, InnerSignal, make_event
 from delegate.contracts.ids import new_id, utcnow
 from delegate.contracts.messages import ActivationInput, Signal
 from delegate.runtime.bus import BusUnavailable, Retryable
+from delegate.runtime.retry import retrying
 
 from .context import Context
 from .state import ActivationBatch, PendingSignal
@@ -93,7 +94,7 @@ class AttentionBroker:
                 if left <= 0:
                     log.warning("activation %s got no outcome in time; moving on", state.batch.activation_id)
                     state.batch = None
-                    self.ctx.persist()
+                    await self.ctx.persist()
                     continue
                 try:
                     await asyncio.wait_for(self.wake.wait(), left)
@@ -113,20 +114,23 @@ class AttentionBroker:
                 sent_at=utcnow(),
             )
             state.signals = [s for s in state.signals if s.id not in claimed_ids]
-            self.ctx.persist()  # claimed before sending: a crash re-sends this batch, not a new one
+            await self.ctx.persist()  # claimed before sending: a crash re-sends this batch, not a new one
             await self._send(state.batch)
 
     async def _send(self, batch: ActivationBatch) -> None:
         activation = ActivationInput(
             id=batch.activation_id, ts=batch.sent_at, signal_ids=batch.signal_ids, signals=batch.signals
         )
-        delay = 0.5
-        while True:
-            try:
-                await self.ctx.bus.publish(topics.AGENT_INPUT, activation, msg_id=batch.activation_id)
-                log.info("woke the agent with %d signal(s) (activation %s)", len(batch.signal_ids), batch.activation_id)
-                return
-            except BusUnavailable as exc:
-                log.warning("activation %s not sent yet: %s", batch.activation_id, exc)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 10.0)
+        try:
+            # Until it is out (or the service stops): the activation id dedups a resend.
+            async for attempt in retrying(
+                retry_on=BusUnavailable, stop=self.ctx.stop, initial=0.5, maximum=10.0,
+                what=f"sending activation {batch.activation_id}",
+            ):
+                with attempt:
+                    await self.ctx.bus.publish(topics.AGENT_INPUT, activation, msg_id=batch.activation_id)
+        except BusUnavailable:
+            if self.ctx.stop.is_set():
+                return  # claimed in the state file: the next start sends it
+            raise
+        log.info("woke the agent with %d signal(s) (activation %s)", len(batch.signal_ids), batch.activation_id)

@@ -19,7 +19,7 @@ from delegate.contracts.events import ContextCapsule, ContextUsage, Event, make_
 from delegate.contracts.messages import LiveNotice, QueryRequest
 from delegate.runtime.bus import BusUnavailable, RemoteError
 
-from .context import Context, backoff, derived_id
+from .context import Context, derived_id
 from .ledger import read_range
 from .model import ModelFailed
 from .prompts import CAPSULE_INSTRUCTIONS, capsule_input, turn_line
@@ -34,7 +34,7 @@ class CapsuleRefresher:
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self.wake = asyncio.Event()
-        self.failures = 0
+        self.backoff = ctx.work_backoff()
         self.retry_at = 0.0  # loop time; lost on restart, which simply retries at once
 
     def on_event(self, event: Event) -> None:
@@ -118,17 +118,16 @@ class CapsuleRefresher:
             )
             await self.ctx.bus.publish(topics.ledger_append("inner-plane"), event)
         except (ModelFailed, BusUnavailable, RemoteError) as exc:
-            self.failures += 1
-            delay = backoff(self.ctx.settings, self.failures)
+            delay = self.backoff.next_delay()
             self.retry_at = asyncio.get_running_loop().time() + delay
-            log.warning("capsule refresh failed (%d), retry in %.1fs: %s", self.failures, delay, exc)
+            log.warning("capsule refresh failed (%d), retry in %.1fs: %s", self.backoff.failures, delay, exc)
             failed = LiveNotice(kind=NOTICE_KIND, status="failed", conversation_id=cid, detail=str(exc)[:500])
             await self.ctx.bus.emit(topics.INNER_NOTICE, failed)
             return
-        self.failures = 0
+        self.backoff.reset()
         self.retry_at = 0.0
         self._adopt(Capsule(text=text, through_seq=through_seq, event_id=event.id))
-        self.ctx.persist()
+        await self.ctx.persist()
         log.info("capsule refreshed through seq %d (%s, %d turns)", through_seq, request.reason, len(turns))
 
     async def _turns_since(self, after_seq: int, through_seq: int) -> tuple[list[Event], int]:

@@ -5,6 +5,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from delegate.runtime.bus import Bus
+from delegate.runtime.retry import Backoff
 
 from .model import Model
 from .settings import Settings
@@ -29,10 +30,13 @@ class Context:
     # Set once the first catch-up reached the ledger's newest event: workers act only on
     # current knowledge, never on a half-replayed history (a span whose close is not read yet).
     caught_up: asyncio.Event = field(default_factory=asyncio.Event)
+    # The service is shutting down: retry waits end at once.
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
 
-    def persist(self) -> None:
-        self.state_file.save(self.state)
+    async def persist(self) -> None:
+        """Durable once it returns; the disk work happens off the event loop."""
+        await self.state_file.save(self.state)
 
-
-def backoff(settings: Settings, failures: int) -> float:
-    return min(settings.inner_retry_seconds * 2 ** max(failures - 1, 0), settings.inner_retry_max_seconds)
+    def work_backoff(self) -> Backoff:
+        """For a model-backed job that failed (capsule, extraction): INNER_RETRY_SECONDS doubling."""
+        return Backoff(initial=self.settings.inner_retry_seconds, maximum=self.settings.inner_retry_max_seconds)

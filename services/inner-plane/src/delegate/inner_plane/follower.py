@@ -3,6 +3,10 @@
 Live notifications (core NATS) are fast but may be lost; the ledger query is the
 truth. So: on start, and whenever a live event skips a seq or nothing arrived for
 a while, read ``ledger.cmd.query(after_seq=last_seq)`` until caught up.
+
+An event whose processing raises is tried again a few times with backoff, then
+dead-lettered (DEAD stream, with the reason) and passed over: one bad event must not
+wedge the follower, nor vanish without a trace.
 """
 
 import asyncio
@@ -11,35 +15,44 @@ from collections.abc import Callable
 
 from delegate.contracts import topics
 from delegate.contracts.events import Event
-from delegate.contracts.messages import QueryRequest
-from delegate.runtime.bus import BusUnavailable, RemoteError
+from delegate.contracts.messages import DeadLetter, QueryRequest
+from delegate.contracts.streams import INNER_FOLLOWER
+from delegate.runtime.bus import DEAD_LETTER_DATA_LIMIT, BusUnavailable, RemoteError
+from delegate.runtime.retry import Backoff, retrying
 
-from .context import Context
+from .context import Context, derived_id
 from .ledger import read_range
 
 log = logging.getLogger(__name__)
 
 PAGE = 500
+# The dead-letter source (``dead.evt.<source>``) of events the follower could not process;
+# named in contracts, where the permission to publish there comes from.
+DEAD_LETTER_SOURCE = INNER_FOLLOWER
 
 
 class LedgerFollower:
     def __init__(self, ctx: Context, apply: Callable[[Event], None]) -> None:
         self.ctx = ctx
         self.apply = apply
-        self.queue: asyncio.Queue[Event] = asyncio.Queue()
+        self.queue: asyncio.Queue[Event] = asyncio.Queue(maxsize=ctx.settings.inner_queue_max)
+        self.high_water = 0  # the fullest the queue has been (it is bounded; tests check it)
 
     async def start(self) -> None:
         # Subscribe before the first catch-up, so nothing committed in between is missed.
         await self.ctx.bus.subscribe(topics.LEDGER_COMMITTED, self._on_live)
 
     async def _on_live(self, event: Event) -> None:
-        self.queue.put_nowait(event)
+        # Waits while the queue is full: the subscription stops taking messages. Nothing
+        # durable is lost that way; a notification NATS drops meanwhile shows up as a gap.
+        await self.queue.put(event)
+        self.high_water = max(self.high_water, self.queue.qsize())
 
     async def run(self) -> None:
         await self.catch_up()
         self.ctx.caught_up.set()
         log.info("caught up with the ledger at seq %d", self.ctx.state.last_seq)
-        while True:
+        while not self.ctx.stop.is_set():
             try:
                 first = await asyncio.wait_for(self.queue.get(), timeout=self.ctx.settings.inner_resync_seconds)
             except TimeoutError:
@@ -50,29 +63,55 @@ class LedgerFollower:
                 events.append(self.queue.get_nowait())
             for event in events:
                 await self._take(event)
-            self.ctx.persist()
+            await self.ctx.persist()
 
     async def _take(self, event: Event) -> None:
         if event.seq is None or event.seq <= self.ctx.state.last_seq:
             return  # already processed (replayed by a catch-up, or a duplicate notification)
         if event.seq == self.ctx.state.last_seq + 1:
-            self._apply(event)
+            await self._apply(event)
             return
         # A gap: notifications were lost (or seqs are not dense); the ledger fills it in.
         await self.catch_up()
 
-    def _apply(self, event: Event) -> None:
+    async def _apply(self, event: Event) -> None:
         assert event.seq is not None
+        attempts = self.ctx.settings.inner_event_attempts
         try:
-            self.apply(event)
-        except Exception:
-            # One malformed event must not wedge the follower forever; it is logged and skipped.
-            log.exception("could not process event %s (%s, seq %d)", event.id, event.kind, event.seq)
+            # Trying again after a partial failure is safe: every component's on_event keys
+            # what it records by event id or seq, so applying an event twice changes nothing.
+            async for attempt in retrying(
+                # No stop event here: giving up early at shutdown would dead-letter a good event.
+                retry_on=Exception, attempts=attempts, initial=0.1, maximum=1.0,
+                what=f"processing event {event.id} ({event.kind}, seq {event.seq})",
+            ):
+                with attempt:
+                    self.apply(event)
+        except Exception as exc:
+            await self._dead_letter(event, f"processing failed {attempts} times: {exc!r}")
         self.ctx.state.last_seq = event.seq
+
+    async def _dead_letter(self, event: Event, reason: str) -> None:
+        log.warning("dead-lettering event %s (%s, seq %s): %s", event.id, event.kind, event.seq, reason)
+        data = event.model_dump_json().encode()
+        letter = DeadLetter(
+            # One letter per event, however often a replay after a lost state file fails on it.
+            id=derived_id("dead-letter", event.id),
+            subject=topics.LEDGER_COMMITTED.subject,
+            consumer=DEAD_LETTER_SOURCE,
+            reason=reason[:2000],
+            data=data[:DEAD_LETTER_DATA_LIMIT].decode("utf-8", errors="replace"),
+            size=len(data),
+        )
+        try:
+            await self.ctx.bus.publish(topics.dead_letters(DEAD_LETTER_SOURCE), letter, deadline=5.0)
+        except BusUnavailable as exc:
+            # The event stays in the ledger; the log line above is what is left of the failure.
+            log.error("could not store the dead letter for event %s: %s", event.id, exc)
 
     async def catch_up(self) -> None:
         """Process everything committed after ``last_seq``; retried until the ledger answers."""
-        delay = 0.2
+        backoff = Backoff(initial=0.2, maximum=5.0)
         while True:
             try:
                 async for page in read_range(
@@ -80,10 +119,10 @@ class LedgerFollower:
                 ):
                     for event in page:
                         if event.seq is not None and event.seq > self.ctx.state.last_seq:
-                            self._apply(event)
-                    self.ctx.persist()
+                            await self._apply(event)
+                    await self.ctx.persist()
                 return
             except (BusUnavailable, RemoteError) as exc:
-                log.warning("ledger catch-up failed, retrying in %.1fs: %s", delay, exc)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
+                log.warning("ledger catch-up failed (%d), retrying: %s", backoff.failures + 1, exc)
+                if not await backoff.sleep(self.ctx.stop):
+                    return

@@ -16,16 +16,20 @@ from delegate.contracts.events import Event, SpanOpened
 from delegate.contracts.ids import utcnow
 from delegate.contracts.messages import IdleCheckInput
 from delegate.runtime.bus import BusUnavailable
+from delegate.runtime.retry import Backoff
 
 from .context import Context, derived_id
 from .state import OpenSpan
 
 log = logging.getLogger(__name__)
 
+
 class IdleTimer:
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self.wake = asyncio.Event()
+        # While NATS is away, unsent checks are tried again after a growing pause.
+        self.backoff = Backoff(initial=0.5, maximum=10.0)
 
     def on_event(self, event: Event) -> None:
         spans = self.ctx.state.spans
@@ -65,10 +69,10 @@ class IdleTimer:
                     continue
                 due = span.last_ts + idle
                 if due <= now:
-                    if not await self._fire(span):
-                        due = now + timedelta(seconds=1)  # NATS is away: try again shortly
-                    else:
+                    if await self._fire(span):
+                        self.backoff.reset()
                         continue
+                    due = now + timedelta(seconds=self.backoff.next_delay())
                 next_due = due if next_due is None else min(next_due, due)
             timeout = None if next_due is None else max((next_due - utcnow()).total_seconds(), 0.0)
             try:
@@ -91,5 +95,5 @@ class IdleTimer:
         current = self.ctx.state.spans.get(span.span_id)
         if current is not None:
             current.fired_seq = check.last_activity_seq
-        self.ctx.persist()
+        await self.ctx.persist()
         return True

@@ -17,8 +17,8 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     model = Model(settings)
     try:
         await bus.ensure_streams()
-        plane = InnerPlane(settings, bus, model)
-        await plane.start(stop)
+        plane = InnerPlane(settings, bus, model, stop)
+        await plane.start()
         await bus.serve_ping(SERVICE, ready=plane.ready)
         await stop.wait()
         await plane.stop()

@@ -11,7 +11,7 @@ from delegate.contracts.events import Checkpoint, Event, MemoryExtracted, make_e
 from delegate.contracts.messages import QueryRequest
 from delegate.runtime.bus import BusUnavailable, RemoteError
 
-from .context import Context, backoff, derived_id
+from .context import Context, derived_id
 from .ledger import exists, read_range
 from .model import ModelFailed
 from .prompts import MEMORY_INSTRUCTIONS, turn_line
@@ -54,7 +54,7 @@ class MemoryExtractor:
 
     async def run(self) -> None:
         await self.ctx.caught_up.wait()
-        failures = 0
+        backoff = self.ctx.work_backoff()
         while True:
             self.wake.clear()
             if not self.ctx.state.checkpoints:
@@ -64,14 +64,14 @@ class MemoryExtractor:
             try:
                 await self.extract(cp)
             except (ModelFailed, BusUnavailable, RemoteError) as exc:
-                failures += 1
-                delay = backoff(self.ctx.settings, failures)
-                log.warning("memory extraction for checkpoint %s failed, retry in %.1fs: %s", cp.id, delay, exc)
-                await asyncio.sleep(delay)
+                log.warning("memory extraction for checkpoint %s failed (%d), retrying: %s",
+                            cp.id, backoff.failures + 1, exc)
+                if not await backoff.sleep(self.ctx.stop):
+                    return
                 continue
-            failures = 0
+            backoff.reset()
             self.ctx.state.checkpoints = [c for c in self.ctx.state.checkpoints if c.id != cp.id]
-            self.ctx.persist()
+            await self.ctx.persist()
 
     async def extract(self, cp: CheckpointRef) -> None:
         event_id = memory_event_id(cp.id)

@@ -21,9 +21,11 @@ log = logging.getLogger(__name__)
 
 
 class InnerPlane:
-    def __init__(self, settings: Settings, bus: Bus, model: Model) -> None:
+    def __init__(self, settings: Settings, bus: Bus, model: Model, stop: asyncio.Event) -> None:
         state_file = StateFile(settings.runtime_data_dir / "inner-plane" / "state.json")
-        self.ctx = Context(settings=settings, bus=bus, model=model, state_file=state_file, state=state_file.load())
+        self.ctx = Context(
+            settings=settings, bus=bus, model=model, state_file=state_file, state=state_file.load(), stop=stop
+        )
         self.idle = IdleTimer(self.ctx)
         self.memory = MemoryExtractor(self.ctx)
         self.capsule = CapsuleRefresher(self.ctx)
@@ -46,7 +48,7 @@ class InnerPlane:
     def ready(self) -> bool:
         return self.ctx.caught_up.is_set()
 
-    async def start(self, stop: asyncio.Event) -> None:
+    async def start(self) -> None:
         log.info("resuming after ledger seq %d", self.ctx.state.last_seq)
         await self.follower.start()
         bus = self.ctx.bus
@@ -55,7 +57,7 @@ class InnerPlane:
         bus.spawn(self.memory.run())
         bus.spawn(self.capsule.run())
         bus.spawn(self.broker.run())
-        self._consumer = bus.spawn(self.broker.consume(stop))
+        self._consumer = bus.spawn(self.broker.consume(self.ctx.stop))
 
     async def stop(self) -> None:
         """Let the signal consumer leave its pull loop by itself (it watches ``stop``): a pull

@@ -27,6 +27,11 @@ class Settings(ServiceSettings):
     # The follower re-reads the ledger this often when no live event arrives, so a lost
     # notification of the newest event is noticed without waiting for the next one.
     inner_resync_seconds: float = Field(default=5.0, gt=0)  # INNER_RESYNC_SECONDS
+    # Live notifications waiting for the follower. When it is full the subscription waits
+    # (backpressure); whatever NATS then drops is a gap the follower reads back from the ledger.
+    inner_queue_max: int = Field(default=1000, ge=1)  # INNER_QUEUE_MAX
+    # Tries of a committed event whose processing raised, with backoff, before it is dead-lettered.
+    inner_event_attempts: int = Field(default=3, ge=1)  # INNER_EVENT_ATTEMPTS
 
     @property
     def capsule_line(self) -> float:

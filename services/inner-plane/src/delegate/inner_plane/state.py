@@ -6,9 +6,11 @@ a restart resumes exactly where the last written state left off. The ledger stay
 the only writer of the main database.
 """
 
+import asyncio
 import json
 import logging
 import os
+import threading
 from datetime import datetime
 from pathlib import Path
 
@@ -93,10 +95,19 @@ class InnerState(_Model):
 
 
 class StateFile:
-    """Load once at start; ``save`` after every change (a few hundred bytes to a few KB)."""
+    """Load once at start; ``await save(state)`` after every change (a few hundred bytes to a few KB).
+
+    The write and its fsyncs run in a worker thread: a slow disk holds up only the caller
+    that waits for durability, never the event loop (live intake, signals, pings). Saves
+    asked for while a write is under way are coalesced into the one write after it.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._turn = asyncio.Lock()  # one snapshot in flight at a time
+        self._write_lock = threading.Lock()  # one thread touching the files at a time
+        self._requested = 0  # saves asked for (event loop side)
+        self._durable = 0  # the newest save on disk (written by the worker thread under _write_lock)
 
     def load(self) -> InnerState:
         try:
@@ -108,16 +119,37 @@ class StateFile:
             log.error("state file %s is unreadable (%s); rebuilding from the ledger", self.path, exc)
             return InnerState()
 
-    def save(self, state: InnerState) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        data = state.model_dump_json().encode()
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, self.path)
-        _fsync_dir(self.path.parent)
+    async def save(self, state: InnerState) -> None:
+        """Return once a snapshot of ``state`` taken after this call is on disk."""
+        self._requested += 1
+        ticket = self._requested
+        async with self._turn:
+            if self._durable >= ticket:
+                return  # a write that began after our change already covered it
+            # The snapshot is taken here, on the loop, so it is consistent; every change whose
+            # save() came before this point is in it.
+            generation = self._requested
+            data = state.model_dump_json().encode()
+            await asyncio.to_thread(self.write, data, generation)
+
+    def write(self, data: bytes, generation: int) -> None:
+        """The atomic replace (tmp + fsync + rename + dir fsync), in a worker thread."""
+        with self._write_lock:
+            if generation <= self._durable:
+                # A save cancelled mid-write let a newer one start; never put older state back.
+                return
+            # Owner only, like the ledger's files: the capsule is a summary of the person's life.
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            tmp = self.path.with_suffix(".tmp")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            os.fchmod(fd, 0o600)  # a tmp file left behind by a crash keeps its old mode otherwise
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, self.path)
+            _fsync_dir(self.path.parent)
+            self._durable = generation
 
 
 def _fsync_dir(path: Path) -> None:
