@@ -36,6 +36,7 @@ class CreateRequest:
     items: list[Item]  # this request's own input, normalised
     stream: bool
     tools: list[dict[str, Any]]
+    demo: bool = False  # answer as the offline demo (`Settings.demo_for`)
 
 
 @dataclass
@@ -72,7 +73,7 @@ class Turn:
         return sum(item.get("type") == "web_search_call" for item in self.output)
 
 
-def parse_create(body: object) -> CreateRequest:
+def parse_create(body: object, *, demo: bool = False) -> CreateRequest:
     if not isinstance(body, dict):
         raise invalid_type("body", "an object", body)
     if not body.get("model"):
@@ -100,7 +101,9 @@ def parse_create(body: object) -> CreateRequest:
             param="previous_response_id",
             code="mutually_exclusive_parameters",
         )
-    return CreateRequest(body=body, items=normalize_input(body.get("input")), stream=bool(stream), tools=tools)
+    return CreateRequest(
+        body=body, items=normalize_input(body.get("input")), stream=bool(stream), tools=tools, demo=demo
+    )
 
 
 class Engine:
@@ -147,6 +150,8 @@ class Engine:
                 body.get("tool_choice", "auto"),
                 _text_format(body),
                 body.get("max_tool_calls"),
+                instructions=instructions if isinstance(instructions, str) else "",
+                demo=request.demo,
             )
             with_sources = websearch.SOURCES_INCLUDE in (body.get("include") or [])
             output.extend(_materialize(plan(model_request, step), with_sources))

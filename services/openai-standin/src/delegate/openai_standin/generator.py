@@ -1,14 +1,14 @@
 """The fake model: decides what a response contains, deterministically.
 
-A scripted step wins; otherwise the answer is derived from the effective input
-so tests and the offline demo get sensible, predictable text.
+A scripted step wins, then a forced function call; in the offline demo its own
+behaviours come next (`demo`); otherwise the answer is derived from the effective
+input so tests get sensible, predictable text.
 """
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
-from delegate.openai_standin import websearch
+from delegate.openai_standin import demo, websearch
 from delegate.openai_standin.ids import new_call_id
 from delegate.openai_standin.items import (
     Item,
@@ -17,44 +17,14 @@ from delegate.openai_standin.items import (
     last_user_text,
     trailing_tool_outputs,
 )
+from delegate.openai_standin.planned import ModelInput, Planned, PlannedCall, PlannedSearch, PlannedText
 from delegate.openai_standin.schema_fill import fill
 from delegate.openai_standin.script import AnyStep, ToolCallStep, WebSearchStep
 from delegate.openai_standin.websearch import SearchResult
 
+__all__ = ["ModelInput", "Planned", "PlannedCall", "PlannedSearch", "PlannedText", "default_text", "plan"]
+
 PREFIX = "Offline stand-in:"
-
-
-@dataclass(frozen=True)
-class PlannedText:
-    text: str
-    annotations: tuple[dict[str, Any], ...] = ()
-
-
-@dataclass(frozen=True)
-class PlannedCall:
-    name: str
-    arguments: str
-    call_id: str
-
-
-@dataclass(frozen=True)
-class PlannedSearch:
-    query: str
-    results: tuple[SearchResult, ...]
-
-
-Planned = PlannedText | PlannedCall | PlannedSearch
-
-
-@dataclass(frozen=True)
-class ModelInput:
-    """The parts of a create request the fake model looks at."""
-
-    items: list[Item]
-    tools: list[dict[str, Any]]
-    tool_choice: object
-    text_format: dict[str, Any] | None
-    max_tool_calls: object = None
 
 
 def plan(request: ModelInput, step: AnyStep | None) -> list[Planned]:
@@ -71,6 +41,8 @@ def plan(request: ModelInput, step: AnyStep | None) -> list[Planned]:
         seed = last_user_text(request.items) or ""
         arguments = fill(forced.get("parameters") or {"type": "object"}, seed)
         return [PlannedCall(str(forced["name"]), json.dumps(arguments, ensure_ascii=False), new_call_id())]
+    if request.demo and (shown := demo.plan(request)) is not None:
+        return shown
     searched = _default_search(request)
     if searched is not None:
         return searched

@@ -38,9 +38,13 @@ _CLIENT_GONE = 499
 
 
 def require_api_key(request: Request) -> None:
-    scheme, _, key = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not key.strip():
+    if not api_key(request):
         raise missing_api_key()
+
+
+def api_key(request: Request) -> str:
+    scheme, _, key = request.headers.get("authorization", "").partition(" ")
+    return key.strip() if scheme.lower() == "bearer" else ""
 
 
 router = APIRouter(prefix="/v1", dependencies=[Depends(require_api_key)])
@@ -49,7 +53,7 @@ router = APIRouter(prefix="/v1", dependencies=[Depends(require_api_key)])
 @router.post("/responses")
 async def create_response(request: Request, state: StateDep) -> Response:
     note(request, **_UNRESOLVED)
-    create = parse_create(await _json_body(request))
+    create = parse_create(await _json_body(request), demo=state.settings.demo_for(api_key(request)))
     step = state.engine.take_step("responses", create.body, create.items, create.stream)
     note(request, step=_dump(step))
     if await _before_answer(request, step, create.stream):

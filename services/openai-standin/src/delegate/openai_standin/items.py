@@ -129,7 +129,8 @@ def item_text(item: Item) -> str:
     if kind == "reasoning":
         return content_text(item.get("summary"))
     if kind == "web_search_call":
-        action = item.get("action") if isinstance(item.get("action"), dict) else {}
+        raw_action = item.get("action")
+        action: dict[str, Any] = raw_action if isinstance(raw_action, dict) else {}
         return f"web search {action.get('query') or action.get('url') or ''}".strip()
     return json.dumps(item, separators=(",", ":"))
 

@@ -1,6 +1,15 @@
 """Settings of the stand-in, read once in `main.run()` and passed down."""
 
+from typing import Literal
+
+from pydantic import field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+# The API key `make run` and compose give the services when no OPENAI_API_KEY is set:
+# a request carrying it comes from someone trying Delegate, not from a test.
+OFFLINE_KEY = "offline-standin"
+
+DemoMode = Literal["auto", "on", "off"]
 
 
 class Settings(BaseSettings):
@@ -12,4 +21,27 @@ class Settings(BaseSettings):
     standin_latency_ms: int = 0  # STANDIN_LATENCY_MS
     # Fake context window: over it, `truncation: "disabled"` fails like OpenAI does.
     standin_context_window: int = 400_000  # STANDIN_CONTEXT_WINDOW
+    # The offline demo's answers (first-run guide, notes, reminders, capsule): "on", "off",
+    # or "auto" = for requests made with OFFLINE_KEY. Tests' plain answers stay the default.
+    standin_demo: DemoMode = "auto"  # STANDIN_DEMO
     log_level: str = "INFO"  # LOG_LEVEL
+
+    @field_validator("standin_demo", mode="before")
+    @classmethod
+    def _demo_words(cls, value: object) -> object:
+        # Compose passes unset variables as "", and people write 1/0 or true/false.
+        if isinstance(value, str):
+            word = value.strip().lower()
+            if word in ("", "auto"):
+                return "auto"
+            if word in ("1", "true", "yes", "on"):
+                return "on"
+            if word in ("0", "false", "no", "off"):
+                return "off"
+        return value
+
+    def demo_for(self, api_key: str) -> bool:
+        """Whether a request made with `api_key` gets the offline demo's answers."""
+        if self.standin_demo == "auto":
+            return api_key == OFFLINE_KEY
+        return self.standin_demo == "on"

@@ -4,8 +4,8 @@ import time
 from typing import Any
 
 from delegate.openai_standin import websearch
-from delegate.openai_standin.generator import PlannedCall, PlannedSearch
 from delegate.openai_standin.items import Item
+from delegate.openai_standin.planned import PlannedCall, PlannedSearch
 
 
 def usage(input_tokens: int, cached_tokens: int, output_tokens: int) -> dict[str, Any]:

@@ -104,7 +104,8 @@ def _annotation_added(ref: dict[str, Any], index: int, annotation: dict[str, Any
 
 def _web_search_events(index: int, item: Item) -> list[Event]:
     """added (in progress, query but no sources yet), the three progress events, done."""
-    action = item.get("action") if isinstance(item.get("action"), dict) else {}
+    raw_action = item.get("action")
+    action: dict[str, Any] = raw_action if isinstance(raw_action, dict) else {}
     started = {key: value for key, value in action.items() if key != "sources"}
     ref = {"item_id": item["id"], "output_index": index}
     return [

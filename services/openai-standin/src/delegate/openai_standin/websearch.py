@@ -76,7 +76,8 @@ def find_tool(tools: list[dict[str, Any]]) -> SearchTool | None:
     tool = next((t for t in tools if is_search_tool(t)), None)
     if tool is None:
         return None
-    filters = tool.get("filters") if isinstance(tool.get("filters"), dict) else {}
+    raw_filters = tool.get("filters")
+    filters: dict[str, Any] = raw_filters if isinstance(raw_filters, dict) else {}
     domains = filters.get("allowed_domains")
     size = tool.get("search_context_size")
     location = tool.get("user_location")
