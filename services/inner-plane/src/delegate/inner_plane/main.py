@@ -13,14 +13,19 @@ SERVICE = "inner-plane"
 
 
 async def serve(settings: Settings, stop: asyncio.Event) -> None:
-    bus = await Bus.connect(settings.nats_url, settings.instance_name or SERVICE)
+    bus = await Bus.connect(settings.nats_url, f"{SERVICE}:{settings.instance_name or SERVICE}")
     model = Model(settings)
     try:
         await bus.ensure_streams()
         plane = InnerPlane(settings, bus, model, stop)
         await plane.start()
         await bus.serve_ping(SERVICE, ready=plane.ready)
-        await stop.wait()
+        ended = [asyncio.create_task(stop.wait()), asyncio.create_task(plane.failed.wait())]
+        await asyncio.wait(ended, return_when=asyncio.FIRST_COMPLETED)
+        for waiter in ended:
+            waiter.cancel()
+        if plane.failed.is_set():
+            raise SystemExit(1)  # the supervisor (make run, compose) restarts us
         await plane.stop()
     finally:
         await bus.close()

@@ -31,6 +31,7 @@ class InnerPlane:
         self.capsule = CapsuleRefresher(self.ctx)
         self.broker = AttentionBroker(self.ctx)
         self.follower = LedgerFollower(self.ctx, self.apply)
+        self.failed = asyncio.Event()  # a worker ended by itself: the process must restart
 
     def apply(self, event: Event) -> None:
         """One committed event, in seq order; components only update state and wake workers."""
@@ -46,18 +47,24 @@ class InnerPlane:
             component.on_event(event)
 
     def ready(self) -> bool:
-        return self.ctx.caught_up.is_set()
+        return self.ctx.caught_up.is_set() and not self.failed.is_set()
 
     async def start(self) -> None:
         log.info("resuming after ledger seq %d", self.ctx.state.last_seq)
         await self.follower.start()
         bus = self.ctx.bus
-        bus.spawn(self.follower.run())
-        bus.spawn(self.idle.run())
-        bus.spawn(self.memory.run())
-        bus.spawn(self.capsule.run())
-        bus.spawn(self.broker.run())
+        for work in (self.follower.run(), self.idle.run(), self.memory.run(), self.capsule.run(), self.broker.run()):
+            bus.spawn(work).add_done_callback(self._worker_ended)
         self._consumer = bus.spawn(self.broker.consume(self.ctx.stop))
+
+    def _worker_ended(self, task: "asyncio.Task[None]") -> None:
+        # A worker only ends by itself on a bug or a fault it cannot ride out (a state file
+        # that cannot be written): never linger unready, half working; fail so we are restarted
+        # and rebuild from the ledger, which loses nothing.
+        if task.cancelled() or self.ctx.stop.is_set():
+            return
+        log.error("inner-plane worker %s ended: %r; stopping to be restarted", task.get_name(), task.exception())
+        self.failed.set()
 
     async def stop(self) -> None:
         """Let the signal consumer leave its pull loop by itself (it watches ``stop``): a pull
