@@ -265,23 +265,22 @@ class BatchConsumer(Generic[M]):
         if self.broken:
             return  # after a gap nothing is taken until the reset
         try:
-            meta = msg.metadata
+            stream_seq, delivery, pending = _delivery_numbers(msg)
         except Exception:  # a reply that is no JetStream ack subject
             log.warning("%s: ignoring a message with reply %r", self.durable, msg.reply)
             return
-        delivery = meta.sequence.consumer
         if delivery != self.expected:
             self.broken = f"delivery {delivery} arrived where {self.expected} was next"
             self.wake.set()
             return
         self.expected = delivery + 1
         self.remaining -= 1
-        self.more = meta.num_pending
+        self.more = pending
         try:
             decoded: Any = self._decode(msg.data)
         except ValidationError as exc:
             decoded = exc
-        self.buffer.append(_Delivery(msg, meta.sequence.stream, decoded))
+        self.buffer.append(_Delivery(msg, stream_seq, decoded))
         if len(self.buffer) >= self.batch or not self.more or self.remaining <= 0:
             self.wake.set()
 
@@ -460,3 +459,20 @@ class BatchConsumer(Generic[M]):
             opt_start_seq=start or None,
             filter_subject=self.topic.subject,
         )
+
+
+_V1_TOKENS = 9  # $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>
+
+
+def _delivery_numbers(msg: Msg) -> tuple[int, int, int]:
+    """(stream seq, consumer seq, pending) of a JetStream delivery.
+
+    The same numbers as ``msg.metadata`` and read by nats-py's own reply parser and its own
+    token positions (``Msg.Ack``, both subject layouts: with and without domain and account
+    hash), without building the Metadata object and its timestamp, which cost a third of this
+    consumer's time per message at the ledger's rates.
+    """
+    tokens = Msg.Metadata._get_metadata_fields(msg.reply)
+    if len(tokens) == _V1_TOKENS:
+        return int(tokens[5]), int(tokens[6]), int(tokens[8])
+    return int(tokens[Msg.Ack.StreamSeq]), int(tokens[Msg.Ack.ConsumerSeq]), int(tokens[Msg.Ack.NumPending])
