@@ -44,8 +44,9 @@ from openai import AsyncStream, RequestOptions  # noqa: E402
 from delegate.contracts import topics  # noqa: E402
 from delegate.contracts.events import Message, make_event  # noqa: E402
 from delegate.contracts.messages import Delta, QueryRequest  # noqa: E402
+from delegate.launcher.procs import free_port, wait_for_port  # noqa: E402
 from delegate.runtime.bus import Bus  # noqa: E402
-from delegate.runtime.procs import free_port, wait_for_port  # noqa: E402
+from tests.support.nats import nats_server  # noqa: E402
 from tests.support.standin import TEST_API_KEY, StandinProcess  # noqa: E402
 from tests.support.system import System  # noqa: E402
 
@@ -230,7 +231,8 @@ async def until(predicate: Any, timeout: float, what: str) -> float:
     return time.perf_counter()
 
 
-async def run(args: argparse.Namespace) -> None:
+async def run(args: argparse.Namespace, auth: bool) -> tuple[float, float]:
+    """One whole run; returns Delegate's overhead to the first delta (p50, p99), in seconds."""
     root = Path(tempfile.mkdtemp(prefix="bench-chat-"))
     standin = StandinProcess(log_dir=root / "standin").start()
     env = {
@@ -240,7 +242,9 @@ async def run(args: argparse.Namespace) -> None:
         "COMPACT_THRESHOLD": "10000000",  # this run measures the chat path, not compaction
         "IDLE_SPAN_SECONDS": "100000",
     }
-    system = System(root / "system", env=env)
+    nats = nats_server(root / "nats", auth=auth).start()
+    system = System(root / "system", env=env, nats=nats)
+    print(f"NATS authentication {'on: every service logs in as its own role' if auth else 'off'}")
     bus: Bus | None = None
     try:
         system.start("ledger", "agent", "gateway")
@@ -305,7 +309,7 @@ async def run(args: argparse.Namespace) -> None:
         print("  (overhead = each percentile of message -> 1st delta minus the same percentile of the stand-in alone;")
         print("   ack -> delta on NATS is the agent: consume, the model request, opening events published meanwhile)")
         if args.latency_only:
-            return
+            return over[50], over[99]
 
         print(f"\nthroughput: {args.burst} messages at once, {args.watchers} watchers")
         now = (await bus.request(topics.LEDGER_QUERY, QueryRequest(after_seq=0, limit=1))).last_seq
@@ -359,6 +363,7 @@ async def run(args: argparse.Namespace) -> None:
         for w in watchers:
             await w.conn.close()
             w.task.cancel()
+        return over[50], over[99]
     finally:
         if bus is not None:
             await bus.close()
@@ -373,11 +378,21 @@ def main() -> None:
     parser.add_argument("--burst", type=int, default=200)
     parser.add_argument("--events", type=int, default=5000)
     parser.add_argument("--latency-only", action="store_true", help="stop after the latency figures")
+    parser.add_argument("--compare-auth", action="store_true",
+                        help="first a latency run with NATS authentication off, then the run with it on")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     # Readiness probes connect and close a bus each: their "disconnected" warnings are noise here.
     logging.getLogger("delegate.runtime.bus").setLevel(logging.ERROR)
-    asyncio.run(run(args))
+    if not args.compare_auth:
+        asyncio.run(run(args, auth=True))
+        return
+    # The cost of NATS authentication: the same latency run with it off, then on, as a ratio.
+    off = asyncio.run(run(argparse.Namespace(**{**vars(args), "latency_only": True}), auth=False))
+    print()
+    on = asyncio.run(run(args, auth=True))
+    print(f"\ncost of NATS authentication on Delegate's overhead: p50 {ms(on[0])} vs {ms(off[0])} off "
+          f"({on[0] / off[0]:.2f}x), p99 {ms(on[1])} vs {ms(off[1])} ({on[1] / off[1]:.2f}x)")
 
 
 if __name__ == "__main__":

@@ -32,10 +32,13 @@ from delegate.contracts.events import Event, Message, SpanOpened, make_event
 from delegate.contracts.ids import format_ts, new_id
 from delegate.contracts.messages import PageRequest, ResumeRequest
 from delegate.contracts.streams import LEDGER_WRITER
+from delegate.launcher.procs import NatsServer, python_module
 from delegate.ledger.store import sqlite_path
 from delegate.ledger.store.sqlite import COLS, INSERT_EVENT, SqliteStore, connect, event_row, migrate
 from delegate.runtime.bus import MSG_ID, Bus
-from delegate.runtime.procs import NatsServer, python_module
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tests.support.nats import nats_server, role_env
 
 BATCH = 256  # the ledger's default batch size
 
@@ -89,9 +92,10 @@ def raw_insert_rate(path: Path, events: list[Event], synchronous: str, batch: in
     return len(rows) / elapsed
 
 
-def start_ledger(runtime: Path, nats_url: str, logs: Path, **env: str) -> object:
-    proc_env = dict(os.environ, NATS_URL=nats_url, RUNTIME_DATA_DIR=str(runtime), LOG_LEVEL="WARNING",
-                    PYTHONUNBUFFERED="1", **env)
+def start_ledger(runtime: Path, server: NatsServer, logs: Path, **env: str) -> object:
+    """The ledger as its own process, logged in as the ledger's identity (when auth is on)."""
+    proc_env = dict(os.environ, NATS_URL=server.address, RUNTIME_DATA_DIR=str(runtime), LOG_LEVEL="WARNING",
+                    PYTHONUNBUFFERED="1", **role_env(server, "ledger"), **env)
     proc_env.pop("DATABASE_URL", None)
     return python_module("ledger", "delegate.ledger", proc_env, logs / "ledger.log").start()
 
@@ -139,11 +143,11 @@ async def through_the_bus(tmp: Path, events: list[Event], warmup: int, sync_alwa
     """Producer publishing in flight -> ledger process -> committed in SQLite; events/s."""
     name = "always" if sync_always else "default"
     runtime = tmp / f"runtime-e2e-{name}"
-    server = NatsServer(tmp / f"nats-e2e-{name}", sync_always=sync_always).start()
-    ledger = start_ledger(runtime, server.url, tmp)
+    server = nats_server(tmp / f"nats-e2e-{name}", auth=True, sync_always=sync_always).start()
+    ledger = start_ledger(runtime, server, tmp)
     try:
         bus = await Bus.connect(server.url, "bench")
-        await bus.ensure_streams()
+        await bus.ensure_streams(all_owners=True)
         await wait_ready(bus)
         payloads = [(e.id, topics.LEDGER_APPEND_ANY.encode(e)) for e in events]
 
@@ -164,17 +168,17 @@ async def through_the_bus(tmp: Path, events: list[Event], warmup: int, sync_alwa
         server.stop()
 
 
-async def drain_backlog(tmp: Path, events: list[Event], runs: int) -> list[float]:
+async def drain_backlog(tmp: Path, events: list[Event], runs: int, *, auth: bool = True) -> list[float]:
     """The ledger alone: a backlog already in the stream, first to last commit; events/s per run.
 
     The backlog is published once; each run is a fresh ledger (new database, new durable
-    consumer) draining all of it.
+    consumer) draining all of it. ``auth``: NATS authentication and permissions on (as run).
     """
-    server = NatsServer(tmp / "nats-drain", sync_always=False).start()
+    server = nats_server(tmp / f"nats-drain-{'auth' if auth else 'open'}", auth=auth, sync_always=False).start()
     rates = []
     try:
         bus = await Bus.connect(server.url, "bench")
-        await bus.ensure_streams()
+        await bus.ensure_streams(all_owners=True)
         for e in events:
             await bus.js.publish_async(topics.ledger_append("test").subject, topics.LEDGER_APPEND_ANY.encode(e),
                                        headers={MSG_ID: e.id})
@@ -182,8 +186,8 @@ async def drain_backlog(tmp: Path, events: list[Event], runs: int) -> list[float
         for run in range(runs):
             with contextlib.suppress(nats.js.errors.NotFoundError):
                 await bus.js.delete_consumer("LEDGER", LEDGER_WRITER)
-            runtime = tmp / f"runtime-drain-{run}"
-            ledger = start_ledger(runtime, server.url, tmp)
+            runtime = tmp / f"runtime-drain-{'auth' if auth else 'open'}-{run}"
+            ledger = start_ledger(runtime, server, tmp)
             try:
                 first, last = await committed_at(sqlite_path(runtime), len(events))
             finally:
@@ -216,11 +220,11 @@ async def bus_ceiling(tmp: Path, events: list[Event], runs: int) -> list[float]:
     garbage collector's way, or its full collections would be timed too (the ledger's own
     process holds none of them).
     """
-    server = NatsServer(tmp / "nats-ceiling", sync_always=False).start()
+    server = nats_server(tmp / "nats-ceiling", auth=True, sync_always=False).start()
     rates = []
     try:
         bus = await Bus.connect(server.url, "bench")
-        await bus.ensure_streams()
+        await bus.ensure_streams(all_owners=True)
         for e in events:
             await bus.js.publish_async(topics.ledger_append("test").subject, topics.LEDGER_APPEND_ANY.encode(e),
                                        headers={MSG_ID: e.id})
@@ -241,10 +245,10 @@ async def bus_ceiling(tmp: Path, events: list[Event], runs: int) -> list[float]:
 
 
 async def jetstream_publish_rates(tmp: Path, sync_always: bool, sequential: int, in_flight: int) -> tuple[float, float]:
-    server = NatsServer(tmp / f"nats-sync-{sync_always}", sync_always=sync_always).start()
+    server = nats_server(tmp / f"nats-sync-{sync_always}", auth=True, sync_always=sync_always).start()
     try:
         bus = await Bus.connect(server.url, "bench")
-        await bus.ensure_streams()
+        await bus.ensure_streams(all_owners=True)
         data = topics.LEDGER_APPEND_ANY.encode(sample_events(1)[0])
         start = time.perf_counter()
         for _ in range(sequential):
@@ -262,13 +266,15 @@ async def jetstream_publish_rates(tmp: Path, sync_always: bool, sequential: int,
 
 
 async def bench_append(tmp: Path, n: int) -> None:
-    print(f"\n(a) append throughput: {n:,} events of ~{len(topics.LEDGER_APPEND_ANY.encode(sample_events(2)[1]))} bytes")
+    size = len(topics.LEDGER_APPEND_ANY.encode(sample_events(2)[1]))
+    print(f"\n(a) append throughput: {n:,} events of ~{size} bytes")
     events = sample_events(n)
     warmup = min(2000, n // 10)
     # The headline pair: best of 3 each, since load from elsewhere only ever slows a run down.
     floors = [raw_insert_rate(tmp / f"floor-full-{i}.sqlite", events, "FULL", BATCH) for i in range(3)]
     drains = await drain_backlog(tmp, events, runs=3)
-    floor_full, drained = max(floors), max(drains)
+    open_drains = await drain_backlog(tmp, events, runs=3, auth=False)
+    floor_full, drained, drained_open = max(floors), max(drains), max(open_drains)
     e2e = await through_the_bus(tmp, events, warmup, sync_always=True)
     e2e_default = await through_the_bus(tmp, events, warmup, sync_always=False)
     ceilings = await bus_ceiling(tmp, events, runs=3)
@@ -289,6 +295,9 @@ async def bench_append(tmp: Path, n: int) -> None:
     line("ledger draining a backlog already in JetStream", f"{drained:10,.0f} events/s")
     line(f"  ({runs(drains)})", "")
     line("  ratio to the floor: THE figure held to the >= 40% target", f"{drained / floor_full:10.0%}")
+    line("the same drain with NATS authentication off", f"{drained_open:10,.0f} events/s")
+    line(f"  ({runs(open_drains)})", "")
+    line("  cost of authentication: drain with it on / off", f"{drained / drained_open:10.0%}")
     line("bus -> SQLite end to end, NATS sync_interval always (as run)", f"{e2e:10,.0f} events/s")
     line("  ratio to the floor", f"{e2e / floor_full:10.0%}")
     line("  share of JetStream's own in-flight publish rate, sync always", f"{e2e / always[1]:10.0%}")
@@ -459,11 +468,11 @@ async def bench_history(tmp: Path, n: int, limit: int, rounds: int) -> None:
     line("  deep page size after span expansion (mean / max)", f"{statistics.mean(sizes):7.0f} / {max(sizes)}")
     line("store.resume (in process)", ms(resume_local))
 
-    server = NatsServer(tmp / "nats-history", sync_always=True).start()
-    ledger = start_ledger(runtime, server.url, tmp)
+    server = nats_server(tmp / "nats-history", auth=True, sync_always=True).start()
+    ledger = start_ledger(runtime, server, tmp)
     try:
         bus = await Bus.connect(server.url, "bench")
-        await bus.ensure_streams()
+        await bus.ensure_streams(all_owners=True)
         await wait_ready(bus)
         for c in cursors[:20]:
             await bus.request(topics.LEDGER_PAGE, PageRequest(before=c.encode()))

@@ -73,7 +73,7 @@ async def main(n: int) -> None:
             client = await Bus.connect(nats.url, "bench-client")
             for ledger in (False, True):
                 server_bus = await Bus.connect(nats.url, "bench-agent")
-                await server_bus.ensure_streams()
+                await server_bus.ensure_streams(all_owners=True)
                 registry = await make(Path(tmp) / "rt", server_bus if ledger else None)
                 await registry.serve(server_bus)
                 suffix = " + ledger" if ledger else ", no ledger"
