@@ -1,7 +1,7 @@
-"""The working context of a fresh model session: continuity capsule + recent verbatim turns.
+"""A fresh working context: continuity capsule + recent verbatim turns.
 
 Pure functions, no I/O. The agent uses them whenever it has no Responses chain to continue
-(first start, after End conversation, after a voice session cleared the chain, after the
+(first start, after End conversation, after a voice call cleared the chain, after the
 chain was lost); the voice service uses them to seed a Realtime session. Both read the same
 ledger events, so every protocol starts from the same account of the relationship:
 
@@ -43,7 +43,7 @@ MARKER_NOTE = (
 
 @dataclass(frozen=True)
 class Turn:
-    """One verbatim user or assistant message, as a fresh session sees it."""
+    """One verbatim user or assistant message, as a fresh working context holds it."""
 
     event_id: str
     seq: int | None
@@ -156,7 +156,7 @@ def capsule_section(text: str) -> str:
     )
 
 
-def session_note(channel: str, now: datetime) -> str:
+def now_note(channel: str, now: datetime) -> str:
     when = now.astimezone(UTC).strftime("%A %Y-%m-%d %H:%M UTC")
     return f"## Now\nThe user is reaching you by {CHANNEL_NAMES.get(channel, channel)}. It is {when}."
 
@@ -179,7 +179,7 @@ def compose_instructions(
         parts.append(capsule_section(text))
     if with_markers:
         parts.append(MARKER_NOTE)
-    parts.append(session_note(channel, now))
+    parts.append(now_note(channel, now))
     return "\n\n".join(parts)
 
 
@@ -194,7 +194,7 @@ def build_working_context(
     max_chars: int = DEFAULT_MAX_CHARS,
     exclude_ids: Iterable[str] = (),
 ) -> WorkingContext:
-    """Everything a fresh session needs: instructions (with capsule) and recent turns as items."""
+    """Everything a fresh working context needs: instructions (with capsule) and recent turns as items."""
     turns = select_recent_turns(
         messages, capsule, max_turns=max_turns, max_chars=max_chars, exclude_ids=exclude_ids
     )
