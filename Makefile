@@ -5,18 +5,38 @@ BIN := $(VENV)/bin
 MEMBERS := contracts runtime launcher ledger gateway agent voice inner-plane pollers openai-standin
 EDITABLES := $(foreach m,$(MEMBERS),$(if $(wildcard services/$(m)/pyproject.toml),-e services/$(m)))
 
-.PHONY: install run test lint typecheck bench clean
+.PHONY: install install-run run test lint typecheck bench token token-rotate clean
 
-$(BIN)/.installed: requirements-dev.txt constraints.txt $(wildcard services/*/pyproject.toml)
+# Two installs: running needs only the members and their runtime packages (`make run`);
+# testing adds the tooling of requirements-dev.txt (pytest, Playwright, hypothesis, ruff, mypy).
+# pip runs without -q: a first install takes a while, and its progress shows.
+$(BIN)/.installed-run: constraints.txt $(wildcard services/*/pyproject.toml)
+	@echo "== creating $(VENV) and installing Delegate's runtime packages (a minute on a first run)"
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -c constraints.txt $(EDITABLES) -r requirements-dev.txt
+	$(BIN)/python -m pip install --progress-bar on --upgrade pip
+	$(BIN)/python -m pip install --progress-bar on -c constraints.txt $(EDITABLES)
 	touch $@
 
+$(BIN)/.installed: $(BIN)/.installed-run requirements-dev.txt
+	@echo "== installing the test tooling (requirements-dev.txt)"
+	$(BIN)/python -m pip install --progress-bar on -c constraints.txt -r requirements-dev.txt
+	touch $@
+
+install-run: $(BIN)/.installed-run
+
+# Everything: what `make test` and .ci/run need.
 install: $(BIN)/.installed
 
-run: install
+run: install-run
 	$(BIN)/python -m delegate.launcher
+
+# The owner token `make run` signs in with; token-rotate writes a new one (restart `make run`
+# afterwards: every browser session is signed out by the change).
+token: install-run
+	@$(BIN)/python -m delegate.gateway token
+
+token-rotate: install-run
+	@$(BIN)/python -m delegate.gateway token --rotate
 
 test: install
 	$(BIN)/python -m pytest

@@ -72,3 +72,54 @@ def test_compose_gives_each_service_its_own_nats_identity_and_only_that() -> Non
         assert env["NATS_PASSWORD"].startswith("${" + password_variable(role) + ":?")
         assert not any(k.startswith("NATS_PASSWORD_") for k in env), role
         assert password_variable(role) in compose["nats"]["environment"]
+
+
+def _settings_classes() -> list[type]:
+    from delegate.agent.settings import Settings as Agent
+    from delegate.agent.tools.settings import ToolSettings
+    from delegate.gateway.settings import Settings as Gateway
+    from delegate.inner_plane.settings import Settings as InnerPlane
+    from delegate.ledger.settings import Settings as Ledger
+    from delegate.openai_standin.settings import Settings as Standin
+    from delegate.pollers.settings import Settings as Pollers
+    from delegate.runtime.credentials import NatsCredentials
+    from delegate.voice.settings import Settings as Voice
+
+    return [Agent, ToolSettings, Gateway, InnerPlane, Ledger, Standin, Pollers, Voice, NatsCredentials]
+
+
+def test_env_example_names_every_setting_of_every_service_and_nothing_else() -> None:
+    from delegate.contracts.roles import ROLES
+    from delegate.launcher.natsconf import password_variable
+
+    lines = (ROOT / ".env.example").read_text().splitlines()
+    named: dict[str, int] = {}
+    for number, line in enumerate(lines):
+        match = re.match(r"^#? ?([A-Z][A-Z0-9_]*)=", line)
+        if match:
+            named[match[1]] = number
+            # a one-line comment says what it is: the line above is a comment (or a documented group)
+            assert number > 0 and lines[number - 1].startswith("#"), match[1]
+    fields = {name.upper() for cls in _settings_classes() for name in cls.model_fields}  # type: ignore[attr-defined]
+    fields |= {password_variable(role) for role in ROLES}  # compose's, and `make run` against NATS_URL
+    assert sorted(fields - named.keys()) == [], "settings missing from .env.example"
+    assert sorted(named.keys() - fields) == [], ".env.example names settings no service has"
+    # grouped: model, channels, storage, limits, NATS identities, gateway
+    headings = " ".join(line for line in lines if line.startswith("# ----"))
+    for group in ("model", "channels", "storage", "limits", "NATS", "gateway"):
+        assert group in headings, group
+
+
+def test_make_run_installs_only_the_runtime_packages() -> None:
+    makefile = (ROOT / "Makefile").read_text()
+    run_target = re.search(r"^run: (.*)$", makefile, re.M)
+    assert run_target and run_target[1].split() == ["install-run"]
+    recipe = makefile.split("$(BIN)/.installed-run:", 1)[1].split("\n\n", 1)[0]
+    assert "requirements-dev.txt" not in recipe
+    assert " -q" not in recipe  # a long install shows its progress
+    test_target = re.search(r"^test: (.*)$", makefile, re.M)
+    assert test_target and "install" in test_target[1].split()
+    for member in [*SERVICES, *LIBRARIES, *TOOLS]:
+        meta = tomllib.loads((ROOT / "services" / member / "pyproject.toml").read_text())
+        for dep in meta["project"]["dependencies"]:
+            assert not re.match(r"(pytest|playwright|hypothesis|ruff|mypy)\b", dep), (member, dep)

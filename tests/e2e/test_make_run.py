@@ -4,6 +4,7 @@ import asyncio
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -82,19 +83,62 @@ def _check_identities(runtime: Path, launcher: int) -> None:
     asyncio.run(refused())
 
 
+def _ctrl_c(proc: subprocess.Popen[bytes]) -> float:
+    """What a terminal does on Ctrl-C: SIGINT to the launcher's whole process group.
+
+    Returns the seconds until the launcher exited (printed, never asserted: a loaded machine
+    may be slow; what is asserted is that everything stopped and nothing was lost)."""
+    began = time.monotonic()
+    os.killpg(proc.pid, signal.SIGINT)
+    assert proc.wait(60) == 0
+    return time.monotonic() - began
+
+
+def _assert_all_gone(children: dict[int, str]) -> None:
+    for pid, cmd in children.items():
+        path = Path(f"/proc/{pid}")
+        assert not path.exists() or "zombie" in (path / "status").read_text(), cmd
+
+
+def _terms(runtime: Path) -> tuple[int, int]:
+    """How many agent terms the ledger stored as started and as ended."""
+    with sqlite3.connect(runtime / "db" / "assistant.sqlite") as db:
+        started = db.execute("SELECT count(*) FROM conversation_events WHERE kind = 'term.started'").fetchone()[0]
+        ended = db.execute("SELECT count(*) FROM conversation_events WHERE kind = 'term.ended'").fetchone()[0]
+    return int(started), int(ended)
+
+
+def _launch(cwd: Path, env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
+    # A session of its own, like a shell's foreground job: Ctrl-C is a SIGINT to the group.
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "delegate.launcher"], env=env, cwd=cwd, stdout=log, stderr=log,
+            stdin=subprocess.DEVNULL, start_new_session=True,
+        )
+
+
 def test_launcher_runs_the_whole_system_offline_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "NATS_", "TWILIO_", "IMAP_", "SMTP_"))}
-    env.update(RUNTIME_DATA_DIR=str(tmp_path / "rt"), DELEGATE_PORT=str(port))
     env.pop("DELEGATE_TOKEN", None)
-    log = open(tmp_path / "launch.log", "wb")  # noqa: SIM115
-    proc = subprocess.Popen([sys.executable, "-m", "delegate.launcher"], env=env, stdout=log, stderr=log)
+    env.pop("DELEGATE_PORT", None)
+    env.pop("RUNTIME_DATA_DIR", None)
+    # The settings come from .env in the working directory, as the README says: the port the
+    # gateway binds, the one the launcher prints, and the runtime folder. An empty variable in
+    # the environment means unset, so .env's value applies.
+    (tmp_path / ".env").write_text(f"DELEGATE_PORT={port}\nRUNTIME_DATA_DIR={tmp_path / 'rt'}\n")
+    env["DELEGATE_OFFLINE_MODEL"] = ""
+    launch_log = tmp_path / "launch.log"
+    proc = _launch(tmp_path, env, launch_log)
     base = f"http://127.0.0.1:{port}"
+    runtime = tmp_path / "rt"
     try:
         _wait(lambda: _ready(base), 90, "/readyz 200")
-        # First start: the generated owner token is shown once on the launcher's own output.
-        token = (tmp_path / "rt" / "delegate-token").read_text().strip()
-        _wait(lambda: token in (tmp_path / "launch.log").read_text(), 10, "the token on the launcher's output")
+        assert f"http://localhost:{port}" in launch_log.read_text()
+        # First start: the generated owner token is shown once on the launcher's own output,
+        # and never in the gateway's log file.
+        token = (runtime / "delegate-token").read_text().strip()
+        _wait(lambda: token in launch_log.read_text(), 10, "the token on the launcher's output")
         auth = {"Authorization": f"Bearer {token}"}
         state = httpx.get(f"{base}/api/state", headers=auth, timeout=5).json()
         assert state["offline_model"] is True
@@ -107,11 +151,7 @@ def test_launcher_runs_the_whole_system_offline_and_stops_on_ctrl_c(tmp_path: Pa
             return any(e["kind"] == "message" and e["role"] == "assistant" for e in events)
 
         _wait(answered, 60, "an assistant answer from the offline stand-in")
-        events = httpx.get(f"{base}/api/timeline", headers=auth).json()["events"]
-        answer = next(e for e in events if e["kind"] == "message" and e["role"] == "assistant")
-        assert "hello launcher" in answer["payload"]["text"]
-
-        _check_identities(tmp_path / "rt", proc.pid)
+        _check_identities(runtime, proc.pid)
 
         # A service that dies is restarted by the supervisor.
         ledger = [pid for pid, cmd in _children(proc.pid).items() if "delegate.ledger" in cmd]
@@ -124,12 +164,66 @@ def test_launcher_runs_the_whole_system_offline_and_stops_on_ctrl_c(tmp_path: Pa
         children = _children(proc.pid)
         assert any("nats-server" in cmd for cmd in children.values())
         assert any("delegate.openai_standin" in cmd for cmd in children.values())
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(60) == 0
-        for pid in children:
-            assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text()
+        # Each child leads a process group of its own: a terminal's Ctrl-C reaches only the
+        # launcher, which stops them in order, NATS last.
+        assert all(os.getpgid(pid) == pid for pid in children), children
+        stop_s = _ctrl_c(proc)
+        sys.stdout.write(f"first start: Ctrl-C stopped everything in {stop_s:.2f} s\n")
+        _assert_all_gone(children)
+        started, ended = _terms(runtime)
+        assert started >= 1 and ended == started, (started, ended)
+        agent_log = (runtime / "logs" / "agent.log").read_text()
+        assert "not recorded" not in agent_log
+        assert token not in (runtime / "logs" / "gateway.log").read_text()
+
+        # A later start names the token file instead of showing the token.
+        launch_log.write_text("")
+        proc = _launch(tmp_path, env, launch_log)
+        _wait(lambda: _ready(base), 90, "/readyz 200 on the second start")
+        _wait(lambda: str(runtime / "delegate-token") in launch_log.read_text(), 10, "the token file's hint")
+        assert token not in launch_log.read_text()
+        children = _children(proc.pid)
+        stop_s = _ctrl_c(proc)
+        sys.stdout.write(f"warm start: Ctrl-C stopped everything in {stop_s:.2f} s\n")
+        _assert_all_gone(children)
+        started, ended = _terms(runtime)
+        assert started >= 2 and ended == started, (started, ended)
+        assert token not in (runtime / "logs" / "gateway.log").read_text()
     finally:
         if proc.poll() is None:
-            proc.kill()
+            os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-        log.close()
+
+
+def _token_cli(runtime: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "DELEGATE_TOKEN"}
+    env["RUNTIME_DATA_DIR"] = str(runtime)
+    return subprocess.run(
+        [sys.executable, "-m", "delegate.gateway", "token", *args], env=env, cwd=runtime.parent,
+        capture_output=True, text=True, timeout=60,
+    )
+
+
+def test_the_token_command_prints_and_rotates_the_stored_token(tmp_path: Path) -> None:
+    runtime = tmp_path / "rt"
+    missing = _token_cli(runtime)
+    assert missing.returncode == 1 and "first start" in missing.stderr
+
+    rotated = _token_cli(runtime, "--rotate")
+    assert rotated.returncode == 0, rotated.stderr
+    first = rotated.stdout.strip()
+    assert len(first) >= 32
+    assert "restart" in rotated.stderr.lower() and "revoked" in rotated.stderr
+    path = runtime / "delegate-token"
+    assert path.read_text().strip() == first
+    assert path.stat().st_mode & 0o777 == 0o600
+
+    shown = _token_cli(runtime)
+    assert shown.returncode == 0 and shown.stdout.strip() == first
+    assert str(path) in shown.stderr
+
+    again = _token_cli(runtime, "--rotate")
+    assert again.returncode == 0 and again.stdout.strip() not in ("", first)
+    assert path.read_text().strip() == again.stdout.strip()
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert [p.name for p in runtime.iterdir()] == ["delegate-token"]  # no temporary file left behind

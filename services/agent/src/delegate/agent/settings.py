@@ -1,16 +1,21 @@
 """The agent's one settings class; env var names as in interfaces.md, agent-only ones prefixed."""
 
+from pydantic import model_validator
+
 from delegate.runtime.settings import ServiceSettings
 
 
 class Settings(ServiceSettings):
-    # The official SDK reads OPENAI_API_KEY and OPENAI_BASE_URL itself.
+    # The official SDK reads OPENAI_API_KEY and OPENAI_BASE_URL itself (the base class gives it
+    # the stand-in's when no key is set; see delegate.runtime.settings_source).
     openai_model: str = "gpt-5.5"  # OPENAI_MODEL
     openai_max_retries: int = 2  # OPENAI_MAX_RETRIES: the SDK's own retries before any stream output
     openai_timeout: float = 90.0  # OPENAI_TIMEOUT: seconds, also the longest silence inside a stream
     compact_threshold: int = 200_000  # COMPACT_THRESHOLD: input tokens at which compaction triggers
     capsule_threshold: float = 0.6  # CAPSULE_THRESHOLD: shown in logs; the inner plane acts on it
-    delegate_offline_model: bool = False  # DELEGATE_OFFLINE_MODEL: the offline stand-in answers
+    # DELEGATE_OFFLINE_MODEL: the offline stand-in answers. Always true without a real key (what
+    # /api/state reports must be the truth); setting it only forces the Offline badge on.
+    delegate_offline_model: bool = False
 
     agent_stream_retries: int = 1  # AGENT_STREAM_RETRIES: whole-request retries after a broken stream
     agent_max_tool_rounds: int = 8  # AGENT_MAX_TOOL_ROUNDS: tool continuations in one turn
@@ -21,3 +26,9 @@ class Settings(ServiceSettings):
     agent_max_deliver: int = 30  # AGENT_MAX_DELIVER: deliveries before an input ends as turn.failed
     agent_lease_ttl: float = 3.0  # AGENT_LEASE_TTL: a standby takes over this long after the leader dies
     agent_lease_renew: float = 1.0  # AGENT_LEASE_RENEW: how often the leader renews the lease
+
+    @model_validator(mode="after")
+    def _offline_without_a_key(self) -> "Settings":
+        if self.openai.offline:
+            self.delegate_offline_model = True
+        return self

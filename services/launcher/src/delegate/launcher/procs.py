@@ -40,11 +40,16 @@ def wait_for_port(port: int, timeout: float = 15.0, proc: subprocess.Popen[bytes
 class ManagedProcess:
     """A child process whose output goes to a log file (a full pipe can never stall it)."""
 
-    def __init__(self, name: str, argv: list[str], env: dict[str, str], log_path: Path) -> None:
+    def __init__(
+        self, name: str, argv: list[str], env: dict[str, str], log_path: Path, *, own_session: bool = True
+    ) -> None:
         self.name = name
         self.argv = argv
         self.env = env
         self.log_path = log_path
+        # In a session (process group) of its own, a terminal's Ctrl-C reaches only whoever
+        # started it, who stops its children in order (NATS last), never all at the same moment.
+        self.own_session = own_session
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> "ManagedProcess":
@@ -52,7 +57,8 @@ class ManagedProcess:
         log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child, closed by us below
         try:
             self.proc = subprocess.Popen(
-                self.argv, env=self.env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+                self.argv, env=self.env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=self.own_session,
             )
         finally:
             log.close()

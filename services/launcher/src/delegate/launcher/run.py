@@ -4,22 +4,40 @@ Starts a private nats-server (unless NATS_URL names one) that authenticates each
 its own role, the offline OpenAI stand-in (unless OPENAI_API_KEY is set), then every
 service; a service that dies is restarted with backoff. Nothing here is needed when compose
 runs it.
+
+Settings come from the one settings source (`delegate.runtime.settings_source`): the
+environment first, then `.env` in the working directory, an empty value meaning unset; the
+children get that merged environment, so the launcher and every service read the same values.
+
+Every child runs in its own session (process group): Ctrl-C on the terminal reaches only the
+launcher, which stops the services in order (the gateway first, the ledger last) and NATS
+after them, so every service can still record its last events on the bus.
 """
 
 import logging
-import os
 import signal
 import sys
 import time
 from pathlib import Path
 
 from delegate.runtime.logs import configure_logging
+from delegate.runtime.settings_source import endpoint_from_environment, merged_environment
 
 from . import identities
 from .natsconf import password_variable, role_users
 from .procs import ManagedProcess, NatsServer, free_port, python_module, wait_for_port
 
 log = logging.getLogger("launch")
+
+# How `stop` takes the system down: the gateway stops taking input first; the other services
+# then finish (the agent records its term's end); the ledger, which commits what they sent,
+# stops after them; the stand-in last. NATS is stopped after all of these, by `main`.
+STOP_STAGES: tuple[tuple[str, ...], ...] = (
+    ("gateway",),
+    ("agent", "inner-plane", "voice", "pollers"),
+    ("ledger",),
+    ("openai-standin",),
+)
 
 SERVICES = (
     ("ledger", "delegate.ledger"),
@@ -50,12 +68,17 @@ class Supervisor:
             proc.start()
 
     def stop(self) -> None:
-        # Reverse order: the gateway stops taking input before the ledger stops writing.
-        for proc in reversed(self.procs):
-            if proc.alive() and proc.proc:
-                proc.proc.send_signal(signal.SIGTERM)
-        for proc in reversed(self.procs):
-            proc.stop(timeout=15)
+        """SIGTERM stage by stage (`STOP_STAGES`), each stage's processes together, each stage
+        waited for before the next; a process no stage names stops with the second stage."""
+        named = {name for stage in STOP_STAGES for name in stage}
+        stages = [[p for p in self.procs if p.name in stage] for stage in STOP_STAGES]
+        stages[1].extend(p for p in self.procs if p.name not in named)
+        for stage in stages:
+            for proc in stage:
+                if proc.alive() and proc.proc:
+                    proc.proc.send_signal(signal.SIGTERM)
+            for proc in stage:
+                proc.stop(timeout=15)
 
 
 def _without_identities(env: dict[str, str]) -> dict[str, str]:
@@ -73,11 +96,19 @@ def service_env(role: str, base: dict[str, str], passwords: dict[str, str] | Non
     return env
 
 
+def launch_environment(environ: dict[str, str] | None = None, env_file: str | Path | None = ".env") -> dict[str, str]:
+    """What the launcher and its children read: the environment first, then `.env`."""
+    env = merged_environment(environ, env_file)
+    runtime = Path(env.get("RUNTIME_DATA_DIR", "./runtime-data")).resolve()
+    env.update(RUNTIME_DATA_DIR=str(runtime), PYTHONUNBUFFERED="1")
+    return env
+
+
 def main() -> None:
-    configure_logging("launch", os.environ.get("LOG_LEVEL", "INFO"))
-    runtime = Path(os.environ.get("RUNTIME_DATA_DIR", "./runtime-data")).resolve()
+    env = launch_environment()
+    configure_logging("launch", env.get("LOG_LEVEL", "INFO"))
+    runtime = Path(env["RUNTIME_DATA_DIR"])
     logs = runtime / "logs"
-    env = dict(os.environ, RUNTIME_DATA_DIR=str(runtime), PYTHONUNBUFFERED="1")
     extra: list[ManagedProcess] = []
     nats: NatsServer | None = None
     passwords: dict[str, str] | None = None
@@ -88,20 +119,26 @@ def main() -> None:
         env["NATS_URL"] = nats.address
         log.info("private nats-server with JetStream at %s; one identity per service", nats.address)
 
-    if not env.get("OPENAI_API_KEY"):
+    endpoint = endpoint_from_environment(env)
+    if endpoint.offline and endpoint.base_url is None:
+        # No key: the stand-in answers. Its address goes to the services as OPENAI_STANDIN_URL;
+        # each derives the key, base URL and the Offline badge from that (settings_source).
         standin_port = free_port()
         standin_env = _without_identities(dict(env, STANDIN_PORT=str(standin_port), STANDIN_DEMO="on"))
+        standin_env.pop("OPENAI_API_KEY", None)
         standin = python_module("openai-standin", "delegate.openai_standin", standin_env, logs / "openai-standin.log")
         standin.start()
         assert standin.proc is not None
         wait_for_port(standin_port, 20, standin.proc)
-        env.update(
-            OPENAI_API_KEY="offline-standin",
-            OPENAI_BASE_URL=f"http://127.0.0.1:{standin_port}/v1",
-            DELEGATE_OFFLINE_MODEL="1",
-        )
+        env["OPENAI_STANDIN_URL"] = f"http://127.0.0.1:{standin_port}/v1"
         extra.append(standin)
-        log.info("no OPENAI_API_KEY: the offline stand-in answers (127.0.0.1:%d)", standin_port)
+        log.info("no OPENAI_API_KEY: the offline stand-in answers (127.0.0.1:%d); set it in .env for OpenAI",
+                 standin_port)
+    elif endpoint.offline:
+        log.info("no OPENAI_API_KEY: the model at OPENAI_BASE_URL %s answers, shown as offline", endpoint.base_url)
+    else:
+        log.info("OpenAI answers (model %s%s)", env.get("OPENAI_MODEL", "gpt-5.5"),
+                 f", at {endpoint.base_url}" if endpoint.base_url else "")
 
     # The token is shown on this terminal (below), never in the gateway's log file.
     env["GATEWAY_ANNOUNCE_TOKEN"] = "0"
@@ -117,8 +154,11 @@ def main() -> None:
     # is looking at this terminal, so show it here, once, when it was just generated.
     token_file = runtime / "delegate-token"
     announce_token = not env.get("DELEGATE_TOKEN") and not token_file.exists()
-    if not env.get("DELEGATE_TOKEN") and token_file.exists():
-        log.info("sign in with the owner token stored in %s", token_file)
+    if env.get("DELEGATE_TOKEN"):
+        log.info("sign in with the owner token set as DELEGATE_TOKEN")
+    elif token_file.exists():
+        log.info("sign in with the owner token stored in %s (`make token` prints it, `make token-rotate` "
+                 "replaces it)", token_file)
     stopping = False
 
     def on_signal(signum: int, _frame: object) -> None:
@@ -137,7 +177,9 @@ def main() -> None:
             time.sleep(0.5)
     finally:
         log.info("stopping")
+        began = time.monotonic()
         supervisor.stop()
         if nats:
             nats.stop()
+        log.info("stopped in %.1f s", time.monotonic() - began)
     sys.exit(0)

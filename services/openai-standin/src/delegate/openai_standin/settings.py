@@ -13,7 +13,9 @@ DemoMode = Literal["auto", "on", "off"]
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_file=".env", extra="ignore")
+    # The rules of every service's settings (delegate.runtime.settings_source, which the
+    # stand-in does not depend on): the environment, then .env; an empty value means unset.
+    model_config = SettingsConfigDict(env_file=".env", extra="ignore", env_ignore_empty=True)
 
     standin_host: str = "127.0.0.1"  # STANDIN_HOST
     standin_port: int = 8765  # STANDIN_PORT

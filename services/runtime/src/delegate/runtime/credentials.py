@@ -17,7 +17,7 @@ from delegate.contracts import roles
 
 
 class NatsCredentials(BaseSettings):
-    model_config = SettingsConfigDict(env_file=".env", extra="ignore")
+    model_config = SettingsConfigDict(env_file=".env", extra="ignore", env_ignore_empty=True)
 
     nats_creds: Path | None = None  # NATS_CREDS: a creds file (JWT and nkey seed)
     nats_nkey_seed: Path | None = None  # NATS_NKEY_SEED: a file holding this identity's nkey seed

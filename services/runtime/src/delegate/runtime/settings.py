@@ -1,15 +1,39 @@
-"""The settings base every service's one settings class derives from."""
+"""The settings base every service's one settings class derives from.
+
+The rules (`delegate.runtime.settings_source`): the environment first, then `.env` in the
+working directory; an empty value means unset, so compose's `${VAR:-}` and an empty line in
+`.env` leave a setting at its default.
+"""
 
 from pathlib import Path
 
+from pydantic import SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from .settings_source import ENV_FILE, OpenAIEndpoint, export_openai_environment, openai_endpoint
 
 
 class ServiceSettings(BaseSettings):
     # extra="ignore": one shared .env carries every service's keys.
-    model_config = SettingsConfigDict(env_file=".env", extra="ignore")
+    model_config = SettingsConfigDict(env_file=ENV_FILE, extra="ignore", env_ignore_empty=True)
 
     nats_url: str = "nats://127.0.0.1:4222"  # NATS_URL
     log_level: str = "INFO"  # LOG_LEVEL
     runtime_data_dir: Path = Path("./runtime-data")  # RUNTIME_DATA_DIR
     instance_name: str = ""  # INSTANCE_NAME: tells two processes of one service apart in logs
+
+    # Which model answers (see `openai`): a real key selects OpenAI (or OPENAI_BASE_URL);
+    # without one the offline stand-in at OPENAI_STANDIN_URL answers.
+    openai_api_key: SecretStr | None = None  # OPENAI_API_KEY
+    openai_base_url: str | None = None  # OPENAI_BASE_URL
+    openai_standin_url: str | None = None  # OPENAI_STANDIN_URL: set by `make run` and compose
+
+    def model_post_init(self, context: object, /) -> None:
+        # The OpenAI SDK reads its key and base URL from the process environment itself: give it
+        # what these settings say (a key from .env, the stand-in when no key is given).
+        export_openai_environment(self.openai)
+
+    @property
+    def openai(self) -> OpenAIEndpoint:
+        key = self.openai_api_key.get_secret_value() if self.openai_api_key else None
+        return openai_endpoint(key, self.openai_base_url, self.openai_standin_url)

@@ -7,8 +7,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class ToolSettings(BaseSettings):
-    # extra="ignore": one shared .env carries every service's keys.
-    model_config = SettingsConfigDict(env_file=".env", extra="ignore")
+    # extra="ignore": one shared .env carries every service's keys; the same rules as every
+    # service's settings (delegate.runtime.settings_source): an empty value means unset.
+    model_config = SettingsConfigDict(env_file=".env", extra="ignore", env_ignore_empty=True)
 
     runtime_data_dir: Path = Path("./runtime-data")  # RUNTIME_DATA_DIR
 
