@@ -36,7 +36,8 @@ export const api = {
   signIn: (token) => request("POST", "/api/session", { token }),
   signOut: () => request("DELETE", "/api/session"),
   signOutEverywhere: () => request("DELETE", "/api/sessions"),
-  send: (text, clientMsgId) => request("POST", "/api/messages", { text, client_msg_id: clientMsgId }),
+  send: (text, clientMsgId, supersedes) =>
+    request("POST", "/api/messages", supersedes ? { text, client_msg_id: clientMsgId, supersedes } : { text, client_msg_id: clientMsgId }),
   compact: () => request("POST", "/api/compact"),
   endConversation: () => request("POST", "/api/conversation/end"),
 };

@@ -4,7 +4,9 @@ import { api, HttpError } from "./api.js";
 import { ChatConnection } from "./connection.js";
 import { h, icon } from "./dom.js";
 import { formatNumber, formatPercent, formatTime, fullTime } from "./format.js";
+import { compactionBefore, contextFigures } from "./context.js";
 import { TimelineView } from "./render.js";
+import { searchEvents, toJSON, toMarkdown } from "./search.js";
 import {
   addEvents,
   addPending,
@@ -28,6 +30,11 @@ const STATUS_TEXT = {
 // A message sent over the socket that is neither acknowledged nor committed by then is
 // re-sent over HTTP with the same client_msg_id (stored once either way).
 const WS_CONFIRM_MS = 4000;
+const ERROR_TEXT = {
+  busy: "Delegate is busy right now.",
+  not_found: "That answer is no longer there.",
+  not_last: "Only the last answer can be regenerated, and only the last message edited.",
+};
 const STICK_PX = 80;
 
 function newClientId() {
@@ -48,7 +55,16 @@ function newClientId() {
 class App {
   constructor() {
     this.tl = createTimeline();
-    this.view = new TimelineView($("timeline"), { onRetry: (cid) => this.postMessage(cid) });
+    this.view = new TimelineView($("timeline"), {
+      onRetry: (cid) => this.postMessage(cid),
+      onCopy: (text, button) => this.copy(text, button),
+      onRegenerate: (ev) => this.regenerate(ev),
+      onEdit: (ev) => this.startEdit(ev),
+      figures: (ev) => (ev.kind === "context.compacted" ? { before: compactionBefore(this.tl.order, ev) } : null),
+    });
+    this.editing = null; // the user message being edited (its new version supersedes it)
+    this.search = { query: "", hits: [], index: -1 };
+    this.everLive = false;
     this.conn = null;
     this.state = null;
     this.compactInFlight = false;
@@ -179,6 +195,19 @@ class App {
       afterSeq: () => this.tl.maxSeq,
       onFrame: (frame) => this.onFrame(frame),
       onStatus: (status) => this.onConnStatus(status),
+      // Ready for the timeline: the gateway answers and NATS and the ledger are there (the
+      // agent may still be starting: the timeline works without it).
+      probeReady: async () => {
+        try {
+          const res = await fetch("/readyz", { cache: "no-store", credentials: "omit" });
+          if (res.ok) return true;
+          const body = await res.json().catch(() => null);
+          const missing = (body && Array.isArray(body.missing) && body.missing) || ["nats"];
+          return !missing.includes("nats") && !missing.includes("ledger");
+        } catch {
+          return false;
+        }
+      },
       checkSignedIn: async () => {
         try {
           await api.state();
@@ -193,6 +222,10 @@ class App {
 
   onConnStatus(status) {
     this.setConnStatus(status);
+    if (status === "live") this.everLive = true;
+    // The banner: while the bus is away after having been live (not on the first connect).
+    $("outage").hidden = !(this.everLive && (status === "reconnecting" || status === "connecting"));
+    document.body.dataset.conn = status;
     if (status === "signed-out") this.showSignIn("Your session ended. Sign in again.");
     this.updateControls();
   }
@@ -228,6 +261,11 @@ class App {
         this.showNotice(frame.event || {});
         break;
       case "ack":
+        if (frame.request === "stop" || frame.request === "regenerate") {
+          this.controlInFlight = null;
+          this.updateControls();
+          break;
+        }
         if (frame.client_msg_id) {
           updatePending(this.tl, frame.client_msg_id, { event_id: frame.event_id || null, status: "sent" });
           this.scheduleRender();
@@ -241,7 +279,11 @@ class App {
           updatePending(this.tl, frame.client_msg_id, { status: "failed" });
           this.scheduleRender();
         }
-        this.toast(frame.code === "busy" ? "Delegate is busy right now." : frame.message || "Something went wrong.", "warn");
+        if (frame.request === "stop" || frame.request === "regenerate") {
+          this.controlInFlight = null;
+          this.updateControls();
+        }
+        this.toast(ERROR_TEXT[frame.code] || frame.message || "Something went wrong.", "warn");
         break;
       default:
         break;
@@ -277,7 +319,10 @@ class App {
     const scroller = $("scroller");
     const atBottom = scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < STICK_PX;
     const blocks = buildView(this.tl);
+    this.markLast(blocks);
     this.view.render(blocks);
+    this.applyState(null);
+    if (this.search.query) this.runSearch(false);
     // What is shown, not what is held: hidden bookkeeping alone (the agent's session start on a
     // fresh system) is still "nothing here yet". Pending bubbles and streams are blocks too.
     this.shownBlocks = blocks.length;
@@ -293,6 +338,38 @@ class App {
     }
     this.forceBottom = false;
     this.announce(fresh);
+  }
+
+  /** Regenerate goes on the last answer, edit-and-resend on the last message you sent. */
+  markLast(blocks) {
+    const flat = [];
+    for (const b of blocks) {
+      if (b.type === "span") flat.push(...b.items);
+      else flat.push(b);
+    }
+    let lastUser = null;
+    let lastAnswer = null;
+    let lastMsg = null;
+    for (const item of flat) {
+      if (item.type === "pending" || item.type === "stream") lastMsg = item;
+      if (item.type !== "event") continue;
+      const ev = item.event;
+      if (ev.kind === "message" || ev.kind === "turn.failed") lastMsg = item;
+      if (ev.kind === "message" && ev.role === "user" && !item.superseded) lastUser = item;
+      if (ev.kind === "message" && ev.role === "assistant" && !item.superseded) lastAnswer = item;
+    }
+    const idle = !this.streaming() && this.tl.pending.size === 0;
+    if (lastAnswer && lastMsg === lastAnswer && idle && lastAnswer.event.parent_id) lastAnswer.canRegenerate = true;
+    if (lastUser && idle && (lastMsg === lastUser || (lastAnswer && lastAnswer.event.parent_id === lastUser.event.id) || (lastMsg && lastMsg.event && lastMsg.event.parent_id === lastUser.event.id))) {
+      lastUser.canEdit = true;
+    }
+  }
+
+  /** The turn streaming now (its user message id), or null. */
+  streaming() {
+    let turn = null;
+    for (const s of this.tl.streams.values()) turn = s.turn_id;
+    return turn;
   }
 
   announce(fresh) {
@@ -343,12 +420,17 @@ class App {
     const text = input.value;
     if (!text.trim()) return;
     const cid = newClientId();
+    const supersedes = this.editing ? this.editing.id : null;
     addPending(this.tl, { client_msg_id: cid, text });
+    if (supersedes) this.tl.pending.get(cid).supersedes = supersedes;
+    this.cancelEdit(false);
     input.value = "";
     this.autosize();
     this.forceBottom = true;
     this.renderNow();
-    if (this.conn && this.conn.status === "live" && this.conn.send({ type: "message", text, client_msg_id: cid })) {
+    const frame = { type: "message", text, client_msg_id: cid };
+    if (supersedes) frame.supersedes = supersedes;
+    if (this.conn && this.conn.status === "live" && this.conn.send(frame)) {
       setTimeout(() => {
         const p = this.tl.pending.get(cid);
         if (p && p.status === "sending") this.postMessage(cid);
@@ -365,7 +447,7 @@ class App {
     updatePending(this.tl, cid, { status: "sending" });
     this.scheduleRender();
     try {
-      const res = await api.send(p.text, cid);
+      const res = await api.send(p.text, cid, p.supersedes);
       updatePending(this.tl, cid, { status: "sent", event_id: (res && res.event_id) || null });
     } catch (err) {
       if (err instanceof HttpError && err.status === 401) return this.showSignIn("Your session ended. Sign in again.");
@@ -388,23 +470,34 @@ class App {
   applyState(state) {
     if (state && typeof state === "object") this.state = state;
     const s = this.state;
-    const usage = (s && s.usage) || null;
+    // One source for the meter, the chips and the rows: the timeline's own events, with the
+    // state's figures where the loaded timeline has none.
+    const f = contextFigures(this.tl.order, s);
+    const usage = f.usage;
     const pct = usage && Number.isFinite(usage.percent) ? usage.percent : null;
     $("usage-text").textContent = pct === null ? "–" : formatPercent(pct);
     const bar = $("usage-bar");
     bar.style.width = `${pct === null ? 0 : Math.max(0, Math.min(100, pct))}%`;
     bar.dataset.level = pct === null ? "" : pct >= 90 ? "high" : pct >= 60 ? "mid" : "low";
-    $("usage").title = usage
-      ? `${formatNumber(usage.input_tokens)} of ${formatNumber(usage.compact_threshold)} input tokens before automatic compaction`
-      : "Context usage unknown";
+    const meter = $("usage");
+    meter.setAttribute("aria-valuenow", String(pct === null ? 0 : Math.round(pct)));
+    meter.title =
+      usage && usage.compact_threshold
+        ? `Working memory: the model's working context holds ${formatNumber(usage.input_tokens)} of ${formatNumber(usage.compact_threshold)} tokens. At 100% Delegate summarizes older messages automatically; nothing is deleted.`
+        : "Working memory: how full the model's working context is. Unknown until Delegate answers.";
+    meter.setAttribute("aria-valuetext", pct === null ? "unknown" : `${formatPercent(pct)} full`);
     const capsule = $("capsule");
-    const active = !!(s && s.capsule && s.capsule.active);
-    capsule.dataset.active = String(active);
-    capsule.textContent = active ? "Capsule active" : "No capsule";
-    capsule.title = active && s.capsule.updated_at ? `Continuity capsule refreshed ${fullTime(s.capsule.updated_at)}` : "No continuity capsule yet";
+    capsule.dataset.active = String(f.capsule.active);
+    capsule.textContent = f.capsule.active ? "Carry-over note ready" : "No carry-over note yet";
+    capsule.title = f.capsule.active
+      ? `What Delegate keeps in mind for the next session${f.capsule.updated_at ? `, updated ${fullTime(f.capsule.updated_at)}` : ""}`
+      : "Delegate writes a carry-over note (what to keep in mind next time) as the conversation grows";
     const compacted = $("compacted");
-    compacted.textContent = s && s.last_compacted_at ? `Compacted ${formatTime(s.last_compacted_at)}` : "Not compacted yet";
-    compacted.title = s && s.last_compacted_at ? fullTime(s.last_compacted_at) : "";
+    const when = f.compaction ? f.compaction.ts : null;
+    compacted.textContent = when ? `Older messages summarized ${formatTime(when)}` : "Nothing summarized yet";
+    compacted.title = when
+      ? `In this conversation, older messages were summarized to free working memory (${fullTime(when)}). The full history stays on the timeline.`
+      : "In this conversation, older messages have not needed summarizing yet";
     $("offline-badge").hidden = !(s && s.offline_model);
     this.updateControls();
   }
@@ -417,6 +510,191 @@ class App {
     $("compact-label").textContent = this.compactInFlight || (s && s.compacting) ? "Compacting…" : "Compact now";
     btn.title = working ? "Disabled while a response or compaction is running" : "Compact the model's working context now";
     btn.setAttribute("aria-busy", String(this.compactInFlight || !!(s && s.compacting)));
+    // Actions that need the bus wait while it is away.
+    const away = !this.conn || this.conn.status !== "live";
+    if (away) {
+      btn.disabled = true;
+      btn.title = "Paused while reconnecting";
+    }
+    $("end-btn").disabled = away;
+    const turn = this.streaming();
+    const stop = $("stop-btn");
+    stop.hidden = !turn;
+    stop.disabled = away || this.controlInFlight === "stop";
+    stop.dataset.turnId = turn || "";
+    for (const b of document.querySelectorAll("#timeline .act-regenerate, #timeline .act-edit")) b.disabled = away || !!turn;
+  }
+
+  // ---- chat controls --------------------------------------------------------------
+
+  stop() {
+    const turn = this.streaming();
+    if (!turn || !this.conn) return;
+    if (this.conn.send({ type: "stop", turn_id: turn })) {
+      this.controlInFlight = "stop";
+      this.updateControls();
+    } else this.toast("Not connected: try again in a moment.", "warn");
+  }
+
+  regenerate(ev) {
+    if (!ev || !ev.parent_id || !this.conn) return;
+    if (!this.conn.send({ type: "regenerate", turn_id: ev.parent_id })) {
+      this.toast("Not connected: try again in a moment.", "warn");
+      return;
+    }
+    this.controlInFlight = "regenerate";
+    this.forceBottom = true;
+    this.updateControls();
+  }
+
+  startEdit(ev) {
+    if (!ev) return;
+    this.editing = ev;
+    const input = $("input");
+    input.value = (ev.payload && ev.payload.text) || "";
+    $("edit-bar").hidden = false;
+    $("send-btn").textContent = "Resend";
+    this.autosize();
+    input.focus();
+    input.setSelectionRange(input.value.length, input.value.length);
+  }
+
+  cancelEdit(clear = true) {
+    if (!this.editing) return;
+    this.editing = null;
+    $("edit-bar").hidden = true;
+    $("send-btn").textContent = "Send";
+    if (clear) {
+      $("input").value = "";
+      this.autosize();
+    }
+  }
+
+  async copy(text, button) {
+    let ok = false;
+    try {
+      await navigator.clipboard.writeText(text);
+      ok = true;
+    } catch {
+      // No clipboard API (an insecure origin): the old way, through a selected textarea.
+      const area = h("textarea", { class: "sr-only", "aria-hidden": "true" });
+      area.value = text;
+      document.body.appendChild(area);
+      area.select();
+      try {
+        ok = document.execCommand("copy");
+      } catch {
+        ok = false;
+      }
+      area.remove();
+    }
+    if (button) {
+      button.dataset.copied = ok ? "true" : "false";
+      const label = button.querySelector(".msg-action-label") || button;
+      const was = button.dataset.label || label.textContent;
+      button.dataset.label = was;
+      label.textContent = ok ? "Copied" : "Copy failed";
+      clearTimeout(button._copyTimer);
+      button._copyTimer = setTimeout(() => {
+        label.textContent = was;
+        delete button.dataset.copied;
+      }, 2000);
+    }
+    $("announcer").textContent = ok ? "Copied to the clipboard" : "Could not copy";
+  }
+
+  // ---- search and export ----------------------------------------------------------
+
+  openSearch() {
+    $("search-bar").hidden = false;
+    $("search-btn").setAttribute("aria-expanded", "true");
+    $("search-input").focus();
+    $("search-input").select();
+    this.markHits();
+  }
+
+  closeSearch() {
+    $("search-bar").hidden = true;
+    $("search-btn").setAttribute("aria-expanded", "false");
+    $("search-input").value = "";
+    this.search = { query: "", hits: [], index: -1 };
+    this.markHits();
+  }
+
+  runSearch(jump = true) {
+    const query = $("search-input").value.trim();
+    const hits = searchEvents(this.tl.order, query);
+    const prevId = this.search.hits[this.search.index] && this.search.hits[this.search.index].id;
+    let index = hits.findIndex((e) => e.id === prevId);
+    if (index < 0) index = hits.length - 1; // the newest match first
+    this.search = { query, hits, index };
+    this.markHits();
+    if (jump) this.showHit();
+  }
+
+  stepSearch(d) {
+    const n = this.search.hits.length;
+    if (!n) return;
+    this.search.index = (this.search.index + d + n) % n;
+    this.markHits();
+    this.showHit();
+  }
+
+  markHits() {
+    const { query, hits, index } = this.search;
+    for (const n of document.querySelectorAll("#timeline .search-hit")) n.classList.remove("search-hit", "search-current");
+    const ids = new Set(hits.map((e) => e.id));
+    for (const n of document.querySelectorAll("#timeline [data-event-id]")) if (ids.has(n.dataset.eventId)) n.classList.add("search-hit");
+    const current = hits[index];
+    if (current) {
+      const node = document.querySelector(`#timeline [data-event-id="${CSS.escape(current.id)}"]`);
+      if (node) node.classList.add("search-current");
+    }
+    const more = this.tl.hasOlder ? " (loaded so far)" : "";
+    $("search-count").textContent = !query ? "" : hits.length ? `${index + 1} of ${hits.length}${more}` : `No matches${more}`;
+    $("search-all").hidden = !this.tl.hasOlder;
+    $("search-prev").disabled = hits.length < 2;
+    $("search-next").disabled = hits.length < 2;
+  }
+
+  showHit() {
+    const ev = this.search.hits[this.search.index];
+    if (!ev) return;
+    const node = document.querySelector(`#timeline [data-event-id="${CSS.escape(ev.id)}"]`);
+    if (!node) return;
+    // Open whatever folds it away: its span, its activity line.
+    for (let p = node.parentElement; p; p = p.parentElement) if (p.tagName === "DETAILS") p.open = true;
+    node.scrollIntoView({ block: "center" });
+  }
+
+  async loadAll() {
+    const btn = $("search-all");
+    btn.disabled = true;
+    btn.textContent = "Loading history…";
+    try {
+      while (this.tl.hasOlder) {
+        const before = this.tl.cursor;
+        await this.loadOlder();
+        if (this.tl.cursor === before) break; // an error: loadOlder told the person
+      }
+    } finally {
+      btn.disabled = false;
+      btn.textContent = "Search all history";
+      this.runSearch();
+    }
+  }
+
+  exportTimeline(format) {
+    const events = this.tl.order;
+    const stamp = new Date().toISOString().replace(/[:.]/g, "-").slice(0, 19);
+    const [text, type, ext] =
+      format === "json" ? [toJSON(events), "application/json", "json"] : [toMarkdown(events), "text/markdown", "md"];
+    const url = URL.createObjectURL(new Blob([text], { type: `${type};charset=utf-8` }));
+    const a = h("a", { href: url, download: `delegate-timeline-${stamp}.${ext}`, hidden: true });
+    document.body.appendChild(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 10000);
   }
 
   async compact() {
@@ -493,6 +771,50 @@ class App {
       }
     });
     input.addEventListener("input", () => this.autosize());
+    input.addEventListener("keydown", (e) => {
+      if (e.key === "Escape" && this.editing) this.cancelEdit();
+    });
+    $("stop-btn").addEventListener("click", () => this.stop());
+    $("edit-cancel").addEventListener("click", () => this.cancelEdit());
+    for (const b of document.querySelectorAll(".starter")) {
+      b.addEventListener("click", () => {
+        input.value = b.dataset.prompt;
+        this.send();
+      });
+    }
+    // Copy buttons inside rendered code blocks (markdown.js builds them; the click lives here).
+    $("timeline").addEventListener("click", (e) => {
+      const btn = e.target instanceof Element ? e.target.closest(".code-copy") : null;
+      if (!btn) return;
+      const code = btn.closest(".md-code")?.querySelector("pre code");
+      if (code) this.copy(code.textContent, btn);
+    });
+    $("search-btn").addEventListener("click", () => ($("search-bar").hidden ? this.openSearch() : this.closeSearch()));
+    $("search-close").addEventListener("click", () => this.closeSearch());
+    $("search-input").addEventListener("input", () => this.runSearch());
+    $("search-input").addEventListener("keydown", (e) => {
+      if (e.key === "Enter") {
+        e.preventDefault();
+        this.stepSearch(e.shiftKey ? 1 : -1);
+      } else if (e.key === "Escape") this.closeSearch();
+    });
+    $("search-prev").addEventListener("click", () => this.stepSearch(-1));
+    $("search-next").addEventListener("click", () => this.stepSearch(1));
+    $("search-all").addEventListener("click", () => this.loadAll());
+    const exportDialog = $("export-dialog");
+    $("export-btn").addEventListener("click", () => exportDialog.showModal());
+    exportDialog.addEventListener("close", () => {
+      if (exportDialog.returnValue === "md" || exportDialog.returnValue === "json") this.exportTimeline(exportDialog.returnValue);
+      exportDialog.returnValue = "";
+    });
+    const setup = $("setup-dialog");
+    $("offline-badge").addEventListener("click", () => setup.showModal());
+    document.addEventListener("keydown", (e) => {
+      if ((e.ctrlKey || e.metaKey) && e.key === "f" && !$("app").hidden && e.shiftKey) {
+        e.preventDefault();
+        this.openSearch();
+      }
+    });
     $("older-btn").addEventListener("click", () => this.loadOlder());
     $("compact-btn").addEventListener("click", () => this.compact());
     $("signout-btn").addEventListener("click", () => this.signOut());
@@ -512,7 +834,11 @@ class App {
       $("jump-btn").hidden = true;
       input.focus();
     });
-    window.addEventListener("online", () => this.conn && this.conn.reconnectNow());
+    window.addEventListener("online", () => this.conn && this.conn.reconnectNow("online"));
+    document.addEventListener("visibilitychange", () => {
+      if (document.visibilityState === "visible" && this.conn) this.conn.reconnectNow("focus");
+    });
+    window.addEventListener("focus", () => this.conn && this.conn.reconnectNow("focus"));
     // Span time ranges ("Tue 14:05–14:30") age: refresh them now and then.
     setInterval(() => this.tl.order.length && this.scheduleRender(), 60000);
   }

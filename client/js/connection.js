@@ -6,12 +6,21 @@
 
 export const CLOSE_UNAUTHORIZED = 4401;
 export const CLOSE_RESYNC = 4408;
+/** The longest wait between two socket attempts. */
+export const BACKOFF_CAP_MS = 5000;
+/**
+ * While away, readiness (`GET /readyz`: no token, a few bytes) is polled, first after
+ * READY_POLL_MS, then doubling up to READY_POLL_CAP_MS; a ready server means a socket attempt
+ * at once. With a probe there are no blind socket retries: every attempt follows an answer.
+ */
+export const READY_POLL_MS = 250;
+export const READY_POLL_CAP_MS = 1000;
 
 /**
  * Exponential backoff with jitter: attempt 0 → ~base, doubling up to `max`.
  * Half the delay is fixed and half random, so many tabs do not retry in lockstep.
  */
-export function backoffDelay(attempt, { base = 500, max = 15000, random = Math.random } = {}) {
+export function backoffDelay(attempt, { base = 500, max = BACKOFF_CAP_MS, random = Math.random } = {}) {
   const ceiling = Math.min(max, base * 2 ** Math.max(0, attempt));
   return Math.round(ceiling / 2 + random() * (ceiling / 2));
 }
@@ -24,6 +33,7 @@ export class ChatConnection {
    * @param {(frame: object) => void} opts.onFrame
    * @param {(status: string) => void} opts.onStatus
    * @param {() => Promise<boolean>} [opts.checkSignedIn]  asked after repeated failures
+   * @param {() => Promise<boolean>} [opts.probeReady]  true when the server is ready again
    */
   constructor(opts) {
     this.url = opts.url;
@@ -43,9 +53,31 @@ export class ChatConnection {
     this.pingTimer = null;
     this.lastFrameAt = 0;
     this.stopped = true;
+    this.probeReady = opts.probeReady || null;
+    this.readyPollMs = opts.readyPollMs ?? READY_POLL_MS;
+    this.readyPollCap = opts.readyPollCap ?? READY_POLL_CAP_MS;
+    this.polls = 0;
+    this.backoffCap = opts.backoffCap ?? BACKOFF_CAP_MS;
+    this.pollTimer = null;
+    this.polling = false;
+    /** Why the newest socket attempt was made: "start", "backoff", "ready", "focus", "online", "resync". */
+    this.lastReason = null;
+    /** Every reconnect of this page: {reason, at}. */
+    this.reconnects = [];
+  }
+
+  /** The reconnect policy in force (for the page, its tests and anyone curious). */
+  get config() {
+    return {
+      backoffCapMs: this.backoffCap,
+      readyPollMs: this.readyPollMs,
+      readyPollCapMs: this.readyPollCap,
+      probesReadiness: !!this.probeReady,
+    };
   }
 
   start() {
+    this.lastReason = "start";
     this.stopped = false;
     this.attempt = 0;
     this._open();
@@ -54,6 +86,7 @@ export class ChatConnection {
   stop() {
     this.stopped = true;
     this._clearTimers();
+    this._clearPoll();
     if (this.ws) {
       const ws = this.ws;
       this.ws = null;
@@ -77,17 +110,61 @@ export class ChatConnection {
     }
   }
 
-  /** Reconnect at once (e.g. the browser came back online). */
-  reconnectNow() {
+  /** Reconnect at once (the browser came back online, the page regained focus, the server is ready). */
+  reconnectNow(reason = "online") {
     if (this.stopped || this.status === "live" || this.status === "signed-out") return;
+    // An attempt already under way (socket opening) is not cut short, unless readiness says go.
+    if (this.ws && this.ws.readyState === 0 && reason !== "ready") return;
     this._clearTimers();
     this._dropSocket();
+    this.lastReason = reason;
     this._open();
+  }
+
+  _pollReady() {
+    if (!this.probeReady || this.pollTimer !== null || this.stopped) return;
+    const delay = Math.min(this.readyPollCap, this.readyPollMs * 2 ** Math.min(this.polls, 8));
+    this.polls += 1;
+    this.pollTimer = this.timers.setTimeout(async () => {
+      this.pollTimer = null;
+      if (this.stopped || this.status === "live" || this.status === "signed-out") return;
+      if (this.ws && this.ws.readyState === 0) return; // an attempt is under way; its close polls again
+      let ready = false;
+      try {
+        ready = await this.probeReady();
+      } catch {
+        ready = false;
+      }
+      if (this.stopped || this.status === "live" || this.status === "signed-out") return;
+      if (!ready) {
+        this._pollReady();
+        return;
+      }
+      // Answering but refusing our socket again and again: are we still signed in?
+      if (this.attempt >= 3 && this.checkSignedIn) {
+        let ok = true;
+        try {
+          ok = await this.checkSignedIn();
+        } catch {
+          ok = true;
+        }
+        if (this.stopped) return;
+        if (!ok) {
+          this.stopped = true;
+          this._setStatus("signed-out");
+          return;
+        }
+      }
+      this.reconnectNow("ready");
+    }, delay);
   }
 
   _setStatus(status) {
     if (this.status === status) return;
+    const was = this.status;
     this.status = status;
+    if (status === "live" && was === "reconnecting") this.reconnects.push({ reason: this.lastReason, at: Date.now() });
+    if (status === "live") this.polls = 0;
     this.onStatus(status);
   }
 
@@ -96,6 +173,11 @@ export class ChatConnection {
     if (this.pingTimer !== null) this.timers.clearTimeout(this.pingTimer);
     this.retryTimer = null;
     this.pingTimer = null;
+  }
+
+  _clearPoll() {
+    if (this.pollTimer !== null) this.timers.clearTimeout(this.pollTimer);
+    this.pollTimer = null;
   }
 
   _dropSocket() {
@@ -189,7 +271,16 @@ export class ChatConnection {
 
   _scheduleRetry(soon = false) {
     if (this.stopped) return;
-    const delay = soon ? backoffDelay(0, { base: 200, random: this.random }) : backoffDelay(this.attempt, { random: this.random });
+    if (this.probeReady) {
+      // Readiness decides when to try again (see _pollReady); a resync goes straight back.
+      this.attempt += 1;
+      if (soon) this.polls = 0;
+      this._pollReady();
+      return;
+    }
+    const delay = soon
+      ? backoffDelay(0, { base: 200, random: this.random })
+      : backoffDelay(this.attempt, { max: this.backoffCap, random: this.random });
     this.attempt += 1;
     const attempt = this.attempt;
     if (this.retryTimer !== null) this.timers.clearTimeout(this.retryTimer);
@@ -211,6 +302,7 @@ export class ChatConnection {
           return;
         }
       }
+      this.lastReason = soon ? "resync" : "backoff";
       this._open();
     }, delay);
   }

@@ -39,32 +39,35 @@ function clip(text, n) {
  * How an Inner Plane event reads when collapsed: {label, text, tone}.
  * `tone` is "ok", "warn" or "" and only tints the marker.
  */
-export function innerSummary(ev) {
+export function innerSummary(ev, figures = null) {
   const p = (ev && ev.payload) || {};
   const kind = ev ? ev.kind : "";
   switch (kind) {
     case "context.usage": {
       const pct = p.compact_threshold ? (100 * p.input_tokens) / p.compact_threshold : null;
-      const share = pct === null ? "" : ` · ${formatPercent(pct)} of compaction threshold`;
-      return { label: "Context usage", text: `${formatNumber(p.input_tokens)} input tokens${share}`, tone: "" };
+      const share = pct === null ? "" : ` · ${formatPercent(pct)} full`;
+      return { label: "Context check", text: `working context holds ${formatNumber(p.input_tokens)} tokens${share}`, tone: "" };
     }
     case "context.compacted": {
-      const how = p.trigger === "manual" ? "Compacted on request" : "Compacted automatically";
+      if (p.status === "failed") return { label: "Summary failed", text: p.detail || p.message || "older messages were not summarized", tone: "warn" };
+      const how = p.trigger === "manual" ? "Summarized on request" : "Summarized automatically";
+      // "before" comes from the usage rows when the page has them (the same source as the meter).
+      const before = figures && Number.isFinite(figures.before) ? figures.before : p.input_tokens_before;
       const sizes =
-        Number.isFinite(p.input_tokens_before) && Number.isFinite(p.input_tokens_after)
-          ? ` · ${formatNumber(p.input_tokens_before)} → ${formatNumber(p.input_tokens_after)} tokens`
+        Number.isFinite(before) && Number.isFinite(p.input_tokens_after)
+          ? ` · ${formatNumber(before)} → ${formatNumber(p.input_tokens_after)} tokens`
           : "";
-      return { label: "Context compacted", text: `${how}${sizes}`, tone: "ok" };
+      return { label: "Older messages summarized", text: `${how}${sizes}`, tone: "ok" };
     }
     case "context.capsule":
-      return { label: "Continuity capsule", text: "Refreshed (internal model context)", tone: "ok" };
+      return { label: "Carry-over note", text: "updated (what Delegate keeps in mind between sessions)", tone: "ok" };
     case "memory.retrieved": {
       const n = Array.isArray(p.items) ? p.items.length : 0;
-      return { label: "Memory recalled", text: plural(n, "item") + (p.query ? ` for “${clip(p.query, 60)}”` : ""), tone: "" };
+      return { label: "Memory lookup", text: plural(n, "item") + (p.query ? ` for “${clip(p.query, 60)}”` : ""), tone: "" };
     }
     case "memory.extracted": {
       const n = Array.isArray(p.items) ? p.items.length : 0;
-      return { label: "Memory extracted", text: plural(n, "new item"), tone: "" };
+      return { label: "Memory saved", text: plural(n, "new item"), tone: "" };
     }
     case "tool.call":
       return { label: "Tool call", text: `${p.name || "tool"}(${clip(argsText(p.arguments), 60)})`, tone: "" };

@@ -1,14 +1,16 @@
-// A small, safe Markdown subset: paragraphs, line breaks, headings, quotes, lists, fenced
-// code, inline code, emphasis, links (http/https only) and bare URLs.
+// A small, safe Markdown subset: paragraphs, line breaks, headings, quotes, nested lists,
+// pipe tables, fenced code (with a language label and a copy button), inline code,
+// emphasis, links (http/https only) and bare URLs.
 //
 // Parsing produces plain objects; rendering builds DOM nodes with createElement and
 // textContent only. Untrusted text never becomes HTML: no HTML string is ever parsed.
 
 const FENCE = /^ {0,3}(`{3,}|~{3,})\s*([\w+#.-]*)\s*$/;
-const LIST_ITEM = /^ {0,3}([-*+]|\d{1,9}[.)])\s+(.*)$/;
+const LIST_ITEM = /^( *)([-*+]|\d{1,9}[.)])\s+(.*)$/;
 const HEADING = /^ {0,3}(#{1,6})\s+(.*?)\s*#*\s*$/;
 const QUOTE = /^ {0,3}>\s?(.*)$/;
 const BLANK = /^\s*$/;
+const TABLE_DELIM = /^ {0,3}\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$/;
 
 /** A link target we will follow: absolute http(s) only; anything else renders as text. */
 export function safeHref(raw) {
@@ -23,41 +25,140 @@ export function safeHref(raw) {
   }
 }
 
-function startsBlock(line) {
-  return FENCE.test(line) || LIST_ITEM.test(line) || HEADING.test(line) || QUOTE.test(line);
+/** The cells of a pipe-table row ("| a | b |" → ["a", "b"]); `\|` stays a literal bar. */
+export function splitRow(line) {
+  let text = line.trim();
+  if (text.startsWith("|")) text = text.slice(1);
+  if (text.endsWith("|") && !text.endsWith("\\|")) text = text.slice(0, -1);
+  const cells = [];
+  let buf = "";
+  for (let i = 0; i < text.length; i += 1) {
+    if (text[i] === "\\" && text[i + 1] === "|") {
+      buf += "|";
+      i += 1;
+    } else if (text[i] === "|") {
+      cells.push(buf.trim());
+      buf = "";
+    } else {
+      buf += text[i];
+    }
+  }
+  cells.push(buf.trim());
+  return cells;
 }
 
-/** Text → block nodes: {type: paragraph|heading|quote|list|code, …}. */
-export function parseMarkdown(source) {
-  const lines = String(source ?? "").replace(/\r\n?/g, "\n").split("\n");
+function isTableStart(lines, i) {
+  const head = lines[i];
+  const delim = lines[i + 1];
+  if (head === undefined || delim === undefined || !head.includes("|") || !TABLE_DELIM.test(delim)) return false;
+  if (!delim.includes("|") && splitRow(head).length < 2) return false;
+  return splitRow(head).length === splitRow(delim).length;
+}
+
+function startsBlock(lines, i) {
+  const line = lines[i];
+  return FENCE.test(line) || LIST_ITEM.test(line) || HEADING.test(line) || QUOTE.test(line) || isTableStart(lines, i);
+}
+
+function align(cell) {
+  const c = cell.trim();
+  if (c.startsWith(":") && c.endsWith(":")) return "center";
+  if (c.endsWith(":")) return "right";
+  if (c.startsWith(":")) return "left";
+  return null;
+}
+
+/**
+ * A list starting at `lines[i]`, nested by indentation: items indented deeper than the
+ * first item's marker (two spaces or more) belong to the item above. Returns [block, next i].
+ */
+function parseList(lines, i) {
+  const first = LIST_ITEM.exec(lines[i]);
+  const indent = first[1].length;
+  const ordered = /\d/.test(first[2]);
+  const start = ordered ? parseInt(first[2], 10) : 1;
+  const items = []; // {text, sub: [lines]}
+  while (i < lines.length) {
+    const line = lines[i];
+    const m = LIST_ITEM.exec(line);
+    if (m && m[1].length <= indent + 1 && m[1].length >= indent - 1) {
+      if (/\d/.test(m[2]) !== ordered) break;
+      items.push({ text: m[3], sub: [] });
+      i += 1;
+      continue;
+    }
+    if (!items.length || BLANK.test(line)) {
+      // A blank line ends the list unless a deeper item follows it.
+      const next = lines[i + 1];
+      const nm = next !== undefined ? LIST_ITEM.exec(next) : null;
+      if (items.length && BLANK.test(line) && nm && nm[1].length > indent + 1) {
+        i += 1;
+        continue;
+      }
+      break;
+    }
+    const deeper = /^(\s*)/.exec(line)[1].length >= indent + 2;
+    if (m && deeper) {
+      items[items.length - 1].sub.push(line);
+      i += 1;
+    } else if (deeper && items[items.length - 1].sub.length) {
+      items[items.length - 1].sub.push(line); // a continuation inside the nested list
+      i += 1;
+    } else if (!m && /^\s{2,}\S/.test(line)) {
+      items[items.length - 1].text += `\n${line.trim()}`; // an indented continuation line
+      i += 1;
+    } else {
+      break;
+    }
+  }
+  const out = items.map((it) => {
+    const children = parseInline(it.text);
+    if (!it.sub.length) return children;
+    const minIndent = Math.min(...it.sub.filter((l) => !BLANK.test(l)).map((l) => /^(\s*)/.exec(l)[1].length));
+    const nested = parseMarkdown(it.sub.map((l) => l.slice(minIndent)).join("\n"));
+    return { inline: children, blocks: nested };
+  });
+  return [{ type: "list", ordered, start, items: out }, i];
+}
+
+/**
+ * Text → block nodes: {type: paragraph|heading|quote|list|code|table, line, …}. `line` is
+ * where the block starts; a block never depends on the lines before it, which is what lets
+ * a streaming answer re-parse only its last block (see `renderIncremental`).
+ */
+export function parseMarkdown(source, offset = 0) {
+  const lines = Array.isArray(source) ? source : String(source ?? "").replace(/\r\n?/g, "\n").split("\n");
   const blocks = [];
-  let i = 0;
+  let i = offset;
   while (i < lines.length) {
     const line = lines[i];
     if (BLANK.test(line)) {
       i += 1;
       continue;
     }
+    const at = i;
     const fence = FENCE.exec(line);
     if (fence) {
       const marker = fence[1];
       const body = [];
+      let closed = false;
       i += 1;
       while (i < lines.length) {
         const close = /^ {0,3}(`{3,}|~{3,})\s*$/.exec(lines[i]);
         if (close && close[1][0] === marker[0] && close[1].length >= marker.length) {
           i += 1;
+          closed = true;
           break;
         }
         body.push(lines[i]);
         i += 1;
       }
-      blocks.push({ type: "code", lang: fence[2] || "", text: body.join("\n") });
+      blocks.push({ type: "code", line: at, lang: fence[2] || "", text: body.join("\n"), closed });
       continue;
     }
     const heading = HEADING.exec(line);
     if (heading) {
-      blocks.push({ type: "heading", level: heading[1].length, children: parseInline(heading[2]) });
+      blocks.push({ type: "heading", line: at, level: heading[1].length, children: parseInline(heading[2]) });
       i += 1;
       continue;
     }
@@ -67,35 +168,35 @@ export function parseMarkdown(source) {
         body.push(QUOTE.exec(lines[i])[1]);
         i += 1;
       }
-      blocks.push({ type: "quote", children: parseMarkdown(body.join("\n")) });
+      blocks.push({ type: "quote", line: at, children: parseMarkdown(body.join("\n")) });
       continue;
     }
-    const item = LIST_ITEM.exec(line);
-    if (item) {
-      const ordered = /\d/.test(item[1]);
-      const start = ordered ? parseInt(item[1], 10) : 1;
-      const texts = [];
-      while (i < lines.length) {
-        const m = LIST_ITEM.exec(lines[i]);
-        if (m && /\d/.test(m[1]) === ordered) {
-          texts.push(m[2]);
-          i += 1;
-        } else if (texts.length && !BLANK.test(lines[i]) && /^\s{2,}\S/.test(lines[i]) && !m) {
-          texts[texts.length - 1] += `\n${lines[i].trim()}`; // an indented continuation line
-          i += 1;
-        } else {
-          break;
-        }
+    if (isTableStart(lines, i)) {
+      const head = splitRow(lines[i]);
+      const aligns = splitRow(lines[i + 1]).map(align);
+      const rows = [];
+      i += 2;
+      while (i < lines.length && !BLANK.test(lines[i]) && lines[i].includes("|") && !FENCE.test(lines[i])) {
+        const cells = splitRow(lines[i]);
+        rows.push(head.map((_, k) => parseInline(cells[k] ?? "")));
+        i += 1;
       }
-      blocks.push({ type: "list", ordered, start, items: texts.map((t) => parseInline(t)) });
+      blocks.push({ type: "table", line: at, aligns, head: head.map((c) => parseInline(c)), rows });
+      continue;
+    }
+    if (LIST_ITEM.exec(line) && /^ {0,3}\S/.test(line)) {
+      const [block, next] = parseList(lines, i);
+      block.line = at;
+      blocks.push(block);
+      i = next;
       continue;
     }
     const para = [];
-    while (i < lines.length && !BLANK.test(lines[i]) && (para.length === 0 || !startsBlock(lines[i]))) {
+    while (i < lines.length && !BLANK.test(lines[i]) && (para.length === 0 || !startsBlock(lines, i))) {
       para.push(lines[i]);
       i += 1;
     }
-    blocks.push({ type: "paragraph", children: parseInline(para.join("\n")) });
+    blocks.push({ type: "paragraph", line: at, children: parseInline(para.join("\n").trim()) });
   }
   return blocks;
 }
@@ -262,38 +363,89 @@ function renderInline(doc, parent, nodes) {
   }
 }
 
-function renderBlocks(doc, parent, blocks) {
-  for (const b of blocks) {
-    if (b.type === "paragraph") {
-      const p = el(doc, "p");
-      renderInline(doc, p, b.children);
-      parent.appendChild(p);
-    } else if (b.type === "heading") {
-      const h = el(doc, "p", `md-h md-h${Math.min(b.level, 3)}`); // headings inside a bubble stay modest
-      renderInline(doc, h, b.children);
-      parent.appendChild(h);
-    } else if (b.type === "quote") {
-      const q = el(doc, "blockquote");
-      renderBlocks(doc, q, b.children);
-      parent.appendChild(q);
-    } else if (b.type === "list") {
-      const list = el(doc, b.ordered ? "ol" : "ul");
-      if (b.ordered && b.start !== 1) list.setAttribute("start", String(b.start));
-      for (const item of b.items) {
-        const li = el(doc, "li");
-        renderInline(doc, li, item);
-        list.appendChild(li);
-      }
-      parent.appendChild(list);
-    } else if (b.type === "code") {
-      const pre = el(doc, "pre");
-      const code = el(doc, "code");
-      if (b.lang) code.setAttribute("data-lang", b.lang);
-      code.textContent = b.text;
-      pre.appendChild(code);
-      parent.appendChild(pre);
-    }
+function renderBlock(doc, b) {
+  if (b.type === "paragraph") {
+    const p = el(doc, "p");
+    renderInline(doc, p, b.children);
+    return p;
   }
+  if (b.type === "heading") {
+    const h = el(doc, "p", `md-h md-h${Math.min(b.level, 3)}`); // headings inside a bubble stay modest
+    renderInline(doc, h, b.children);
+    return h;
+  }
+  if (b.type === "quote") {
+    const q = el(doc, "blockquote");
+    renderBlocks(doc, q, b.children);
+    return q;
+  }
+  if (b.type === "list") {
+    const list = el(doc, b.ordered ? "ol" : "ul");
+    if (b.ordered && b.start !== 1) list.setAttribute("start", String(b.start));
+    for (const item of b.items) {
+      const li = el(doc, "li");
+      if (Array.isArray(item)) renderInline(doc, li, item);
+      else {
+        renderInline(doc, li, item.inline);
+        renderBlocks(doc, li, item.blocks);
+      }
+      list.appendChild(li);
+    }
+    return list;
+  }
+  if (b.type === "table") {
+    const wrap = el(doc, "div", "md-table");
+    const table = el(doc, "table");
+    const thead = el(doc, "thead");
+    const tr = el(doc, "tr");
+    b.head.forEach((cell, k) => {
+      const th = el(doc, "th");
+      th.setAttribute("scope", "col");
+      if (b.aligns[k]) th.setAttribute("data-align", b.aligns[k]);
+      renderInline(doc, th, cell);
+      tr.appendChild(th);
+    });
+    thead.appendChild(tr);
+    table.appendChild(thead);
+    const tbody = el(doc, "tbody");
+    for (const row of b.rows) {
+      const r = el(doc, "tr");
+      row.forEach((cell, k) => {
+        const td = el(doc, "td");
+        if (b.aligns[k]) td.setAttribute("data-align", b.aligns[k]);
+        renderInline(doc, td, cell);
+        r.appendChild(td);
+      });
+      tbody.appendChild(r);
+    }
+    table.appendChild(tbody);
+    wrap.appendChild(table);
+    return wrap;
+  }
+  // code: a labelled block with a copy button (the page wires the click; see app.js)
+  const wrap = el(doc, "div", "md-code");
+  const bar = el(doc, "div", "md-code-bar");
+  const label = el(doc, "span", "md-code-lang");
+  label.textContent = b.lang || "code";
+  const copy = el(doc, "button", "code-copy");
+  copy.setAttribute("type", "button");
+  copy.setAttribute("aria-label", `Copy ${b.lang || "code"} to the clipboard`);
+  copy.setAttribute("title", "Copy code");
+  copy.textContent = "Copy";
+  bar.appendChild(label);
+  bar.appendChild(copy);
+  const pre = el(doc, "pre");
+  const code = el(doc, "code");
+  if (b.lang) code.setAttribute("data-lang", b.lang);
+  code.textContent = b.text;
+  pre.appendChild(code);
+  wrap.appendChild(bar);
+  wrap.appendChild(pre);
+  return wrap;
+}
+
+function renderBlocks(doc, parent, blocks) {
+  for (const b of blocks) parent.appendChild(renderBlock(doc, b));
 }
 
 /** Render Markdown text into a DocumentFragment built from text nodes and safe elements. */
@@ -301,4 +453,34 @@ export function renderMarkdown(doc, source) {
   const frag = doc.createDocumentFragment();
   renderBlocks(doc, frag, parseMarkdown(source));
   return frag;
+}
+
+/**
+ * Render a growing text into `container`, re-parsing only from the start of the last block.
+ * Every block but the last is finished once another block follows it, so its nodes are
+ * kept as they are. `state` is the previous call's return value (or null); text that does
+ * not extend the previous text (a retried stream) is rendered from scratch.
+ * Returns the new state: {text, blocks, nodes, reparsed} (`reparsed`: blocks rebuilt now).
+ */
+export function renderIncremental(doc, container, state, text) {
+  const source = String(text ?? "");
+  const lines = source.replace(/\r\n?/g, "\n").split("\n");
+  let keep = 0;
+  let from = 0;
+  if (state && source.startsWith(state.text) && state.blocks.length) {
+    keep = state.blocks.length - 1;
+    from = state.blocks[keep].line;
+  }
+  const kept = state ? state.blocks.slice(0, keep) : [];
+  const keptNodes = state ? state.nodes.slice(0, keep) : [];
+  if (state) {
+    for (const node of state.nodes.slice(keep)) if (node.parentNode === container) container.removeChild(node);
+  }
+  if (!keep) {
+    for (const node of [...container.childNodes]) container.removeChild(node);
+  }
+  const fresh = parseMarkdown(lines, from);
+  const nodes = fresh.map((b) => renderBlock(doc, b));
+  for (const node of nodes) container.appendChild(node);
+  return { text: source, blocks: kept.concat(fresh), nodes: keptNodes.concat(nodes), reparsed: fresh.length };
 }

@@ -3,7 +3,7 @@
 
 import { h, icon, reconcile, setText } from "./dom.js";
 import { channelInfo, formatRange, formatTime, fullTime, innerDetail, innerSummary } from "./format.js";
-import { renderMarkdown } from "./markdown.js";
+import { renderIncremental, renderMarkdown } from "./markdown.js";
 import { isInnerKind, spanLabel } from "./timeline.js";
 
 const LONG_VALUE = 400;
@@ -24,12 +24,30 @@ function bubble(text) {
   return body;
 }
 
-function messageNode(ev) {
+function actionButton(name, label, iconName, onclick) {
+  return h(
+    "button",
+    { type: "button", class: `msg-action act-${name}`, "aria-label": label, title: label, onclick },
+    icon(iconName, "icon"),
+    h("span", { class: "msg-action-label", text: label.split(" ")[0] }),
+  );
+}
+
+function messageText(ev) {
+  return (ev && ev.payload && typeof ev.payload.text === "string" && ev.payload.text) || "";
+}
+
+function messageNode(item, cb) {
+  const ev = item.event;
   const user = ev.role === "user";
   const who = user ? "You" : "Delegate";
   const info = channelInfo(ev.channel);
-  const text = (ev.payload && typeof ev.payload.text === "string" && ev.payload.text) || "";
-  return h(
+  const badge = channelBadge(ev.channel);
+  const marks = h("span", { class: "msg-marks" });
+  const pager = h("span", { class: "attempts", role: "group", "aria-label": "Answer attempts" });
+  const body = h("div", { class: "bubble md" });
+  const actions = h("div", { class: "msg-actions" });
+  const node = h(
     "article",
     {
       class: `msg ${user ? "msg-user" : "msg-assistant"}`,
@@ -40,9 +58,68 @@ function messageNode(ev) {
       "data-seq": ev.seq ?? "",
       "aria-label": `${who}, ${info.label}, ${formatTime(ev.ts)}`,
     },
-    h("div", { class: "msg-meta" }, h("span", { class: "who", text: who }), channelBadge(ev.channel), timeEl(ev.ts)),
-    bubble(text),
+    h("div", { class: "msg-meta" }, h("span", { class: "who", text: who }), badge, timeEl(ev.ts), marks, pager, actions),
+    body,
   );
+  const copy = actionButton("copy", "Copy message", "copy", () => cb.onCopy(messageText(node._shown), copy));
+  const regen = actionButton("regenerate", "Regenerate answer", "regenerate", () => cb.onRegenerate(node._shown));
+  const edit = actionButton("edit", "Edit and resend", "edit", () => cb.onEdit(node._shown));
+  actions.append(copy, user ? edit : regen);
+  Object.assign(node, { _badge: badge, _marks: marks, _pager: pager, _body: body, _regen: regen, _edit: edit, _view: null, _cb: cb });
+  updateMessage(node, item);
+  return node;
+}
+
+function updateMessage(node, item) {
+  const attempts = item.attempts || [item.event];
+  // A new attempt shows itself; otherwise the person's choice stays.
+  if (node._count !== attempts.length) {
+    node._count = attempts.length;
+    node._view = attempts.length - 1;
+  }
+  const shown = attempts[Math.min(node._view, attempts.length - 1)];
+  node._badge.hidden = item.showChannel === false;
+  node.classList.toggle("superseded", !!item.superseded);
+  node._regen.hidden = !item.canRegenerate;
+  node._edit.hidden = !item.canEdit;
+  if (node._shown !== shown) {
+    node._shown = shown;
+    node.setAttribute("data-event-id", shown.id);
+    node.setAttribute("data-seq", shown.seq ?? "");
+    node.setAttribute("data-attempt", String((shown.payload && shown.payload.attempt) || 1));
+    node._body.replaceChildren(renderMarkdown(document, messageText(shown)));
+  }
+  const p = shown.payload || {};
+  const marks = [];
+  if (p.stopped) marks.push(h("span", { class: "mark mark-stopped", title: "You stopped this answer; the part written so far is kept", text: "Stopped" }));
+  if (item.superseded) {
+    marks.push(h("span", { class: "mark mark-superseded", title: "Replaced by an edited message below; kept in history", text: item.event.role === "user" ? "Edited below" : "For an edited message" }));
+  }
+  if (p.supersedes) marks.push(h("span", { class: "mark mark-edited", title: "An edited version of an earlier message", text: "Edited" }));
+  const sig = marks.map((m) => m.textContent).join("|");
+  if (node._marksSig !== sig) {
+    node._marksSig = sig;
+    node._marks.replaceChildren(...marks);
+  }
+  const pagerSig = `${node._view}/${attempts.length}`;
+  if (node._pagerSig !== pagerSig) {
+    node._pagerSig = pagerSig;
+    node._pager.replaceChildren();
+    node._pager.hidden = attempts.length < 2;
+    if (attempts.length > 1) {
+      const go = (d) => {
+        node._view = Math.max(0, Math.min(attempts.length - 1, node._view + d));
+        node._item = { ...node._item };
+        updateMessage(node, node._item);
+      };
+      node._pager.append(
+        h("button", { type: "button", class: "pager-btn", "aria-label": "Previous attempt", title: "Previous attempt", disabled: node._view === 0, onclick: () => go(-1), text: "‹" }),
+        h("span", { class: "pager-text", text: `${node._view + 1} of ${attempts.length}` }),
+        h("button", { type: "button", class: "pager-btn", "aria-label": "Next attempt", title: "Next attempt", disabled: node._view === attempts.length - 1, onclick: () => go(1), text: "›" }),
+      );
+    }
+  }
+  node._item = item;
 }
 
 function failureNode(ev) {
@@ -62,8 +139,8 @@ function failureNode(ev) {
   );
 }
 
-function innerNode(ev) {
-  const s = innerSummary(ev);
+function innerNode(ev, figures) {
+  const s = innerSummary(ev, figures);
   const detail = h("div", { class: "inner-detail" });
   const rows = innerDetail(ev);
   if (rows.length) {
@@ -105,12 +182,41 @@ function innerNode(ev) {
   );
 }
 
-function eventNode(ev) {
-  if (ev.kind === "message" && !isInnerKind(ev.kind)) return messageNode(ev);
+function eventNode(item, cb) {
+  const ev = item.event;
+  if (ev.kind === "message" && !isInnerKind(ev.kind)) return messageNode(item, cb);
   if (ev.kind === "turn.failed") return failureNode(ev);
   // Anything else — known inner kinds and kinds this client does not know yet — is inner
   // activity: it must never look like something the person or Delegate said.
-  return innerNode(ev);
+  return innerNode(ev, cb.figures && cb.figures(ev));
+}
+
+/** A turn's context management, folded into one quiet line; one click shows every row. */
+function activityNode(item, cb) {
+  const text = h("span", { class: "activity-text" });
+  const body = h("div", { class: "activity-body" });
+  const details = h(
+    "details",
+    {},
+    h("summary", { class: "activity-head" }, icon("inner", "icon inner-mark"), h("span", { class: "activity-label", text: "Inner activity" }), text),
+    body,
+  );
+  const node = h("div", { class: "activity", "data-kind": "activity" }, details);
+  Object.assign(node, { _text: text, _body: body, _details: details, _rows: new Map(), _cb: cb });
+  updateActivity(node, item);
+  return node;
+}
+
+function updateActivity(node, item) {
+  setText(node._text, item.summary);
+  node._details.querySelector("summary").setAttribute("aria-label", `Inner activity: ${item.summary}. Show the steps`);
+  node.setAttribute("data-count", String(item.events.length));
+  reconcile(
+    node._body,
+    node._rows,
+    item.events.map((ev) => ({ key: ev.id, event: ev })),
+    (row) => innerNode(row.event, node._cb.figures && node._cb.figures(row.event)),
+  );
 }
 
 function dividerNode(ev) {
@@ -136,10 +242,15 @@ function updateStream(node, item) {
   const s = item.stream;
   if (node._text === s.text && node._attempt === s.attempt) return;
   node._text = s.text;
+  if (node._attempt !== s.attempt) node._md = null; // a retried stream starts over
   node._attempt = s.attempt;
   node.setAttribute("data-attempt", String(s.attempt));
   const body = node.querySelector(".bubble");
-  body.replaceChildren(renderMarkdown(document, s.text));
+  for (const c of body.querySelectorAll(":scope .caret")) c.remove();
+  // Only the last block is re-parsed and rebuilt on each delta.
+  node._md = renderIncremental(document, body, node._md, s.text);
+  node._reparsed = (node._reparsed || 0) + node._md.reparsed;
+  node.setAttribute("data-reparsed", String(node._reparsed));
   // The caret follows the last word, inside the last paragraph or list item.
   let tail = body.lastElementChild;
   if (tail && (tail.tagName === "UL" || tail.tagName === "OL")) tail = tail.lastElementChild;
@@ -188,7 +299,8 @@ export class TimelineView {
   }
 
   makeItem(item) {
-    if (item.type === "event") return eventNode(item.event);
+    if (item.type === "event") return eventNode(item, this.callbacks);
+    if (item.type === "activity") return activityNode(item, this.callbacks);
     if (item.type === "stream") return streamNode(item);
     return this.pendingNode(item);
   }
@@ -196,6 +308,8 @@ export class TimelineView {
   updateItem(node, item) {
     if (item.type === "stream") updateStream(node, item);
     else if (item.type === "pending") this.updatePending(node, item);
+    else if (item.type === "activity") updateActivity(node, item);
+    else if (item.type === "event" && item.event.kind === "message") updateMessage(node, item);
   }
 
   pendingNode(item) {
@@ -204,7 +318,7 @@ export class TimelineView {
     const node = h(
       "article",
       { class: "msg msg-user pending", "data-client-msg-id": p.client_msg_id, "aria-label": "You, sending" },
-      h("div", { class: "msg-meta" }, h("span", { class: "who", text: "You" }), channelBadge("text"), status),
+      h("div", { class: "msg-meta" }, h("span", { class: "who", text: "You" }), item.showChannel === false ? null : channelBadge("text"), status),
       bubble(p.text),
     );
     node._status = status;

@@ -19,6 +19,17 @@ export const INNER_KINDS = new Set([
   "activation.outcome",
 ]);
 
+/**
+ * Context management: folded into one quiet "inner activity" line per turn instead of a row
+ * between every question and answer. Tool calls, tasks and activations keep their own rows.
+ */
+export function isFoldedKind(kind) {
+  return (
+    typeof kind === "string" &&
+    (kind.startsWith("context.") || kind.startsWith("memory.") || kind.startsWith("inner.") || kind === "checkpoint")
+  );
+}
+
 export function isInnerKind(kind) {
   return INNER_KINDS.has(kind) || (typeof kind === "string" && kind.startsWith("task."));
 }
@@ -72,7 +83,7 @@ export function createTimeline() {
     hasOlder: false,
     hydrated: false,
     streams: new Map(), // turn id -> {turn_id, attempt, parts, text}
-    finishedTurns: new Set(), // turn ids answered (assistant message) or failed
+    finishedTurns: new Map(), // turn id -> the highest attempt answered (assistant message) or failed
     pending: new Map(), // client_msg_id -> {client_msg_id, text, ts, status, event_id}
     clientIds: new Set(), // client_msg_ids already committed (a late ack must not resurrect a bubble)
   };
@@ -130,8 +141,13 @@ function settle(tl, ev) {
   }
   const answered = (ev.kind === "message" && ev.role === "assistant") || ev.kind === "turn.failed";
   if (answered && ev.parent_id) {
-    tl.finishedTurns.add(ev.parent_id);
-    tl.streams.delete(ev.parent_id);
+    const attempt = (ev.payload && Number.isInteger(ev.payload.attempt) && ev.payload.attempt) || 1;
+    const s = tl.streams.get(ev.parent_id);
+    // The answer settles every stream attempt up to its own (a retried stream included);
+    // a regeneration streams a higher attempt afterwards.
+    const done = Math.max(attempt, tl.finishedTurns.get(ev.parent_id) || 0, s ? s.attempt : 0);
+    tl.finishedTurns.set(ev.parent_id, done);
+    if (s && s.attempt <= done) tl.streams.delete(ev.parent_id);
   }
 }
 
@@ -141,8 +157,9 @@ function settle(tl, ev) {
  */
 export function applyDelta(tl, frame) {
   if (!frame || typeof frame.turn_id !== "string" || typeof frame.text !== "string") return false;
-  if (tl.finishedTurns.has(frame.turn_id)) return false;
   const attempt = Number.isInteger(frame.attempt) ? frame.attempt : 1;
+  const done = tl.finishedTurns.get(frame.turn_id);
+  if (done !== undefined && attempt <= done) return false; // a late delta of an answered attempt
   let s = tl.streams.get(frame.turn_id);
   if (s && attempt < s.attempt) return false;
   if (!s || attempt > s.attempt) {
@@ -224,7 +241,9 @@ function noteSpanEvent(b, ev) {
  *   {type:"span", key, span_id, spanType, closed, start, end, items, summary, …}
  *   {type:"event", key, event}          an event with no span (e.g. inner.signal between spans)
  *   {type:"divider", key, event}        conversation.ended: a subtle line, not a wall
- * Span items are {type:"event"|"stream"|"pending", key, …}. A span sits where its first
+ * Span items are {type:"event"|"stream"|"pending"|"activity", key, …}: a message item may
+ * carry `attempts` (regenerations, newest shown), `superseded` (edited away) and
+ * `showChannel`; an activity item folds a turn's context management. A span sits where its first
  * loaded event sits; later events of the same span join it (delayed extraction included).
  */
 export function buildView(tl) {
@@ -290,7 +309,14 @@ export function buildView(tl) {
     if (userMessages.has(s.turn_id)) {
       const home = userMessages.get(s.turn_id);
       if (home) home.items.push(item);
-      else insertAfter(blocks, `ev:${s.turn_id}`, item);
+      else {
+        // After the turn's answer when this is a regeneration, else under the question.
+        let at = blocks.findIndex((x) => x.key === `ev:${s.turn_id}`);
+        blocks.forEach((x, k) => {
+          if (x.type === "event" && x.event.parent_id === s.turn_id && x.event.kind === "message") at = k;
+        });
+        blocks.splice(at < 0 ? blocks.length : at + 1, 0, item);
+      }
     } else if (pendingByEventId.has(s.turn_id)) {
       const list = openTail ? openTail.items : trailing;
       list.splice(list.indexOf(pendingByEventId.get(s.turn_id)) + 1, 0, item);
@@ -299,20 +325,145 @@ export function buildView(tl) {
     }
   }
 
-  for (const b of spans.values()) b.summary = spanSummary(b);
-  return blocks.concat(trailing);
+  for (const b of spans.values()) {
+    b.items = foldTurns(b.items, b.span_id);
+    b.summary = spanSummary(b);
+  }
+  const out = foldTurns(blocks.concat(trailing), "", { topLevel: true });
+  markAnswers(out);
+  markChannels(out);
+  return out;
 }
 
-function insertAfter(list, key, item) {
-  const i = list.findIndex((x) => x.key === key);
-  list.splice(i < 0 ? list.length : i + 1, 0, item);
+function isUserItem(item) {
+  return item.type === "pending" || (item.type === "event" && item.event.kind === "message" && item.event.role === "user");
+}
+
+/**
+ * One turn = a user message and everything after it up to the next one. Its context
+ * management events (usage, compaction, capsule, memory, checkpoint, inner signals) become
+ * one `activity` item at the end of the turn, after the answer; everything else keeps its place.
+ */
+export function foldTurns(items, spanId = "", { topLevel = false } = {}) {
+  const out = [];
+  // Between spans (top level) only a turn's own rows fold; an inner signal between spans
+  // stays a row of its own.
+  let turnKey = topLevel ? null : `${spanId}:start`;
+  let folded = [];
+  const flush = () => {
+    if (folded.length) out.push(activityItem(turnKey, folded));
+    folded = [];
+  };
+  for (const item of items) {
+    if (isUserItem(item)) {
+      flush();
+      turnKey = item.key;
+    } else if (topLevel && (item.type === "span" || item.type === "divider")) {
+      flush();
+      turnKey = null;
+    }
+    if (turnKey !== null && item.type === "event" && isFoldedKind(item.event.kind)) folded.push(item.event);
+    else out.push(item);
+  }
+  flush();
+  return out;
+}
+
+function activityItem(turnKey, events) {
+  return { type: "activity", key: `act:${turnKey}`, events, summary: activitySummary(events) };
+}
+
+const ACTIVITY_WORDS = [
+  ["context.usage", "context check", "context checks"],
+  ["context.compacted", "summary of older messages", "summaries of older messages"],
+  ["context.capsule", "carry-over note", "carry-over notes"],
+  ["memory.retrieved", "memory lookup", "memory lookups"],
+  ["memory.extracted", "memory saved", "memories saved"],
+  ["checkpoint", "checkpoint", "checkpoints"],
+];
+
+/** "3 steps: memory lookup, context check, carry-over note": plain words, no jargon. */
+export function activitySummary(events) {
+  const counts = new Map();
+  for (const ev of events) {
+    const row = ACTIVITY_WORDS.find(([k]) => k === ev.kind);
+    const word = row ? row[1] : ev.kind.startsWith("inner.") ? "inner signal" : ev.kind;
+    const plural = row ? row[2] : `${word}s`;
+    const entry = counts.get(word) || { n: 0, plural };
+    entry.n += 1;
+    counts.set(word, entry);
+  }
+  const parts = [...counts].map(([word, { n, plural }]) => (n === 1 ? word : `${n} ${plural}`));
+  const failed = events.some((ev) => ev.payload && ev.payload.status === "failed");
+  return `${events.length} background step${events.length === 1 ? "" : "s"}: ${parts.join(", ")}${failed ? " · one failed" : ""}`;
+}
+
+function eachList(blocks, fn) {
+  fn(blocks);
+  for (const b of blocks) if (b.type === "span") fn(b.items);
+}
+
+/**
+ * Regenerated answers fold into the answer they replace (`attempts`, oldest first; `event`
+ * is the newest). An edited message (a newer user message naming it in `supersedes`) and
+ * the answer it got are marked `superseded`. History itself is never rewritten.
+ */
+function markAnswers(blocks) {
+  const superseded = new Map(); // old user message id -> the message that replaced it
+  const answers = new Map(); // assistant message id -> its item
+  eachList(blocks, (list) => {
+    for (const item of list) {
+      if (item.type !== "event" || item.event.kind !== "message") continue;
+      const p = item.event.payload || {};
+      if (item.event.role === "user" && typeof p.supersedes === "string") superseded.set(p.supersedes, item.event.id);
+    }
+  });
+  eachList(blocks, (list) => {
+    for (let i = 0; i < list.length; i += 1) {
+      const item = list[i];
+      if (item.type !== "event" || item.event.kind !== "message") continue;
+      const ev = item.event;
+      const p = ev.payload || {};
+      if (superseded.has(ev.id)) item.superseded = superseded.get(ev.id);
+      if (ev.role !== "assistant") continue;
+      if (ev.parent_id && superseded.has(ev.parent_id)) item.superseded = superseded.get(ev.parent_id);
+      const target = typeof p.regenerates === "string" ? answers.get(p.regenerates) : null;
+      if (target) {
+        target.attempts.push(ev);
+        target.event = ev;
+        answers.set(ev.id, target);
+        list.splice(i, 1);
+        i -= 1;
+        continue;
+      }
+      item.attempts = [ev];
+      answers.set(ev.id, item);
+    }
+  });
+}
+
+/** A channel badge only where the channel changes (and on the first message). */
+function markChannels(blocks) {
+  let prev = null;
+  const visit = (item) => {
+    let channel = null;
+    if (item.type === "pending") channel = "text";
+    else if (item.type === "event" && item.event.kind === "message") channel = item.event.channel || "text";
+    else return;
+    item.showChannel = channel !== prev;
+    prev = channel;
+  };
+  for (const b of blocks) {
+    if (b.type === "span") b.items.forEach(visit);
+    else visit(b);
+  }
 }
 
 const SPAN_LABELS = {
   interaction: "Conversation",
   voice: "Browser voice call",
   phone: "Phone call",
-  activation: "Inner activity",
+  activation: "Delegate acting on its own",
 };
 
 export function spanLabel(spanType) {

@@ -93,6 +93,13 @@ class ChatPage:
         await self.page.fill("#input", text)
         await self.page.keyboard.press("Enter")
 
+    async def expand_activity(self) -> int:
+        """Open every folded "inner activity" line (a turn's context management); returns how many."""
+        return await self.page.evaluate(
+            """() => { const ds = [...document.querySelectorAll('#timeline .activity > details:not([open])')];
+                       ds.forEach(d => { d.open = true; }); return ds.length; }"""
+        )
+
     async def screenshot(self, name: str | None = None, full_page: bool = False) -> Path:
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         path = SCREENSHOTS / f"{name or self.name}.png"

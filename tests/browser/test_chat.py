@@ -99,7 +99,12 @@ async def test_sign_in_send_and_watch_the_answer_stream(
     msgs = await page.messages()
     assert [(m["role"], m["channel"]) for m in msgs] == [("user", "text"), ("assistant", "text")]
     assert await p.locator("#timeline article.msg-user .bubble strong").inner_text() == "on"
-    # The usage the turn recorded shows as inner-plane activity and in the topbar.
+    # The usage the turn recorded shows as inner-plane activity (folded into the turn's one
+    # "inner activity" line, after the answer) and in the topbar.
+    activity = p.locator("#timeline .activity").last
+    await activity.wait_for()
+    assert not await p.locator('#timeline .inner[data-kind="context.usage"]').is_visible()
+    await activity.locator(":scope > details > summary").click()
     await p.wait_for_selector('#timeline .inner[data-kind="context.usage"]')
     assert await p.locator("#usage-text").inner_text() != "–"
     await same_as_ledger(page, sys_)

@@ -62,12 +62,23 @@ async def test_compact_now_and_end_conversation(
     await btn.click()
     await page.wait_for("() => document.getElementById('compact-label').textContent === 'Compacting…'")
     compacted = p.locator('#timeline .inner[data-kind="context.compacted"]')
+    await compacted.wait_for(state="attached")
+    # Folded into its turn's one quiet "inner activity" line; one click shows it.
+    await page.expand_activity()
     await compacted.wait_for()
     await page.wait_for("() => !document.getElementById('compact-btn').disabled")
     states = await p.evaluate("() => window.__compactStates")
     assert states[0] is False and True in states and states[-1] is False, states
     assert "on request" in await compacted.locator(".inner-text").inner_text()
-    await page.wait_for("() => document.getElementById('compacted').textContent.startsWith('Compacted ')")
+    await page.wait_for(
+        "() => document.getElementById('compacted').textContent.startsWith('Older messages summarized ')"
+    )
+    # The row's "before" figure is the usage rows' own (one source for chips and rows).
+    usage_tokens = await p.eval_on_selector_all(
+        '#timeline .inner[data-kind="context.usage"]',
+        "ns => ns.map(n => n.querySelector('.inner-text').textContent.match(/holds ([\\d,]+)/)[1])",
+    )
+    assert usage_tokens[-1] in await compacted.locator(".inner-text").inner_text()
     # Inner-plane activity never looks like speech: not an article, no bubble.
     assert await compacted.evaluate("n => n.closest('article') === null && n.querySelector('.bubble') === null")
     await compacted.locator(":scope > details > summary").click()
@@ -75,7 +86,7 @@ async def test_compact_now_and_end_conversation(
 
     # The inner plane refreshes the capsule after a compaction; its text stays inner, never a message.
     capsule = p.locator('#timeline .inner[data-kind="context.capsule"]')
-    await capsule.wait_for(timeout=60_000)
+    await capsule.wait_for(state="attached", timeout=60_000)
     await page.wait_for("() => document.getElementById('capsule').dataset.active === 'true'")
     # The refresh was announced live while it ran, and the notice is gone now that it is done.
     assert "Refreshing capsule…" in await p.evaluate("() => window.__notices")
@@ -85,6 +96,13 @@ async def test_compact_now_and_end_conversation(
         "#timeline article.msg", "(ns, t) => ns.some(n => n.textContent.includes(t))", capsule_text
     )
     await page.screenshot("compacted")
+    # A fresh page (as after a restart) reads the same figures from the timeline: the chip
+    # agrees with the compaction row whatever /api/state remembers.
+    second = await new_page(sys_)
+    await second.wait_for(
+        "() => document.getElementById('compacted').textContent.startsWith('Older messages summarized ')"
+    )
+    await second.page.context.close()
 
     # End conversation asks first; Cancel changes nothing.
     before = await page.event_ids()
@@ -97,6 +115,10 @@ async def test_compact_now_and_end_conversation(
     await p.click("#end-btn")
     await dialog.locator("#end-confirm").click()
     await p.wait_for_selector('#timeline .divider[data-kind="conversation.ended"]')
+    # Defect 6: a fresh conversation has nothing summarized; the chip must not say otherwise.
+    await page.wait_for(
+        "() => document.getElementById('compacted').textContent === 'Nothing summarized yet'"
+    )
 
     # A subtle divider, not a wall: the history stays and the next message joins the same timeline.
     shown = await page.event_ids()

@@ -20,8 +20,12 @@ async def test_one_timeline_across_channels_with_spans_and_inner_activity(
     p = page.page
     await page.wait_event_count(len(rendered_ids(events)))
 
-    # Every committed event is on the page once, in the ledger's order.
-    assert await page.event_ids() == rendered_ids(ledger_events(sys_))
+    # Every committed event is on the page once; messages in the ledger's order (a turn's
+    # context management folds into one "inner activity" line after its answer).
+    ledger = ledger_events(sys_)
+    assert sorted(await page.event_ids()) == sorted(rendered_ids(ledger))
+    ledger_messages = [e["id"] for e in ledger if e["kind"] == "message"]
+    assert [m["id"] for m in await page.messages()] == ledger_messages
 
     # One span group per span, labelled by its type; no "new chat" boundary, only a subtle divider.
     spans = await p.eval_on_selector_all(
@@ -49,6 +53,11 @@ async def test_one_timeline_across_channels_with_spans_and_inner_activity(
     # Inner-plane activity is collapsed and never a message; the capsule text shows only when expanded.
     capsule = next(e for e in events if e.kind == "context.capsule")
     node = p.locator(f".inner[data-event-id='{capsule.id}']")
+    assert not await node.is_visible(), "context management is folded by default"
+    # One click on the turn's inner activity line shows its rows.
+    fold = p.locator(".activity", has=node)
+    await fold.locator(":scope > details > summary").click()
+    assert await node.is_visible()
     assert not await node.locator(".inner-detail").is_visible()
     capsule_in_messages = await p.eval_on_selector_all(
         "#timeline article.msg", "(ns, t) => ns.some(n => n.textContent.includes(t))", capsule.payload["text"]

@@ -1,18 +1,20 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { backoffDelay, ChatConnection, CLOSE_RESYNC, CLOSE_UNAUTHORIZED } from "../../client/js/connection.js";
+import { BACKOFF_CAP_MS, READY_POLL_CAP_MS, READY_POLL_MS, backoffDelay, ChatConnection, CLOSE_RESYNC, CLOSE_UNAUTHORIZED } from "../../client/js/connection.js";
 
 test("backoff doubles up to the cap, with jitter in the upper half", () => {
   const lo = (a) => backoffDelay(a, { random: () => 0 });
   const hi = (a) => backoffDelay(a, { random: () => 1 });
   assert.deepEqual([0, 1, 2, 3].map(hi), [500, 1000, 2000, 4000]);
   assert.deepEqual([0, 1, 2, 3].map(lo), [250, 500, 1000, 2000]);
-  assert.equal(hi(20), 15000);
-  assert.equal(lo(20), 7500);
+  // Capped at BACKOFF_CAP_MS (5 s): a long outage never means a long wait afterwards.
+  assert.equal(hi(20), BACKOFF_CAP_MS);
+  assert.equal(BACKOFF_CAP_MS, 5000);
+  assert.equal(lo(20), 2500);
   for (let i = 0; i < 100; i += 1) {
-    const d = backoffDelay(4);
-    assert.ok(d >= 4000 && d <= 8000, String(d));
+    const d = backoffDelay(3);
+    assert.ok(d >= 2000 && d <= 4000, String(d));
   }
 });
 
@@ -74,6 +76,7 @@ function harness(opts = {}) {
     random: () => 0.5,
     pingEvery: 1e9,
     checkSignedIn: opts.checkSignedIn,
+    probeReady: opts.probeReady,
   });
   return { conn, sockets, frames, statuses, runTimers, timers, setSeq: (n) => (seq = n) };
 }
@@ -171,4 +174,62 @@ test("garbage frames are ignored", () => {
   hx.sockets[0].onmessage({ data: "42" });
   hx.sockets[0].frame({ type: "pong" });
   assert.deepEqual(hx.frames, []);
+});
+
+test("while away, readiness is polled and a ready server means an immediate reconnect", async () => {
+  let ready = false;
+  const probes = [];
+  const h = harness({ probeReady: async () => (probes.push(ready), ready) });
+  h.conn.start();
+  h.sockets[0].open();
+  h.sockets[0].frame({ type: "ready", last_seq: 0 });
+  assert.equal(h.conn.status, "live");
+  h.sockets[0].drop(1012);
+  assert.equal(h.conn.status, "reconnecting");
+  assert.deepEqual(h.conn.config, { backoffCapMs: BACKOFF_CAP_MS, readyPollMs: READY_POLL_MS, readyPollCapMs: READY_POLL_CAP_MS, probesReadiness: true });
+  // Not ready yet: the poll backs off to its cap (never more than 1 s apart); no blind socket attempts.
+  const delays = [];
+  for (let i = 0; i < 5; i += 1) delays.push(...(await h.runTimers()));
+  assert.deepEqual(delays, [250, 500, 1000, 1000, 1000]);
+  assert.equal(h.sockets.length, 1);
+  // Ready: a socket opens at the very next poll, and the reason says so.
+  ready = true;
+  await h.runTimers();
+  assert.equal(h.sockets.length, 2);
+  assert.equal(h.conn.lastReason, "ready");
+  h.sockets[1].open();
+  assert.deepEqual(h.sockets[1].sent[0], { type: "hello", after_seq: 0 });
+  h.sockets[1].frame({ type: "ready", last_seq: 0 });
+  assert.deepEqual(h.conn.reconnects.map((r) => r.reason), ["ready"]);
+  // Live: nothing left to poll.
+  const notPing = (t) => t.ms < 1e9;
+  assert.deepEqual(await h.runTimers(notPing), []);
+  assert.deepEqual(probes, [false, false, false, false, false, true]);
+  // The next outage starts polling from the short delay again.
+  h.sockets[1].drop(1012);
+  assert.deepEqual(await h.runTimers(notPing), [250]);
+});
+
+test("a server that answers but keeps refusing the socket leads to a sign-in check", async () => {
+  const h = harness({ probeReady: async () => true, checkSignedIn: async () => false });
+  h.conn.start();
+  for (let i = 0; i < 3; i += 1) {
+    h.sockets[h.sockets.length - 1].drop();
+    await h.runTimers();
+  }
+  h.sockets[h.sockets.length - 1].drop();
+  await h.runTimers();
+  assert.equal(h.conn.status, "signed-out");
+});
+
+test("focus or network back reconnects at once, without cutting an opening socket short", async () => {
+  const h = harness();
+  h.conn.start();
+  h.sockets[0].drop();
+  assert.equal(h.conn.status, "reconnecting");
+  h.conn.reconnectNow("focus");
+  assert.equal(h.sockets.length, 2);
+  assert.equal(h.conn.lastReason, "focus");
+  h.conn.reconnectNow("online"); // still opening: left alone
+  assert.equal(h.sockets.length, 2);
 });

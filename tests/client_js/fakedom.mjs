@@ -19,6 +19,13 @@ class Node {
     this.childNodes.push(child);
     return child;
   }
+  removeChild(child) {
+    const i = this.childNodes.indexOf(child);
+    if (i < 0) throw new Error("not a child");
+    this.childNodes.splice(i, 1);
+    child.parentNode = null;
+    return child;
+  }
   get textContent() {
     return this.childNodes.map((c) => c.textContent).join("");
   }

@@ -20,8 +20,10 @@ test("percentages stay honest at the edges", () => {
 
 test("inner summaries read as activity, not speech", () => {
   const s = (kind, payload) => innerSummary({ kind, payload });
-  assert.equal(s("context.usage", { input_tokens: 12000, compact_threshold: 200000 }).text, "12,000 input tokens · 6% of compaction threshold");
+  assert.equal(s("context.usage", { input_tokens: 12000, compact_threshold: 200000 }).text, "working context holds 12,000 tokens · 6% full");
   assert.match(s("context.compacted", { trigger: "manual", input_tokens_before: 9000, input_tokens_after: 1200 }).text, /on request · 9,000 → 1,200/);
+  // The "before" figure from the usage rows wins over the payload's own.
+  assert.match(innerSummary({ kind: "context.compacted", payload: { trigger: "auto", input_tokens_before: 9000, input_tokens_after: 1200 } }, { before: 8800 }).text, /8,800 → 1,200/);
   assert.equal(s("context.capsule", { text: "SECRET CAPSULE" }).text.includes("SECRET"), false);
   assert.equal(s("memory.retrieved", { query: "tea", items: [{}, {}] }).text, "2 items for “tea”");
   assert.equal(s("tool.call", { name: "notes", arguments: { q: "x" } }).text, 'notes(q: "x")');

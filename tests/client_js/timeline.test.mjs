@@ -5,8 +5,11 @@ import {
   addEvents,
   addPending,
   applyDelta,
+  activitySummary,
   buildView,
   compareEvents,
+  foldTurns,
+  isFoldedKind,
   createTimeline,
   eventIds,
   isHiddenKind,
@@ -75,7 +78,9 @@ test("spans group their events; structural events are not items", () => {
   assert.equal(span.type, "span");
   assert.equal(span.spanType, "interaction");
   assert.equal(span.closed, true);
-  assert.deepEqual(span.items.map((i) => i.event.id), [u.id, usage.id, a.id]);
+  // The usage row folds into the turn's one activity line, after the answer.
+  assert.deepEqual(span.items.map((i) => i.key), [`ev:${u.id}`, `ev:${a.id}`, `act:ev:${u.id}`]);
+  assert.deepEqual(span.items[2].events.map((e) => e.id), [usage.id]);
   assert.equal(span.start, s.ts);
   assert.equal(span.end, closed.ts);
   assert.equal(span.messageCount, 2);
@@ -137,7 +142,8 @@ test("a late event of an older span joins that span, not the newer one", () => {
   const late = ev("memory.extracted", { span_id: "A", payload: { items: [] } });
   addEvents(tl, [a0, a1, b0, b1, late]);
   const view = buildView(tl);
-  assert.deepEqual(spanKeys(view), [`span:A(ev:${a1.id},ev:${late.id})`, `span:B(ev:${b1.id})`]);
+  assert.deepEqual(spanKeys(view), [`span:A(ev:${a1.id},act:ev:${a1.id})`, `span:B(ev:${b1.id})`]);
+  assert.deepEqual(view[0].items[1].events, [late]);
 });
 
 test("load older prepends without duplicates and merges a span that straddles pages", () => {
@@ -290,4 +296,90 @@ test("many pages merged in any order give one sorted, duplicate-free timeline", 
   const view = buildView(tl);
   assert.equal(view.length, 20);
   assert.ok(view.every((b) => b.items.length === 5 && b.closed));
+});
+
+test("context management folds into one activity line per turn, after the answer", () => {
+  const tl = createTimeline();
+  const s = spanOpened("interaction", { span_id: "F" });
+  const u1 = userMsg("q1", { span_id: "F" });
+  const rec = ev("memory.retrieved", { span_id: "F", channel: "inner", payload: { items: [1] } });
+  const call = ev("tool.call", { span_id: "F", channel: "inner", payload: { name: "notes_add" } });
+  const a1 = botMsg("a1", u1.id, { span_id: "F" });
+  const use1 = ev("context.usage", { span_id: "F", channel: "inner", payload: { input_tokens: 5 } });
+  const cap = ev("context.capsule", { span_id: "F", channel: "inner", payload: { text: "c" } });
+  const u2 = userMsg("q2", { span_id: "F" });
+  const a2 = botMsg("a2", u2.id, { span_id: "F" });
+  const use2 = ev("context.usage", { span_id: "F", channel: "inner", payload: { input_tokens: 9 } });
+  addEvents(tl, [s, u1, rec, call, a1, use1, cap, u2, a2, use2]);
+  const [span] = buildView(tl);
+  assert.deepEqual(
+    span.items.map((i) => i.key),
+    [`ev:${u1.id}`, `ev:${call.id}`, `ev:${a1.id}`, `act:ev:${u1.id}`, `ev:${u2.id}`, `ev:${a2.id}`, `act:ev:${u2.id}`],
+  );
+  // Nothing is lost: every folded event is in its turn's line, in timeline order.
+  assert.deepEqual(span.items[3].events.map((e) => e.id), [rec.id, use1.id, cap.id]);
+  assert.equal(span.items[3].summary, "3 background steps: memory lookup, context check, carry-over note");
+  assert.ok(isFoldedKind("inner.signal") && isFoldedKind("checkpoint") && !isFoldedKind("tool.result") && !isFoldedKind("message"));
+  // Activity before the first question keeps its own line, keyed by the span.
+  const early = foldTurns([{ type: "event", key: "ev:x", event: use1 }], "Z");
+  assert.equal(early[0].key, "act:Z:start");
+  assert.match(activitySummary([use1, use2, { ...use1, kind: "context.compacted", payload: { status: "failed" } }]), /3 background steps: 2 context checks, summary of older messages · one failed/);
+});
+
+test("a channel badge only where the channel changes", () => {
+  const tl = createTimeline();
+  const u1 = userMsg("a", { span_id: null });
+  const a1 = botMsg("b", u1.id, { span_id: null });
+  const u2 = userMsg("c", { span_id: null, channel: "sms" });
+  const a2 = botMsg("d", u2.id, { span_id: null, channel: "sms" });
+  const u3 = userMsg("e", { span_id: null });
+  addEvents(tl, [u1, a1, u2, a2, u3]);
+  assert.deepEqual(buildView(tl).map((b) => b.showChannel), [true, false, true, false, true]);
+});
+
+test("a regenerated answer folds into the answer it replaces; deltas of a new attempt stream", () => {
+  const tl = createTimeline();
+  const u = userMsg("q", { span_id: null });
+  const a1 = botMsg("first", u.id, { span_id: null });
+  addEvents(tl, [u, a1]);
+  // A late delta of the answered attempt is ignored; attempt 2 (regenerate) streams.
+  assert.equal(applyDelta(tl, { turn_id: u.id, attempt: 1, index: 9, text: "late" }), false);
+  assert.equal(applyDelta(tl, { turn_id: u.id, attempt: 2, index: 0, text: "sec" }), true);
+  assert.deepEqual(buildView(tl).map((b) => b.key), [`ev:${u.id}`, `ev:${a1.id}`, `stream:${u.id}`]);
+  const a2 = ev("message", { span_id: null, role: "assistant", parent_id: u.id, payload: { text: "second", attempt: 2, regenerates: a1.id } });
+  addEvents(tl, [a2]);
+  const view = buildView(tl);
+  assert.deepEqual(view.map((b) => b.key), [`ev:${u.id}`, `ev:${a1.id}`]);
+  assert.equal(view[1].event, a2);
+  assert.deepEqual(view[1].attempts, [a1, a2]);
+  assert.equal(applyDelta(tl, { turn_id: u.id, attempt: 2, index: 1, text: "x" }), false);
+});
+
+test("an edited message supersedes the old one and its answer; history stays", () => {
+  const tl = createTimeline();
+  const u1 = userMsg("typo", { span_id: null });
+  const a1 = botMsg("answer to typo", u1.id, { span_id: null });
+  const u2 = userMsg("fixed", { span_id: null, payload: { supersedes: u1.id } });
+  addEvents(tl, [u1, a1, u2]);
+  const view = buildView(tl);
+  assert.deepEqual(view.map((b) => b.key), [`ev:${u1.id}`, `ev:${a1.id}`, `ev:${u2.id}`]);
+  assert.deepEqual(view.map((b) => b.superseded || null), [u2.id, u2.id, null]);
+});
+
+test("outside spans a turn's context rows fold too; an inner signal between spans stays a row", () => {
+  const tl = createTimeline();
+  const u = userMsg("q", { span_id: null });
+  const rec = ev("memory.retrieved", { span_id: null, parent_id: u.id, channel: "inner", payload: { items: [] } });
+  const a = botMsg("a", u.id, { span_id: null });
+  const use = ev("context.usage", { span_id: null, channel: "inner", payload: { input_tokens: 3 } });
+  const end = ev("conversation.ended", { span_id: null });
+  const sig = ev("inner.signal", { span_id: null, channel: "inner", payload: { source: "timer", type: "due" } });
+  addEvents(tl, [u, rec, a, use, end, sig]);
+  assert.deepEqual(buildView(tl).map((b) => b.key), [`ev:${u.id}`, `ev:${a.id}`, `act:ev:${u.id}`, `div:${end.id}`, `ev:${sig.id}`]);
+  // A streaming answer sits under its question, not under the question's memory lookup.
+  const u2 = userMsg("q2", { span_id: null });
+  const rec2 = ev("memory.retrieved", { span_id: null, parent_id: u2.id, channel: "inner", payload: { items: [] } });
+  addEvents(tl, [u2, rec2]);
+  applyDelta(tl, { turn_id: u2.id, attempt: 1, index: 0, text: "par" });
+  assert.deepEqual(buildView(tl).slice(-3).map((b) => b.key), [`ev:${u2.id}`, `stream:${u2.id}`, `act:ev:${u2.id}`]);
 });
