@@ -36,6 +36,8 @@ from delegate.contracts.messages import (
     AgentState,
     CommandReply,
     IdleCheckInput,
+    QueryRequest,
+    RegenerateInput,
     ResumeState,
     UserInput,
 )
@@ -44,10 +46,10 @@ from delegate.runtime.working_context import RESPONSES_CHANNELS
 
 from .compaction import Compaction
 from .conversation_state import ConversationState, state_from_resume
-from .ledger import LedgerUnavailable
+from .ledger import PAGE, LedgerUnavailable
 from .prompts import activation_item, user_item
 from .redelivery import Redelivery
-from .turn import Turn, Turns, settle_opening
+from .turn import ChainPoint, Turn, Turns, failure_id, settle_opening
 
 log = logging.getLogger(__name__)
 
@@ -93,13 +95,17 @@ class Agent(Turns, Redelivery, Compaction):
 
     # ---- input --------------------------------------------------------------------------------
 
-    async def on_input(self, msg: UserInput | ActivationInput | IdleCheckInput, raw: Msg) -> None:
+    async def on_input(
+        self, msg: UserInput | RegenerateInput | ActivationInput | IdleCheckInput, raw: Msg
+    ) -> None:
         delivery = raw.metadata.num_delivered if raw.metadata else 1
         beat = asyncio.create_task(self._heartbeat(raw))
         try:
             await self._confirm_lease(msg, "taking it on")
             if isinstance(msg, UserInput):
                 await self._user_turn(msg, delivery)
+            elif isinstance(msg, RegenerateInput):
+                await self._regenerate(msg, delivery)
             elif isinstance(msg, ActivationInput):
                 await self._activation(msg, delivery)
             else:
@@ -114,7 +120,7 @@ class Agent(Turns, Redelivery, Compaction):
                     raise
                 raise LedgerUnavailable(str(exc)) from exc
             log.error("input %s: giving up after %d deliveries: %s", msg.id, delivery, exc)
-            if not isinstance(msg, IdleCheckInput):
+            if isinstance(msg, UserInput | ActivationInput):
                 await self._give_up(msg)
         except asyncio.CancelledError:
             # Stepping down (or stopping) mid-input: hand it back now, not after ack_wait.
@@ -146,7 +152,7 @@ class Agent(Turns, Redelivery, Compaction):
             span_type = SPAN_FOR_CHANNEL.get(msg.channel, "interaction")
             conversation_id, span = self._open_ids(msg.channel, span_type)
             user_message = make_event(
-                Message(text=msg.text, client_msg_id=msg.client_msg_id, meta=msg.meta),
+                Message(text=msg.text, client_msg_id=msg.client_msg_id, meta=msg.meta, supersedes=msg.supersedes),
                 conversation_id=conversation_id,
                 span_id=span.id,
                 channel=msg.channel,
@@ -157,7 +163,10 @@ class Agent(Turns, Redelivery, Compaction):
             # The opening events go out while the model request runs: the first delta does not
             # wait for their fsynced PubAcks, everything published after them still does.
             opening = asyncio.create_task(self._publish_opening(conversation_id, span, msg.ts, user_message))
-            turn = Turn(msg.id, msg.channel, conversation_id, span.id, user_item(msg.text), delivery, opening)
+            turn = Turn(
+                msg.id, msg.channel, conversation_id, span.id, user_item(msg.text), delivery, opening,
+                supersedes=msg.supersedes, start=self._start_before(msg.supersedes),
+            )
             try:
                 await self._answer(turn)
             except asyncio.CancelledError:
@@ -165,6 +174,57 @@ class Agent(Turns, Redelivery, Compaction):
                 raise
             finally:
                 await settle_opening(opening)
+
+    def _start_before(self, turn_id: str | None) -> ChainPoint | None:
+        """Where an edit or a regenerate of ``turn_id`` continues: where that turn started.
+
+        Known while this leader answered that turn last; otherwise a fresh working context,
+        which leaves the replaced question or answer out (``without_replaced``).
+        """
+        if turn_id is None:
+            return None
+        base = self.state.turn_base
+        if base is not None and base[0] == turn_id:
+            return base[1]
+        return ChainPoint()
+
+    async def _regenerate(self, msg: RegenerateInput, delivery: int) -> None:
+        """A new attempt at answering the user message ``msg.turn_id``, recorded as such.
+
+        The gateway checked that it is the conversation's last turn; that is checked again here,
+        in input order (another message may have been queued in between): if it no longer is,
+        nothing is done. The answer takes the input's id, so a redelivery finds it.
+        """
+        async with self._turn_slot():
+            if delivery > 1:
+                await self.ledger.wait_caught_up()
+                if await self.ledger.get(msg.id) or await self.ledger.get(failure_id(msg.id)):
+                    return
+            s = self.state
+            target = await self.ledger.get(msg.turn_id)
+            if target is None or target.kind != "message" or target.role != "user":
+                log.warning("regenerate %s: %s is not a user message; nothing to do", msg.id, msg.turn_id)
+                return
+            if target.conversation_id != s.conversation_id:
+                log.warning("regenerate %s: %s is not in the open conversation; nothing to do", msg.id, target.id)
+                return
+            after = await self.ledger.scan(
+                QueryRequest(after_seq=target.seq or 0, conversation_id=target.conversation_id, kinds=["message"],
+                             limit=PAGE)
+            )
+            if any(e.role == "user" for e in after):
+                log.warning("regenerate %s: %s is not the last turn any more; nothing to do", msg.id, target.id)
+                return
+            answers = [e for e in after if e.role == "assistant" and e.parent_id == target.id]
+            span_type = SPAN_FOR_CHANNEL.get(target.channel, "interaction")
+            conversation_id, span = await self._ensure_open(target.channel, span_type, msg.ts)
+            turn = Turn(
+                target.id, target.channel, conversation_id, span.id,
+                user_item(str(target.payload.get("text") or "")), delivery,
+                attempt=len(answers) + 1, regenerates=answers[-1].id if answers else None,
+                answer_id=msg.id, start=self._start_before(target.id),
+            )
+            await self._answer(turn)
 
     async def _activation(self, msg: ActivationInput, delivery: int) -> None:
         async with self._turn_slot():
@@ -238,7 +298,8 @@ class Agent(Turns, Redelivery, Compaction):
                     ConversationEnded(reason="user"), conversation_id=s.conversation_id, span_id=None, channel="text"
                 )
             )
-            self.state = ConversationState(capsule=s.capsule, last_compacted_at=s.last_compacted_at)
+            # The next conversation starts uncompacted, as a restart reads it (state_from_resume).
+            self.state = ConversationState(capsule=s.capsule)
             await self.publish_state()
         return CommandReply(ok=True)
 

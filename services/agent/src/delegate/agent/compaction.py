@@ -70,28 +70,31 @@ class Compaction(AgentCore):
                 items, usage = await responses.compact(
                     self.client, model=self.settings.openai_model, instructions=instructions, input_items=window
                 )
-            before = usage.input_tokens if usage else s.input_tokens
+            # The figures the usage rows use: before is what the newest context.usage reported
+            # (the compact endpoint's own usage counts its request, compaction prompt included);
+            # after is the replacement counted as a turn's request counts it, tools included.
+            before = s.input_tokens if s.input_tokens else (usage.input_tokens if usage else 0)
             after = await self._count_tokens(items, instructions)
             stored = items if len(json.dumps(items)) <= MAX_PERSISTED_REPLACEMENT else None
             if stored is None:
                 log.warning("replacement input too big to persist; it is kept in memory only")
-            await self.ledger.append(
-                make_event(
-                    ContextCompacted(
-                        trigger="manual",
-                        response_id=source,
-                        input_tokens_before=before,
-                        input_tokens_after=after,
-                        replacement_input=stored,
-                    ),
-                    conversation_id=s.conversation_id,
-                    span_id=s.span.id if s.span else None,
-                    channel="text",
-                )
+            compacted = make_event(
+                ContextCompacted(
+                    trigger="manual",
+                    response_id=source,
+                    input_tokens_before=before,
+                    input_tokens_after=after,
+                    replacement_input=stored,
+                ),
+                conversation_id=s.conversation_id,
+                span_id=s.span.id if s.span else None,
+                channel="text",
             )
+            await self.ledger.append(compacted)
             s.chain_id, s.replacement = None, items
+            s.turn_base = None  # a regenerate after this starts from the replacement, not before it
             s.input_tokens = after
-            s.last_compacted_at = utcnow()
+            s.last_compacted_at = compacted.ts  # the event's own time, as a restart reads it back
             log.info("compacted chain %s: %d -> %d input tokens", source, before, after)
         except Exception as exc:
             log.warning("Compact now failed: %r", exc)
@@ -103,8 +106,11 @@ class Compaction(AgentCore):
 
     async def _count_tokens(self, items: list[dict[str, Any]], instructions: str) -> int:
         try:
+            tools = self.toolbox.definitions()
+            extra: dict[str, Any] = {"tools": tools} if tools else {}
             counted = await self.client.responses.input_tokens.count(
-                model=self.settings.openai_model, input=items, instructions=instructions  # type: ignore[arg-type]
+                model=self.settings.openai_model, input=items, instructions=instructions,  # type: ignore[arg-type]
+                **extra,
             )
             return int(counted.input_tokens)
         except Exception as exc:

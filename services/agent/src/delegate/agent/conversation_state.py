@@ -7,11 +7,14 @@ duplicate a conversation or span nor resurrect a chain that was cleared.
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from delegate.contracts.events import Channel, Event, SpanType
 from delegate.contracts.messages import ResumeState
 from delegate.runtime.working_context import RESPONSES_CHANNELS
+
+if TYPE_CHECKING:
+    from .turn import ChainPoint
 
 
 @dataclass(frozen=True)
@@ -33,7 +36,12 @@ class ConversationState:
     replacement: list[dict[str, Any]] | None = None
     capsule: Event | None = None
     input_tokens: int = 0
+    # When the conversation's newest context.compacted was committed (None: never compacted).
     last_compacted_at: datetime | None = None
+    # The newest turn (its user message id) and the chain point its first request continued
+    # from: a regenerate or an edit of that turn starts there again. Memory only: after a
+    # restart those start from a fresh working context that leaves the replaced answer out.
+    turn_base: "tuple[str, ChainPoint] | None" = None
 
     def clear_chain(self) -> None:
         self.chain_id = None
@@ -52,11 +60,12 @@ def state_from_resume(resume: ResumeState) -> ConversationState:
     state = ConversationState()
     if resume.capsule is not None and resume.capsule.kind == "context.capsule":
         state.capsule = resume.capsule
-    if resume.last_compacted is not None:
-        state.last_compacted_at = resume.last_compacted.ts
     if resume.conversation_id is None:
         return state  # no open conversation: the next input opens one, from a fresh context
     state.conversation_id = resume.conversation_id
+    # Only the open conversation's compactions count: End conversation starts uncompacted.
+    if resume.last_compacted is not None and resume.last_compacted.conversation_id == resume.conversation_id:
+        state.last_compacted_at = resume.last_compacted.ts
     opened = resume.open_span
     if opened is not None and opened.span_id:
         span_type = opened.payload.get("type", "interaction")
@@ -68,8 +77,9 @@ def state_from_resume(resume: ResumeState) -> ConversationState:
     answer = newest_assistant(resume)
     if answer is not None:
         chain_seq = answer.seq or 0
-        # A voice answer means a Realtime session ran since: it cleared the chain.
-        if answer.channel in RESPONSES_CHANNELS:
+        # A voice answer means a Realtime session ran since: it cleared the chain. A stopped
+        # answer never became the chain head: the next turn starts fresh, as it would have.
+        if answer.channel in RESPONSES_CHANNELS and not answer.payload.get("stopped"):
             state.chain_id = answer.payload.get("response_id") or None
     else:
         state.chain_id = resume.last_response_id

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from openai import AsyncOpenAI
 
 from delegate.contracts import topics
+from delegate.contracts.events import Event
 from delegate.contracts.ids import utcnow
 from delegate.contracts.messages import AgentState, CapsuleState, Usage
 from delegate.runtime.bus import Bus
@@ -60,6 +61,8 @@ class AgentCore:
         self._last_state: AgentState | None = None
         # The one compact or end command running, if any: a second one is answered "busy".
         self._command: asyncio.Task[Any] | None = None
+        # The turn whose model loop runs now, if any: what Stop (agent.cmd.stop) can cut short.
+        self.running: Turn | None = None
 
     def live(self) -> bool:
         """Whether live output (deltas) may still go out: not once the lease is in doubt.
@@ -105,6 +108,7 @@ class AgentCore:
         messages = await self.ledger.recent_messages(
             after_seq=capsule_through_seq(capsule), want=self.settings.agent_recent_turns + 1
         )
+        messages = without_replaced(messages, turn)
         context = build_working_context(
             BASE_INSTRUCTIONS,
             capsule,
@@ -116,3 +120,27 @@ class AgentCore:
             exclude_ids=[turn.id] if turn else (),
         )
         return context.items
+
+
+def without_replaced(messages: list[Event], turn: "Turn | None") -> list[Event]:
+    """The messages a working context replays: not what an edit or a regenerate replaced.
+
+    Left out: a superseded user message and the answers to it, an answer a later attempt
+    regenerated, and every earlier answer to the turn being answered now (a regenerate).
+    History itself keeps them all; only the model no longer sees them.
+    """
+    superseded = {m.payload.get("supersedes") for m in messages if m.role == "user"}
+    regenerated = {m.payload.get("regenerates") for m in messages if m.role == "assistant"}
+    if turn is not None:
+        superseded.add(turn.supersedes)
+    superseded.discard(None)
+    regenerated.discard(None)
+    current = turn.id if turn is not None else None
+    return [
+        m
+        for m in messages
+        if m.id not in superseded
+        and m.parent_id not in superseded
+        and m.id not in regenerated
+        and not (current is not None and m.role == "assistant" and m.parent_id == current)
+    ]

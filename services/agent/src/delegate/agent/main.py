@@ -108,6 +108,7 @@ async def lead(
         await term.serve(topics.AGENT_STATE_GET, agent.on_state)
         await term.serve(topics.AGENT_COMPACT, agent.on_compact)
         await term.serve(topics.AGENT_END, agent.on_end)
+        await term.serve(topics.AGENT_STOP, agent.on_stop)
         await term.subscribe(topics.LEDGER_COMMITTED, agent.on_committed)
         await toolbox.serve(term)
         consumer = asyncio.create_task(

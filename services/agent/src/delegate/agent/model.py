@@ -92,6 +92,7 @@ async def stream_response(
     *,
     on_delta: DeltaSink,
     on_compacting: FlagSink | None = None,
+    on_created: Callable[[str], None] | None = None,
 ) -> ModelResult:
     """Run one streamed ``POST /responses`` to its terminal event."""
     try:
@@ -114,6 +115,10 @@ async def stream_response(
             if kind == "response.output_text.delta":
                 if event.get("delta"):
                     await on_delta(str(event["delta"]))
+            elif kind == "response.created":
+                response_id = _get(event.get("response"), "id")
+                if on_created and isinstance(response_id, str):
+                    on_created(response_id)
             elif kind in ("response.output_item.added", "response.output_item.done"):
                 if on_compacting and _get(event.get("item"), "type") == "compaction":
                     await on_compacting(kind.endswith("added"))

@@ -10,14 +10,14 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from delegate.contracts import topics
 from delegate.contracts.events import Channel, ContextCompacted, ContextUsage, Message, TurnFailed, make_event
 from delegate.contracts.ids import utcnow
-from delegate.contracts.messages import Delta
-from delegate.runtime.bus import Bus, BusUnavailable, Retryable
+from delegate.contracts.messages import CommandReply, Delta, TurnCommand
+from delegate.runtime.bus import Bus, BusUnavailable, DomainError, Retryable
 from delegate.runtime.working_context import compose_instructions
 
 from . import model as responses
@@ -29,6 +29,25 @@ log = logging.getLogger(__name__)
 
 # Room for local attempts inside one delivery: attempt numbers never repeat across deliveries.
 ATTEMPTS_PER_DELIVERY = 10
+# Delta attempts of a regenerated answer (attempt n of its turn) start at (n - 1) * this + 1, so
+# a client tells a new attempt from a retried stream of the previous one by the number alone.
+DELTA_ATTEMPTS_PER_TURN_ATTEMPT = 1000
+
+
+class TurnStopped(Exception):
+    """The owner pressed Stop: the partial answer is kept, marked as stopped."""
+
+
+@dataclass(frozen=True)
+class ChainPoint:
+    """Where a turn's first request continues: a Responses id, a replacement input, or neither."""
+
+    previous: str | None = None
+    replacement: list[dict[str, Any]] | None = None
+
+    @property
+    def fresh(self) -> bool:
+        return self.previous is None and self.replacement is None
 
 
 @dataclass(frozen=True)
@@ -47,6 +66,16 @@ class Turn:
     item: dict[str, Any]
     delivery: int = 1
     opening: "asyncio.Task[None] | None" = None
+    # Chat controls. ``attempt``/``regenerates``: a regenerated answer (attempt n of this turn,
+    # replacing that answer); ``supersedes``: an edited question replacing that user message;
+    # ``answer_id``: the id the answer (or its failure) takes, so a redelivery finds it;
+    # ``start``: the chain point to continue from instead of the current head.
+    attempt: int = 1
+    regenerates: str | None = None
+    supersedes: str | None = None
+    answer_id: str | None = None
+    start: ChainPoint | None = None
+    stop: asyncio.Event = field(default_factory=asyncio.Event, compare=False)
 
     async def opened(self) -> None:
         if self.opening is not None:
@@ -69,12 +98,24 @@ class TurnText:
         self.attempt = attempt
         self.index = 0
         self.committed = ""
+        self.current = ""  # what the running response has streamed so far
+        self.response_id: str | None = None  # the running response's id, once the server named it
         self._started = False
 
     def begin_response(self) -> None:
         self._started = False
+        self.current = ""
+        self.response_id = None
+
+    def created(self, response_id: str) -> None:
+        self.response_id = response_id
+
+    def so_far(self) -> str:
+        """Everything shown of this turn: completed responses and the running one's partial text."""
+        return "\n\n".join(part for part in (self.committed, self.current) if part)
 
     async def delta(self, text: str) -> None:
+        self.current += text
         if not self._started and self.committed:
             text = "\n\n" + text
         self._started = True
@@ -88,6 +129,7 @@ class TurnText:
         self.attempt += 1
         self.index = 0
         self._started = False
+        self.current = ""
         if self.committed:
             await self._emit(self.committed)
 
@@ -109,20 +151,27 @@ class TurnText:
 class Turns(Spans):
     @asynccontextmanager
     async def _turn_slot(self) -> AsyncIterator[None]:
-        async with self.lock:
-            self.busy = True
-            try:  # busy is cleared whatever fails, the first state publish included
-                await self.publish_state()
-                yield
-            finally:
-                self.busy = False
-                await self.publish_state()
+        try:
+            async with self.lock:
+                self.busy = True
+                try:  # busy is cleared whatever fails, the first state publish included
+                    await self.publish_state()
+                    yield
+                finally:
+                    self.busy = False
+        finally:
+            # Published once the lock is free: whoever reads "not busy" can compact or end now.
+            await self.publish_state()
 
     async def _answer(self, turn: Turn) -> tuple[bool, str]:
         """Run the turn; record the assistant message or ``turn.failed``. Infra errors propagate."""
+        text = self._turn_text(turn)
+        self.running = turn
         try:
             async with asyncio.timeout(self.settings.agent_turn_timeout):
-                text, response_id = await self._converse(turn)
+                response_id = await self._converse(turn, text)
+        except TurnStopped:
+            return await self._record_stopped(turn, text)
         except ModelError as exc:
             log.warning("turn %s failed: %s", turn.id, exc)
             await self._fail(turn, exc.code, exc.message, retryable=exc.retryable)
@@ -138,22 +187,55 @@ class Turns(Spans):
             message = "Something went wrong on our side while answering. Please try again."
             await self._fail(turn, "internal", message, retryable=True)
             return False, message
+        finally:
+            self.running = None
+        await self._record_answer(turn, Message(text=text.committed, response_id=response_id))
+        # Only now is this response the chain head: a failed turn leaves the last good one.
+        self.state.chain_id = response_id
+        self.state.replacement = None
+        log.info("turn %s answered (%s, %d chars)", turn.id, response_id, len(text.committed))
+        return True, text.committed
+
+    def _turn_text(self, turn: Turn) -> TurnText:
+        first = (turn.attempt - 1) * DELTA_ATTEMPTS_PER_TURN_ATTEMPT + (turn.delivery - 1) * ATTEMPTS_PER_DELIVERY + 1
+        return TurnText(self.bus, turn.id, first, live=self.live)
+
+    async def _record_answer(self, turn: Turn, message: Message) -> None:
+        if turn.attempt > 1:
+            message = message.model_copy(update={"attempt": turn.attempt, "regenerates": turn.regenerates})
         await turn.opened()
         await self.ledger.append(
             make_event(
-                Message(text=text, response_id=response_id),
+                message,
                 conversation_id=turn.conversation_id,
                 span_id=turn.span_id,
                 channel=turn.channel,
                 role="assistant",
                 parent_id=turn.id,
+                id=turn.answer_id,
             )
         )
-        # Only now is this response the chain head: a failed turn leaves the last good one.
-        self.state.chain_id = response_id
-        self.state.replacement = None
-        log.info("turn %s answered (%s, %d chars)", turn.id, response_id, len(text))
-        return True, text
+
+    async def _record_stopped(self, turn: Turn, text: TurnText) -> tuple[bool, str]:
+        """Stop: the partial answer is the turn's answer, marked as stopped; the input is answered.
+
+        The stopped response never becomes the chain head (the model did not finish it): the
+        next turn starts from a fresh working context, which replays the partial answer as the
+        ledger has it, the same as after a restart (``state_from_resume``).
+        """
+        partial = text.so_far()
+        await self._record_answer(turn, Message(text=partial, response_id=text.response_id, stopped=True))
+        self.state.clear_chain()
+        log.info("turn %s stopped by the owner (%d chars kept)", turn.id, len(partial))
+        return True, partial
+
+    async def on_stop(self, cmd: TurnCommand) -> CommandReply:
+        """``agent.cmd.stop``: cancel the running turn's model stream if it is that turn."""
+        turn = self.running
+        if turn is None or turn.id != cmd.turn_id or turn.stop.is_set():
+            raise DomainError("nothing_to_stop", "No answer to that message is being generated.")
+        turn.stop.set()
+        return CommandReply(ok=True)
 
     async def _fail(self, turn: Turn, code: str, message: str, *, retryable: bool) -> None:
         await turn.opened()
@@ -164,27 +246,35 @@ class Turns(Spans):
                 span_id=turn.span_id,
                 channel=turn.channel,
                 parent_id=turn.id,
+                id=failure_id(turn.answer_id) if turn.answer_id else None,
             )
         )
 
-    async def _converse(self, turn: Turn) -> tuple[str, str]:
-        """The model loop of one turn: stream, record, run tools, continue; returns text and response id."""
+    async def _converse(self, turn: Turn, text: TurnText) -> str:
+        """The model loop of one turn: stream, record, run tools, continue; returns the response id.
+
+        The text is in ``text.committed``.
+        """
         s = self.state
         settings = self.settings
         tools = self.toolbox.definitions()
         instructions = compose_instructions(
             BASE_INSTRUCTIONS, capsule=s.capsule, channel=turn.channel, now=utcnow(), with_markers=True
         )
-        text = TurnText(self.bus, turn.id, (turn.delivery - 1) * ATTEMPTS_PER_DELIVERY + 1, live=self.live)
-        fresh = s.chain_id is None and s.replacement is None
-        if s.replacement is not None:
-            previous, items = None, [*s.replacement, turn.item]
-        elif s.chain_id:
-            previous, items = s.chain_id, [turn.item]
+        start = turn.start if turn.start is not None else ChainPoint(s.chain_id, s.replacement)
+        # Where this turn started: a regenerate or an edit of it continues from here too.
+        s.turn_base = (turn.id, start)
+        fresh = start.fresh
+        if start.replacement is not None:
+            previous, items = None, [*start.replacement, turn.item]
+        elif start.previous:
+            previous, items = start.previous, [turn.item]
         else:
             previous, items = None, [*await self._fresh_items(turn), turn.item]
         rounds = broken = 0
         while True:
+            if turn.stop.is_set():
+                raise TurnStopped()
             request: dict[str, Any] = {
                 "model": settings.openai_model,
                 "instructions": instructions,
@@ -198,9 +288,7 @@ class Turns(Spans):
                 request["tools"] = tools
             text.begin_response()
             try:
-                result = await responses.stream_response(
-                    self.client, request, on_delta=text.delta, on_compacting=self._auto_compacting
-                )
+                result = await self._stream(turn, request, text)
             except ChainLost as exc:
                 if fresh or rounds:
                     raise
@@ -208,6 +296,7 @@ class Turns(Spans):
                 # capsule and recent turns rather than fail the user's message.
                 log.warning("turn %s: %s; continuing from a fresh working context", turn.id, exc)
                 s.chain_id, s.replacement, fresh = None, None, True
+                s.turn_base = (turn.id, ChainPoint())
                 previous, items = None, [*await self._fresh_items(turn), turn.item]
                 await text.restart()
                 continue
@@ -222,7 +311,7 @@ class Turns(Spans):
             await self._record_usage(turn, result)
             text.end_response(result.text)
             if not result.calls:
-                return text.committed, result.response_id
+                return result.response_id
             rounds += 1
             if rounds > settings.agent_max_tool_rounds:
                 raise ModelError("tool_limit", "The answer needed more tool steps than allowed, so it was stopped.")
@@ -234,6 +323,27 @@ class Turns(Spans):
                 for call in result.calls
             ]
             previous, items = result.response_id, outputs
+
+    async def _stream(self, turn: Turn, request: dict[str, Any], text: TurnText) -> responses.ModelResult:
+        """One streamed request, cut short (closing its connection) the moment Stop is pressed."""
+        stream = asyncio.ensure_future(
+            responses.stream_response(
+                self.client, request, on_delta=text.delta, on_compacting=self._auto_compacting,
+                on_created=text.created,
+            )
+        )
+        stopper = asyncio.ensure_future(turn.stop.wait())
+        try:
+            await asyncio.wait([stream, stopper], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopper.cancel()
+            if not stream.done():
+                stream.cancel()  # closes the HTTP stream: the server sees the client leave
+                await asyncio.wait([stream])
+        if stream.cancelled():
+            await self._auto_compacting(False)
+            raise TurnStopped()
+        return stream.result()
 
     async def _record_usage(self, turn: Turn, result: responses.ModelResult) -> None:
         await turn.opened()  # the first thing of a turn published after its opening events
@@ -264,20 +374,26 @@ class Turns(Spans):
             )
             s.input_tokens = usage.input_tokens
         if result.compactions:
-            await self.ledger.append(
-                make_event(
-                    ContextCompacted(
-                        trigger="auto",
-                        response_id=result.response_id,
-                        input_tokens_before=before or None,
-                        input_tokens_after=usage.input_tokens if usage else None,
-                    ),
-                    **common,
-                )
+            # The same figures as the usage rows: before is what the previous context.usage
+            # reported (the meter's last reading), after is this response's context.usage.
+            compacted = make_event(
+                ContextCompacted(
+                    trigger="auto",
+                    response_id=result.response_id,
+                    input_tokens_before=before or None,
+                    input_tokens_after=usage.input_tokens if usage else None,
+                ),
+                **common,
             )
-            s.last_compacted_at = utcnow()
+            await self.ledger.append(compacted)
+            s.last_compacted_at = compacted.ts  # the event's own time, as a restart reads it back
         await self._auto_compacting(False)
         await self.publish_state()
+
+
+def failure_id(answer_id: str) -> str:
+    """The id of the ``turn.failed`` a turn with a fixed answer id records instead of its answer."""
+    return f"{answer_id}-failed"
 
 
 async def settle_opening(task: "asyncio.Task[None]") -> None:

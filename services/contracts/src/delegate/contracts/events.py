@@ -72,6 +72,14 @@ class Message(Payload):
     client_msg_id: str | None = None
     response_id: str | None = None  # on assistant messages: the Responses id that produced it
     meta: dict[str, Any] = Field(default_factory=dict)  # channel details (sms sid, email headers)
+    # Chat controls (all optional, absent on ordinary messages; history is never rewritten):
+    # an assistant answer cut short by Stop keeps its partial text and says so;
+    stopped: bool | None = None
+    # a regenerated answer is attempt n (1-based) of its turn and names the answer it replaces;
+    attempt: int | None = Field(default=None, ge=1)
+    regenerates: str | None = Field(default=None, max_length=64)
+    # an edited user message names the user message it supersedes (answered like any message).
+    supersedes: str | None = Field(default=None, max_length=64)
 
 
 class TurnFailed(Payload):

@@ -50,6 +50,17 @@ class UserInput(BusModel):
     text: str = Field(min_length=1, max_length=64_000)
     client_msg_id: str | None = Field(default=None, max_length=200)
     meta: dict[str, Any] = Field(default_factory=dict)
+    # Edit-and-resend: the id of the (last) user message this one supersedes.
+    supersedes: str | None = Field(default=None, max_length=64)
+
+
+class RegenerateInput(BusModel):
+    """Answer the user message ``turn_id`` again: a new attempt on that turn, queued like input."""
+
+    type: Literal["regenerate"] = "regenerate"
+    id: str = Field(default_factory=new_id)
+    ts: datetime = Field(default_factory=utcnow)
+    turn_id: str = Field(min_length=1, max_length=64)
 
 
 class ActivationInput(BusModel):
@@ -72,8 +83,12 @@ class IdleCheckInput(BusModel):
     last_activity_seq: int
 
 
-AgentInput = Annotated[UserInput | ActivationInput | IdleCheckInput, Field(discriminator="type")]
-AGENT_INPUT_ADAPTER: TypeAdapter[UserInput | ActivationInput | IdleCheckInput] = TypeAdapter(AgentInput)
+AgentInput = Annotated[
+    UserInput | RegenerateInput | ActivationInput | IdleCheckInput, Field(discriminator="type")
+]
+AGENT_INPUT_ADAPTER: TypeAdapter[UserInput | RegenerateInput | ActivationInput | IdleCheckInput] = TypeAdapter(
+    AgentInput
+)
 
 
 # ---- agent live state and commands ---------------------------------------------------
@@ -112,6 +127,13 @@ class AgentState(Reply):
 
 class AgentCommand(BusModel):
     id: str = Field(default_factory=new_id)
+
+
+class TurnCommand(BusModel):
+    """A command about one turn (``agent.cmd.stop``): ``turn_id`` is the user message's event id."""
+
+    id: str = Field(default_factory=new_id)
+    turn_id: str = Field(min_length=1, max_length=64)
 
 
 class CommandReply(Reply):

@@ -76,8 +76,8 @@ ROLES: dict[str, Role] = {
             subscribes=(topics.LEDGER_COMMITTED,),
             consumes=(Consumer("AGENT", streams.AGENT_WORKER, topics.AGENT_INPUT),),
             requests=(topics.LEDGER_RESUME, topics.LEDGER_GET, topics.LEDGER_QUERY),
-            serves=(topics.AGENT_STATE_GET, topics.AGENT_COMPACT, topics.AGENT_END, topics.TOOLS_LIST,
-                    topics.TOOLS_CALL, topics.PINGS["agent"]),
+            serves=(topics.AGENT_STATE_GET, topics.AGENT_COMPACT, topics.AGENT_END, topics.AGENT_STOP,
+                    topics.TOOLS_LIST, topics.TOOLS_CALL, topics.PINGS["agent"]),
             buckets=(s.AGENT_LEASE_BUCKET,),
             watches=(("LEDGER", streams.LEDGER_WRITER),),  # waits until the ledger has caught up
         ),
@@ -86,7 +86,8 @@ ROLES: dict[str, Role] = {
             publishes=(_own_append("gateway"), topics.AGENT_INPUT),
             subscribes=(topics.LEDGER_COMMITTED, topics.AGENT_DELTA, topics.AGENT_STATE, topics.INNER_NOTICE),
             requests=(topics.LEDGER_PAGE, topics.LEDGER_QUERY, topics.LEDGER_GET, topics.AGENT_STATE_GET,
-                      topics.AGENT_COMPACT, topics.AGENT_END, topics.PINGS["ledger"], topics.PINGS["agent"]),
+                      topics.AGENT_COMPACT, topics.AGENT_END, topics.AGENT_STOP, topics.PINGS["ledger"],
+                      topics.PINGS["agent"]),
             buckets=(s.GATEWAY_SESSIONS_BUCKET,),
             reads_streams=("AGENT",),  # the original of a duplicate input, by its sequence
         ),

@@ -30,6 +30,7 @@ AGENT_STATE = "agent.live.state"  # state snapshot whenever it changes
 AGENT_STATE_GET = "agent.cmd.state"
 AGENT_COMPACT = "agent.cmd.compact"
 AGENT_END = "agent.cmd.end"
+AGENT_STOP = "agent.cmd.stop"  # stop generating: cancel the running turn's model stream
 AGENT_PING = "agent.cmd.ping"
 AGENT_LEASE_BUCKET = "agent_lease"  # JetStream KV bucket holding the singleton lease
 

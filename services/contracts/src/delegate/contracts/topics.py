@@ -31,6 +31,7 @@ from .messages import (
     ToolCallRequest,
     ToolListReply,
     ToolListRequest,
+    TurnCommand,
 )
 
 M = TypeVar("M")
@@ -85,6 +86,7 @@ LEDGER_RESUME = Query(s.LEDGER_RESUME, ResumeRequest, ResumeState)
 AGENT_STATE_GET = Query(s.AGENT_STATE_GET, AgentCommand, AgentState)
 AGENT_COMPACT = Query(s.AGENT_COMPACT, AgentCommand, CommandReply, timeout=120.0)
 AGENT_END = Query(s.AGENT_END, AgentCommand, CommandReply, timeout=120.0)
+AGENT_STOP = Query(s.AGENT_STOP, TurnCommand, CommandReply)
 TOOLS_LIST = Query(s.TOOLS_LIST, ToolListRequest, ToolListReply)
 TOOLS_CALL = Query(s.TOOLS_CALL, ToolCallRequest, ToolCallReply, timeout=300.0)
 

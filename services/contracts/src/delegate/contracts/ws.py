@@ -40,6 +40,8 @@ def _not_blank(text: str) -> str:
 MessageText = Annotated[str, Field(max_length=MAX_CHAT_TEXT), AfterValidator(_not_blank)]
 # An empty id could never be deduplicated (it reads as "no id"): refused, as everywhere.
 ClientMsgId = Annotated[str, Field(min_length=1, max_length=MAX_CLIENT_MSG_ID)]
+# A turn is named by its user message's event id (the deltas' ``turn_id``).
+TurnId = Annotated[str, Field(min_length=1, max_length=64)]
 
 
 class MessageBody(BaseModel):
@@ -48,6 +50,9 @@ class MessageBody(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore", strict=True)
     text: MessageText
     client_msg_id: ClientMsgId | None = None
+    # Edit-and-resend: the id of the last user message, which this one supersedes (appended as a
+    # new message; the old one stays in history). Only the last turn can be edited (not_last).
+    supersedes: TurnId | None = None
 
 
 class ClientFrame(BaseModel):
@@ -67,6 +72,22 @@ class EndConversation(ClientFrame):
     type: Literal["end_conversation"]
 
 
+class Stop(ClientFrame):
+    """Stop generating the answer to ``turn_id``: the partial answer is kept, marked stopped."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+    type: Literal["stop"]
+    turn_id: TurnId
+
+
+class Regenerate(ClientFrame):
+    """Answer the last turn again: a new attempt, recorded with ``attempt`` and ``regenerates``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+    type: Literal["regenerate"]
+    turn_id: TurnId
+
+
 class Hello(ClientFrame):
     """Sent by a (re)connecting client: replay every committed event after ``after_seq``."""
 
@@ -78,19 +99,20 @@ class PingFrame(ClientFrame):
     type: Literal["ping"]
 
 
-ClientMessage = Annotated[
-    SendMessage | Compact | EndConversation | Hello | PingFrame, Field(discriminator="type")
-]
-CLIENT_MESSAGE: TypeAdapter[SendMessage | Compact | EndConversation | Hello | PingFrame] = TypeAdapter(
-    ClientMessage
-)
+AnyClientFrame = SendMessage | Compact | EndConversation | Stop | Regenerate | Hello | PingFrame
+ClientMessage = Annotated[AnyClientFrame, Field(discriminator="type")]
+CLIENT_MESSAGE: TypeAdapter[AnyClientFrame] = TypeAdapter(ClientMessage)
 
 # Server -> client frame types (bodies are built by the gateway):
 #   {"type":"event","event":EVENT}            committed ledger event, commit order, once each
 #   {"type":"live","event":{...}}             live-only notice (capsule started/failed)
 #   {"type":"delta","turn_id","attempt","index","text"}
 #   {"type":"state", ...AgentState}
-#   {"type":"error","code","message"}
+#   {"type":"error","code","message"}             (+ "request", and "turn_id" for stop/regenerate)
+#   {"type":"ack","request":"message",...}        also "compact" / "end_conversation" with ok
+#   {"type":"ack","request":"stop"|"regenerate","turn_id","ok":true}
+#   turn error codes: busy, not_found, not_last (only the last turn can be regenerated or
+#   edited), nothing_to_stop; agent_unavailable / bus_unavailable when the bus is away
 #   {"type":"ready","last_seq":N}             replay after hello is done; live follows
 #   {"type":"resync","reason":"..."}          the client fell behind: reconnect with hello
 #   {"type":"pong"}

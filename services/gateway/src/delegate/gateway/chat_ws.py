@@ -22,8 +22,9 @@ from delegate.runtime.retry import sleep_unless
 from .auth import SESSION_COOKIE
 from .deps import GatewayContext
 from .fanout import REPLAY_PAGE, ChatClient, frame, state_frame
-from .inputs import InputRejected, message_problem, submit_message
+from .inputs import InputRejected, message_problem
 from .sessions import SessionsUnavailable
+from .turns import regenerate_turn, stop_turn, submit_edit_or_message
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +35,7 @@ CLOSE_FORBIDDEN = 4403
 CLOSE_TRY_LATER = 1013
 CLOSE_POLICY = 1008
 CLOSE_INTERNAL = 1011
-KNOWN_TYPES = ("message", "compact", "end_conversation", "hello", "ping")
+KNOWN_TYPES = ("message", "compact", "end_conversation", "stop", "regenerate", "hello", "ping")
 STATE_TIMEOUT_S = 1.0
 
 
@@ -215,15 +216,23 @@ class ChatConnection:
             self.client.send(error("unknown_type", f"unknown frame type {kind[:40]!r}", known=list(KNOWN_TYPES)))
             return
         client_msg_id = data.get("client_msg_id") if isinstance(data.get("client_msg_id"), str) else None
+        turn_id = data.get("turn_id") if isinstance(data.get("turn_id"), str) else None
         try:
             parsed = ws.CLIENT_MESSAGE.validate_python(data, strict=True)
         except ValidationError as exc:
             code, message = _frame_problem(exc)
-            extra = {"request": kind, **({"client_msg_id": client_msg_id} if client_msg_id else {})}
+            extra = {
+                "request": kind,
+                **({"client_msg_id": client_msg_id} if client_msg_id else {}),
+                **({"turn_id": turn_id[:64]} if turn_id and kind in ("stop", "regenerate") else {}),
+            }
             self.client.send(error(code, message, **extra))
             return
         if isinstance(parsed, ws.SendMessage):
             await self._message(parsed)
+        elif isinstance(parsed, ws.Stop | ws.Regenerate):
+            # Its own task: a stop must not wait behind a regenerate's ledger checks.
+            self._spawn(self._turn_control(parsed.type, parsed.turn_id))
         elif isinstance(parsed, ws.Hello):
             await self._hello(parsed.after_seq)
         elif isinstance(parsed, ws.PingFrame):
@@ -247,7 +256,7 @@ class ChatConnection:
             self.client.send(error("bus_unavailable", "the gateway is not connected to NATS; send it again", **extra))
             return
         try:
-            done = await submit_message(bus, msg)
+            done = await submit_edit_or_message(bus, msg)
         except InputRejected as exc:
             self.client.send(error(exc.code, exc.message, **extra))
             return
@@ -258,6 +267,25 @@ class ChatConnection:
             frame("ack", request="message", client_msg_id=msg.client_msg_id, event_id=done.event_id,
                   duplicate=done.duplicate)
         )
+
+    async def _turn_control(self, which: str, turn_id: str) -> None:
+        """``stop`` or ``regenerate`` of the turn ``turn_id``: an ack, or an error with a stable code."""
+        extra = {"request": which, "turn_id": turn_id}
+        bus = self.ctx.bus
+        try:
+            if bus is None:
+                raise BusUnavailable("not connected")
+            if which == "stop":
+                await stop_turn(bus, turn_id)
+            else:
+                await regenerate_turn(bus, turn_id)
+        except InputRejected as exc:
+            self.client.send(error(exc.code, exc.message, **extra))
+            return
+        except BusUnavailable:
+            self.client.send(error("agent_unavailable", "the agent is not answering; try again", **extra))
+            return
+        self.client.send(frame("ack", ok=True, **extra))
 
     async def _command(self, which: str) -> None:
         query = topics.AGENT_COMPACT if which == "compact" else topics.AGENT_END

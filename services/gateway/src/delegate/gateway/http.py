@@ -1,4 +1,5 @@
-"""REST routes: health, sign-in and sign-out, timeline, state, messages, compact, end conversation."""
+"""REST routes: health, sign-in and sign-out, timeline, state, messages, compact, end conversation,
+and the turn controls (stop, regenerate)."""
 
 import asyncio
 import json
@@ -17,9 +18,10 @@ from delegate.runtime.bus import Bus, BusUnavailable, RemoteError
 from .auth import SESSION_COOKIE
 from .deps import BusDep, ContextDep, SettingsDep, check_cookie_origin, require_json_body, require_owner
 from .errors import ApiError
-from .inputs import InputRejected, message_problem, submit_message
+from .inputs import InputRejected, message_problem
 from .sessions import SessionsUnavailable
 from .settings import Settings
+from .turns import TurnRejected, regenerate_turn, stop_turn, submit_edit_or_message
 
 log = logging.getLogger(__name__)
 
@@ -224,7 +226,7 @@ async def post_message(request: Request, ctx: ContextDep) -> dict[str, Any]:
     body: ws.MessageBody = parse_body(ws.MessageBody, await read_json(request))
     bus = ctx.require_bus()
     try:
-        done = await submit_message(bus, body)
+        done = await submit_edit_or_message(bus, body)
     except InputRejected as exc:
         raise ApiError(exc.status, exc.code, exc.message) from exc
     except BusUnavailable as exc:
@@ -256,3 +258,33 @@ async def end_conversation(bus: BusDep) -> dict[str, Any]:
     await agent_command(bus, "end_conversation")
     return {"ok": True}
 
+
+
+def _turn_id(turn_id: str) -> str:
+    if not 1 <= len(turn_id) <= 64:
+        raise ApiError(400, "bad_request", "turn_id: must be 1 to 64 characters")
+    return turn_id
+
+
+@api.post("/turns/{turn_id}/stop", status_code=200)
+async def stop(turn_id: str, bus: BusDep) -> dict[str, Any]:
+    """Stop generating the answer to ``turn_id``; the partial answer is kept, marked stopped."""
+    try:
+        await stop_turn(bus, _turn_id(turn_id))
+    except TurnRejected as exc:
+        raise ApiError(exc.status, exc.code, exc.message) from exc
+    except BusUnavailable as exc:
+        raise ApiError(503, "agent_unavailable", "the agent is not answering") from exc
+    return {"ok": True, "turn_id": turn_id}
+
+
+@api.post("/turns/{turn_id}/regenerate", status_code=202)
+async def regenerate(turn_id: str, bus: BusDep) -> dict[str, Any]:
+    """Answer the last turn again: a new attempt, queued behind whatever runs."""
+    try:
+        input_id = await regenerate_turn(bus, _turn_id(turn_id))
+    except TurnRejected as exc:
+        raise ApiError(exc.status, exc.code, exc.message) from exc
+    except BusUnavailable as exc:
+        raise ApiError(503, "bus_unavailable", "the request could not be stored; try again") from exc
+    return {"ok": True, "turn_id": turn_id, "input_id": input_id}

@@ -57,7 +57,7 @@ async def submit_message(bus: Bus, body: ws.MessageBody, *, channel: Channel = "
     """
     client_msg_id = body.client_msg_id
     try:
-        item = UserInput(channel=channel, text=body.text, client_msg_id=client_msg_id)
+        item = UserInput(channel=channel, text=body.text, client_msg_id=client_msg_id, supersedes=body.supersedes)
     except ValidationError as exc:
         raise InputRejected("bad_request", str(exc.errors()[0].get("msg", "invalid message"))) from exc
     msg_id = f"client:{client_msg_id}" if client_msg_id else item.id
