@@ -191,6 +191,8 @@ async def test_without_ledger_and_agent_the_gateway_says_so(gateway: Gateway) ->
         state = await c.get("/api/state")
         assert state.status_code == 503 and state.json()["error"]["code"] == "agent_unavailable"
         assert state.json()["state"]["usage"]["compact_threshold"] == gateway.settings.compact_threshold
+        # Even while the agent is away, the state says truly which model answers.
+        assert state.json()["state"]["offline_model"] is gateway.settings.openai.offline
         for path in ("/api/compact", "/api/conversation/end"):
             r = await c.post(path)
             assert r.status_code == 503 and r.json()["error"]["code"] == "agent_unavailable"

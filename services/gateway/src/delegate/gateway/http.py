@@ -200,7 +200,11 @@ async def timeline(
 
 
 def offline_state(settings: Settings) -> AgentState:
-    return AgentState(usage=Usage(input_tokens=0, compact_threshold=settings.compact_threshold, percent=0.0))
+    """What /api/state says while the agent is away: neutral figures, and truly which model answers."""
+    return AgentState(
+        usage=Usage(input_tokens=0, compact_threshold=settings.compact_threshold, percent=0.0),
+        offline_model=settings.openai.offline,
+    )
 
 
 @api.get("/state")
