@@ -31,6 +31,9 @@ class Payload(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     KIND: ClassVar[str]
+    # Optional fields left off the wire while None: rare marks that would otherwise add their
+    # nulls to every event of the kind (and to every stored row, which keeps what was sent).
+    OMIT_WHEN_NONE: ClassVar[frozenset[str]] = frozenset()
 
 
 class ConversationOpened(Payload):
@@ -80,6 +83,7 @@ class Message(Payload):
     regenerates: str | None = Field(default=None, max_length=64)
     # an edited user message names the user message it supersedes (answered like any message).
     supersedes: str | None = Field(default=None, max_length=64)
+    OMIT_WHEN_NONE: ClassVar[frozenset[str]] = frozenset({"stopped", "attempt", "regenerates", "supersedes"})
 
 
 class TurnFailed(Payload):
@@ -302,7 +306,9 @@ def make_event(
         "channel": channel,
         "role": role,
         "parent_id": parent_id,
-        "payload": payload.model_dump(mode="json"),
+        "payload": payload.model_dump(
+            mode="json", exclude={f for f in payload.OMIT_WHEN_NONE if getattr(payload, f) is None} or None
+        ),
     }
     if id is not None:
         fields["id"] = id
