@@ -42,13 +42,8 @@ def load_or_create_token(runtime_dir: Path, *, announce: bool = True) -> str:
     if path.exists():
         return _read_token(path)
     token = secrets.token_urlsafe(32)
-    tmp = path.with_name(f".{TOKEN_FILE}.{os.getpid()}.{secrets.token_hex(4)}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    tmp = private_temp_file(path, token)
     try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(token + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
         try:
             os.link(tmp, path)
         except FileExistsError:
@@ -65,6 +60,22 @@ def load_or_create_token(runtime_dir: Path, *, announce: bool = True) -> str:
         sys.stderr.write(f"Delegate owner token: {token} (shown once; it is stored in {path})\n")
         sys.stderr.flush()
     return token
+
+
+def private_temp_file(path: Path, token: str) -> Path:
+    """A fsynced file beside ``path`` (mode 0600, a unique name) holding ``token``: moved or
+    linked into place by the caller, so readers never see a half-written token."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(token + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return tmp
 
 
 def _read_token(path: Path) -> str:

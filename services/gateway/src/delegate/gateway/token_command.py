@@ -13,20 +13,15 @@ import secrets
 import sys
 from pathlib import Path
 
-from .auth import TOKEN_FILE
+from .auth import TOKEN_FILE, private_temp_file
 from .settings import Settings
 
 
 def write_token(path: Path, token: str) -> None:
     """`token` into `path`, mode 0600, all or nothing."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    tmp = private_temp_file(path, token)
     try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(token + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
