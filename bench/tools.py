@@ -26,8 +26,8 @@ from delegate.agent.tools import Tool, ToolRegistry, ToolSettings  # noqa: E402
 from delegate.agent.tools.base import object_schema  # noqa: E402
 from delegate.contracts import topics  # noqa: E402
 from delegate.contracts.messages import ToolCallRequest  # noqa: E402
+from delegate.launcher.procs import NatsServer  # noqa: E402
 from delegate.runtime.bus import Bus  # noqa: E402
-from delegate.runtime.procs import NatsServer  # noqa: E402
 
 
 async def echo(args: dict[str, Any]) -> str:

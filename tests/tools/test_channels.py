@@ -19,7 +19,7 @@ from openai.types.responses import Response
 from delegate.agent.tools import ToolRegistry
 from delegate.agent.tools.local.web_search import citations
 from delegate.contracts.messages import ToolCallRequest
-from delegate.runtime.procs import free_port
+from delegate.launcher.procs import free_port
 from tests.support.github_standin import GitHubStandin
 from tests.support.standin import StandinProcess
 

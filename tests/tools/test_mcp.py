@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from delegate.contracts.events import ToolResult
-from delegate.runtime.procs import ManagedProcess, free_port, wait_for_port
+from delegate.launcher.procs import ManagedProcess, free_port, wait_for_port
 
 from .helpers import MCP_SERVER, bus_call, bus_list, bus_names, eventually, ledger_events, run_registry, stdio_server
 from .helpers import write_json as write
