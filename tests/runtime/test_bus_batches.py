@@ -357,3 +357,25 @@ async def test_a_batch_consumer_survives_a_nats_restart(nats_server: NatsServer,
     stop.set()
     await asyncio.wait_for(task, 10)
     assert handler.committed == [e.id for e in events]
+
+
+async def test_a_durable_takes_the_ack_wait_of_todays_setting(bus: Bus) -> None:
+    """The ledger times its in_progress heartbeats from LEDGER_ACK_WAIT_SECONDS: a durable made
+    under another setting must not keep its old ack wait, or it would redeliver too early."""
+    first = [_event("before")]
+    await _publish_all(bus, first)
+    handler, stop = Ledgerish(), asyncio.Event()
+    task = _batches(bus, handler, stop, "b-wait", ack_wait=30)
+    await _until(lambda: len(handler.committed) == 1)
+    stop.set()
+    await asyncio.wait_for(task, 10)
+    assert (await bus.js.consumer_info("LEDGER", "b-wait")).config.ack_wait == 30
+
+    await _publish_all(bus, [_event("after")])
+    handler, stop = Ledgerish(), asyncio.Event()
+    task = _batches(bus, handler, stop, "b-wait", ack_wait=2)
+    await _until(lambda: len(handler.committed) == 1)
+    stop.set()
+    await asyncio.wait_for(task, 10)
+    info = await bus.js.consumer_info("LEDGER", "b-wait")
+    assert info.config.ack_wait == 2 and info.config.ack_policy == AckPolicy.ALL

@@ -404,6 +404,13 @@ class BatchConsumer(Generic[M]):
         if info.config.ack_policy != AckPolicy.ALL:
             log.warning("%s: recreating the consumer with ack-all, from stream seq %d", self.durable, floor + 1)
             return await self._recreate(floor)
+        if info.config.ack_wait is None or abs(info.config.ack_wait - self.ack_wait) > 0.01:
+            # A durable keeps the ack wait it was made with; the in_progress heartbeats of its
+            # consumers are timed from today's setting, so the server must use that one too.
+            log.info("%s: ack wait %ss -> %ss", self.durable, info.config.ack_wait, self.ack_wait)
+            config = info.config
+            config.ack_wait = self.ack_wait
+            info = await js.add_consumer(self.stream, config)
         if info.num_ack_pending:
             return await self._reset(info)
         return info
