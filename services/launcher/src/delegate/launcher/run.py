@@ -17,6 +17,7 @@ after them, so every service can still record its last events on the bus.
 import logging
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -38,6 +39,8 @@ STOP_STAGES: tuple[tuple[str, ...], ...] = (
     ("ledger",),
     ("openai-standin",),
 )
+
+SUPERVISE_EVERY_S = 0.5  # how often the launcher looks at its children (and shows the token)
 
 SERVICES = (
     ("ledger", "delegate.ledger"),
@@ -159,22 +162,24 @@ def main() -> None:
     elif token_file.exists():
         log.info("sign in with the owner token stored in %s (`make token` prints it, `make token-rotate` "
                  "replaces it)", token_file)
-    stopping = False
+    # Set by Ctrl-C or SIGTERM; the wait on it is also the supervision period (children are
+    # looked at twice a second), so a signal ends the wait at once instead of after it.
+    stopping = threading.Event()
 
     def on_signal(signum: int, _frame: object) -> None:
-        nonlocal stopping
-        stopping = True
+        stopping.set()
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     try:
-        while not stopping:
+        while True:
             supervisor.tick()
             if announce_token and token_file.exists():
                 announce_token = False
                 token = token_file.read_text().strip()
                 log.warning("owner token (shown once; sign in with it at http://localhost:%s): %s", port, token)
-            time.sleep(0.5)
+            if stopping.wait(SUPERVISE_EVERY_S):
+                break
     finally:
         log.info("stopping")
         began = time.monotonic()
