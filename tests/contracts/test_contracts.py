@@ -43,7 +43,7 @@ def test_every_durable_subject_is_in_exactly_one_stream() -> None:
 
 
 def test_no_subject_literal_outside_the_subjects_module() -> None:
-    literal = re.compile(r"""["'](ledger|agent|inner|tools|voice|pollers|dead)\.(evt|cmd|live)\.""")
+    literal = re.compile(r"""["'](ledger|agent|inner|tools|voice|pollers|channels|dead)\.(evt|cmd|live)\.""")
     offenders = []
     for path in (ROOT / "services").rglob("*.py"):
         if path.name == "subjects.py" or ".venv" in path.parts:
@@ -60,8 +60,11 @@ def test_every_kind_has_a_payload_model_that_round_trips(kind: str) -> None:
     required = {name for name, f in model.model_fields.items() if f.is_required()}
     samples = {"text": "t", "type": "interaction", "after_seq": 0, "through_seq": 1, "code": "x", "message": "m",
                "call_id": "c", "name": "n", "ok": True, "output": "o", "input_tokens": 3, "trigger": "auto",
-               "source": "timer", "status": "completed", "term_id": "s", "holder": "agent", "reason": "lost"}
-    overrides = {"term.started": {"type": "agent"}}
+               "source": "timer", "status": "completed", "term_id": "s", "holder": "agent", "reason": "lost",
+               "sender": "+15550001111", "outbox_id": "o", "channel": "sms", "mailbox": "INBOX", "uidvalidity": 7,
+               "uid": 3, "outcome": "input", "content_type": "image/png", "stored": False}
+    overrides = {"term.started": {"type": "agent"}, "inbound.refused": {"reason": "not_owner"},
+                 "delivery": {"status": "sent"}}
     payload = model.model_validate({k: overrides.get(kind, {}).get(k, samples[k]) for k in required})
     role = "user" if kind == "message" else None
     event = make_event(payload, conversation_id="c", span_id="s", channel="text", role=role)

@@ -130,7 +130,7 @@ async def test_no_role_may_read_another_roles_replies(server: NatsServer) -> Non
         ("inner-plane", "publish", "$JS.API.CONSUMER.MSG.NEXT.LEDGER.ledger-writer"),
         ("voice", "publish", subjects.AGENT_INPUT),
         ("voice", "subscription", subjects.LEDGER_COMMITTED),
-        ("pollers", "publish", subjects.LEDGER_QUERY),
+        ("pollers", "publish", subjects.LEDGER_PAGE),
         ("pollers", "subscription", subjects.AGENT_DELTA),
     ],
 )

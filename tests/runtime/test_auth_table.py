@@ -61,7 +61,8 @@ def test_every_stream_has_an_owner_role_and_every_consumer_a_stream() -> None:
         assert spec.owner in ROLES, spec
         assert spec.name in ROLES[spec.owner].owns
     durables = [c.durable for r in ROLES.values() for c in r.consumes]
-    assert sorted(durables) == sorted({streams.LEDGER_WRITER, streams.AGENT_WORKER, streams.INNER_BROKER})
+    assert sorted(durables) == sorted({streams.LEDGER_WRITER, streams.AGENT_WORKER, streams.INNER_BROKER,
+                                              streams.POLLERS_SMS, streams.POLLERS_EMAIL, streams.POLLERS_MEDIA})
     for role in ROLES.values():
         for consumer in role.consumes:
             assert consumer.stream in names

@@ -193,6 +193,74 @@ class TermEnded(Payload):
     reason: TermEndReason
 
 
+class InboundRefused(Payload):
+    """Someone other than the owner (or mail claiming to be the owner that failed
+    authentication) wrote in. Shown to the owner; never answered, never given to the model."""
+
+    KIND: ClassVar[str] = "inbound.refused"
+    sender: str = Field(max_length=998)  # the number or address it came from (as claimed)
+    reason: Literal["not_owner", "unauthenticated", "unreadable"]
+    detail: str = Field(default="", max_length=2000)
+    external_id: str | None = Field(default=None, max_length=998)  # MessageSid / Message-ID
+    subject: str | None = Field(default=None, max_length=998)
+    preview: str = Field(default="", max_length=500)
+
+
+DeliveryStatus = Literal[
+    # what the sender records
+    "sending", "sent", "failed", "unknown",
+    # what Twilio's status callbacks report after "sent" (its own "sending" maps onto ours)
+    "queued", "accepted", "scheduled", "delivered", "undelivered", "read",
+    "partially_delivered", "canceled", "receiving", "received",
+]
+
+
+class Delivery(Payload):
+    """A step in delivering one outbound SMS or email (``parent_id``: the event it delivers).
+
+    ``sending`` is written before each attempt, so a sender restarted in between finds it and
+    verifies instead of sending again; ``sent``/``failed``/``unknown`` end the sender's part;
+    Twilio's status callbacks add later states. The client shows the latest on the message.
+    """
+
+    KIND: ClassVar[str] = "delivery"
+    outbox_id: str = Field(max_length=48)
+    channel: Literal["sms", "email"]
+    status: DeliveryStatus
+    attempt: int | None = Field(default=None, ge=1)
+    external_ids: list[str] = Field(default_factory=list)  # Twilio SIDs of the parts, or the Message-ID
+    parts: int | None = Field(default=None, ge=1)
+    error: str | None = Field(default=None, max_length=2000)
+    error_code: str | None = Field(default=None, max_length=64)
+    final: bool = False  # no further attempt will be made by the sender
+    OMIT_WHEN_NONE: ClassVar[frozenset[str]] = frozenset({"attempt", "parts", "error", "error_code"})
+
+
+class MailProgress(Payload):
+    """The pollers processed mailbox message ``uid``: their durable IMAP progress."""
+
+    KIND: ClassVar[str] = "mail.progress"
+    mailbox: str = Field(max_length=500)
+    uidvalidity: int = Field(ge=0)
+    uid: int = Field(ge=0)
+    message_id: str | None = Field(default=None, max_length=998)
+    outcome: Literal["input", "refused", "duplicate", "unreadable"]
+    event_id: str | None = None  # the user message or inbound.refused event it became
+
+
+class AttachmentStored(Payload):
+    """An MMS media item or email attachment, downloaded (or not) into the runtime dir."""
+
+    KIND: ClassVar[str] = "attachment.stored"
+    name: str = Field(max_length=500)
+    content_type: str = Field(max_length=255)
+    size: int | None = Field(default=None, ge=0)
+    path: str | None = Field(default=None, max_length=1000)  # relative to RUNTIME_DATA_DIR
+    url: str | None = Field(default=None, max_length=2048)
+    stored: bool
+    reason: str | None = Field(default=None, max_length=500)  # why not stored (too big, failed)
+
+
 class TaskEvent(Payload):
     """Every ``task.*`` kind shares this shape; the kind says what happened."""
 
@@ -207,6 +275,7 @@ PAYLOADS: dict[str, type[Payload]] = {
         ConversationOpened, ConversationEnded, SpanOpened, SpanClosed, Checkpoint, Message,
         TurnFailed, ToolCall, ToolResult, MemoryRetrieved, MemoryExtracted, ContextUsage,
         ContextCompacted, ContextCapsule, InnerSignal, ActivationOutcome, TermStarted, TermEnded,
+        InboundRefused, Delivery, MailProgress, AttachmentStored,
     )
 }
 

@@ -71,7 +71,8 @@ ROLES: dict[str, Role] = {
         ),
         Role(
             "agent",
-            publishes=(_own_append("agent"),),
+            # replies and the send_sms/send_email tools go out through the pollers' outbox
+            publishes=(_own_append("agent"), topics.SMS_OUT, topics.EMAIL_OUT),
             emits=(topics.AGENT_DELTA, topics.AGENT_STATE, topics.INNER_NOTICE),
             subscribes=(topics.LEDGER_COMMITTED,),
             consumes=(Consumer("AGENT", streams.AGENT_WORKER, topics.AGENT_INPUT),),
@@ -83,11 +84,11 @@ ROLES: dict[str, Role] = {
         ),
         Role(
             "gateway",
-            publishes=(_own_append("gateway"), topics.AGENT_INPUT),
+            publishes=(_own_append("gateway"), topics.AGENT_INPUT, topics.MEDIA_FETCH),
             subscribes=(topics.LEDGER_COMMITTED, topics.AGENT_DELTA, topics.AGENT_STATE, topics.INNER_NOTICE),
             requests=(topics.LEDGER_PAGE, topics.LEDGER_QUERY, topics.LEDGER_GET, topics.AGENT_STATE_GET,
                       topics.AGENT_COMPACT, topics.AGENT_END, topics.AGENT_STOP, topics.PINGS["ledger"],
-                      topics.PINGS["agent"]),
+                      topics.PINGS["agent"], topics.POLLERS_STATE),
             buckets=(s.GATEWAY_SESSIONS_BUCKET,),
             reads_streams=("AGENT",),  # the original of a duplicate input, by its sequence
         ),
@@ -112,8 +113,16 @@ ROLES: dict[str, Role] = {
         ),
         Role(
             "pollers",
-            publishes=(_own_append("pollers"),),
-            serves=(topics.PINGS["pollers"],),
+            # email in becomes agent input; the outbox and MMS media are delivered from CHANNELS
+            publishes=(_own_append("pollers"), topics.AGENT_INPUT),
+            consumes=(
+                Consumer("CHANNELS", streams.POLLERS_SMS, topics.SMS_OUT),
+                Consumer("CHANNELS", streams.POLLERS_EMAIL, topics.EMAIL_OUT),
+                Consumer("CHANNELS", streams.POLLERS_MEDIA, topics.MEDIA_FETCH),
+            ),
+            requests=(topics.LEDGER_GET, topics.LEDGER_QUERY),
+            serves=(topics.POLLERS_STATE, topics.PINGS["pollers"]),
+            watches=(("LEDGER", streams.LEDGER_WRITER),),  # waits until the ledger has caught up
         ),
     )
 }

@@ -25,6 +25,8 @@ STREAMS: tuple[StreamSpec, ...] = (
     # A day-long window makes a repeated client_msg_id a no-op even after a long reconnect.
     StreamSpec("AGENT", (s.AGENT_ALL,), "agent", duplicate_window_s=DAY, max_age_s=7 * DAY),
     StreamSpec("INNER", (s.INNER_ALL,), "inner-plane", max_age_s=7 * DAY),
+    # The outbox: a day-long window makes a republished reply (an agent redelivery) a no-op.
+    StreamSpec("CHANNELS", (s.CHANNELS_ALL,), "pollers", duplicate_window_s=DAY, max_age_s=7 * DAY),
     StreamSpec("DEAD", (s.DEAD_ALL,), "ledger", max_age_s=30 * DAY),
 )
 
@@ -32,6 +34,9 @@ STREAMS: tuple[StreamSpec, ...] = (
 LEDGER_WRITER = "ledger-writer"
 AGENT_WORKER = "agent-worker"
 INNER_BROKER = "inner-broker"
+POLLERS_SMS = "pollers-sms"
+POLLERS_EMAIL = "pollers-email"
+POLLERS_MEDIA = "pollers-media"
 # The inner plane's ledger follower is a live subscriber, not a durable; this names where it
 # parks what it can never process (dead.evt.inner-follower).
 INNER_FOLLOWER = "inner-follower"

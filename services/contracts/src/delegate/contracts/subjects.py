@@ -49,6 +49,13 @@ INNER_PING = "inner.cmd.ping"
 # voice
 VOICE_LEASE_BUCKET = "voice_lease"  # the voice lock: a singleton fenced like the agent's
 
+# channels: the outbox (SMS and email to the owner) and late MMS media, stream CHANNELS,
+# delivered by the pollers
+CHANNELS_SMS_OUT = "channels.evt.out.sms"
+CHANNELS_EMAIL_OUT = "channels.evt.out.email"
+CHANNELS_MEDIA = "channels.evt.media"
+POLLERS_STATE = "pollers.cmd.state"  # IMAP/SMTP/SMS health for /readyz detail and /api/state
+
 # other services' liveness
 VOICE_PING = "voice.cmd.ping"
 POLLERS_PING = "pollers.cmd.ping"
@@ -65,3 +72,4 @@ DEAD_ALL = "dead.evt.>"
 LEDGER_ALL = "ledger.evt.>"
 AGENT_ALL = "agent.evt.>"
 INNER_ALL = "inner.evt.>"
+CHANNELS_ALL = "channels.evt.>"

@@ -7,6 +7,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel, TypeAdapter
 
 from . import subjects as s
+from .channels import ChannelsState, ChannelsStateRequest, MediaFetch, OutboundEmail, OutboundSms
 from .events import Event
 from .messages import (
     AgentCommand,
@@ -71,6 +72,9 @@ class Query(Generic[Req, Rep]):
 LEDGER_APPEND_ANY: Topic[Event] = Topic(s.LEDGER_APPEND_ANY, Event)  # the ledger's consumer filter
 AGENT_INPUT: Topic[Any] = Topic(s.AGENT_INPUT, AgentInput)
 INNER_SIGNAL: Topic[Signal] = Topic(s.INNER_SIGNAL, Signal)
+SMS_OUT: Topic[OutboundSms] = Topic(s.CHANNELS_SMS_OUT, OutboundSms)
+EMAIL_OUT: Topic[OutboundEmail] = Topic(s.CHANNELS_EMAIL_OUT, OutboundEmail)
+MEDIA_FETCH: Topic[MediaFetch] = Topic(s.CHANNELS_MEDIA, MediaFetch)
 
 # live (core NATS)
 LEDGER_COMMITTED: Topic[Event] = Topic(s.LEDGER_COMMITTED, Event)
@@ -87,6 +91,7 @@ AGENT_STATE_GET = Query(s.AGENT_STATE_GET, AgentCommand, AgentState)
 AGENT_COMPACT = Query(s.AGENT_COMPACT, AgentCommand, CommandReply, timeout=120.0)
 AGENT_END = Query(s.AGENT_END, AgentCommand, CommandReply, timeout=120.0)
 AGENT_STOP = Query(s.AGENT_STOP, TurnCommand, CommandReply)
+POLLERS_STATE = Query(s.POLLERS_STATE, ChannelsStateRequest, ChannelsState, timeout=2.0)
 TOOLS_LIST = Query(s.TOOLS_LIST, ToolListRequest, ToolListReply)
 TOOLS_CALL = Query(s.TOOLS_CALL, ToolCallRequest, ToolCallReply, timeout=300.0)
 
