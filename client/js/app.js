@@ -6,6 +6,7 @@ import { h, icon } from "./dom.js";
 import { formatNumber, formatPercent, formatTime, fullTime } from "./format.js";
 import { compactionBefore, contextFigures } from "./context.js";
 import { TimelineView } from "./render.js";
+import { mergeDelivery } from "./channels.js";
 import { searchEvents, toJSON, toMarkdown } from "./search.js";
 import {
   addEvents,
@@ -373,7 +374,14 @@ class App {
   }
 
   announce(fresh) {
+    // A delivery that went wrong is said out loud too: its mark on the message may be off screen.
+    const bad = fresh.filter((ev) => ev.kind === "delivery" && ["failed", "undelivered", "canceled"].includes(ev.payload && ev.payload.status));
     const said = fresh.filter((ev) => (ev.kind === "message" && ev.role === "assistant") || ev.kind === "turn.failed");
+    if (!said.length && bad.length) {
+      const d = mergeDelivery(bad);
+      $("announcer").textContent = `${d.title}`.slice(0, 400);
+      return;
+    }
     if (!said.length) return;
     const ev = said[said.length - 1];
     const text = ev.kind === "turn.failed" ? `Delegate couldn’t answer: ${ev.payload.message || ""}` : `Delegate: ${ev.payload.text || ""}`;

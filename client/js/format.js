@@ -1,6 +1,8 @@
 // Words for what the timeline shows: channel labels, inner-plane one-liners, times.
 // Pure functions; the DOM layer decides how they look.
 
+import { attachmentText, mergeDelivery, refusedText } from "./channels.js";
+
 export const CHANNELS = {
   text: { label: "Text", icon: "text" },
   browser_voice: { label: "Browser voice", icon: "mic" },
@@ -87,6 +89,18 @@ export function innerSummary(ev, figures = null) {
         text: `${p.status || "done"}${p.summary ? ` · ${clip(p.summary, 80)}` : ""}`,
         tone: p.status === "failed" ? "warn" : "ok",
       };
+    case "delivery": {
+      const d = mergeDelivery([ev]);
+      return { label: "Delivery", text: d ? d.words : String(p.status || ""), tone: d && d.tone === "bad" ? "warn" : "" };
+    }
+    case "attachment.stored": {
+      const t = attachmentText({ name: p.name, content_type: p.content_type, size: p.size ?? null, stored: p.stored, reason: p.reason });
+      return { label: "Attachment", text: [t.name, t.details, t.status].filter(Boolean).join(" · "), tone: p.stored === false ? "warn" : "" };
+    }
+    case "inbound.refused": {
+      const r = refusedText(ev);
+      return { label: "Refused", text: [r.text, r.subject, r.preview].filter(Boolean).join(" · "), tone: "warn" };
+    }
     default:
       if (kind.startsWith("task.")) {
         return { label: `Task ${kind.slice(5)}`, text: clip(p.task_id || "", 40), tone: kind === "task.failed" ? "warn" : "" };

@@ -4,7 +4,8 @@
 import { h, icon, reconcile, setText } from "./dom.js";
 import { channelInfo, formatRange, formatTime, fullTime, innerDetail, innerSummary } from "./format.js";
 import { renderIncremental, renderMarkdown } from "./markdown.js";
-import { isInnerKind, spanLabel } from "./timeline.js";
+import { attachmentText, mergeDelivery, messageAttachments, messageHeader, refusedText } from "./channels.js";
+import { attachedTo, isInnerKind, spanLabel } from "./timeline.js";
 
 const LONG_VALUE = 400;
 const SPAN_ICONS = { interaction: "text", voice: "mic", phone: "phone", activation: "inner" };
@@ -47,6 +48,10 @@ function messageNode(item, cb) {
   const pager = h("span", { class: "attempts", role: "group", "aria-label": "Answer attempts" });
   const body = h("div", { class: "bubble md" });
   const actions = h("div", { class: "msg-actions" });
+  const from = h("span", { class: "msg-from", hidden: true });
+  const subject = h("div", { class: "msg-subject", hidden: true });
+  const files = h("ul", { class: "attachments", "aria-label": "Attachments", hidden: true });
+  const delivery = h("div", { class: "delivery", hidden: true });
   const node = h(
     "article",
     {
@@ -58,14 +63,20 @@ function messageNode(item, cb) {
       "data-seq": ev.seq ?? "",
       "aria-label": `${who}, ${info.label}, ${formatTime(ev.ts)}`,
     },
-    h("div", { class: "msg-meta" }, h("span", { class: "who", text: who }), badge, timeEl(ev.ts), marks, pager, actions),
+    h("div", { class: "msg-meta" }, h("span", { class: "who", text: who }), badge, from, timeEl(ev.ts), marks, pager, actions),
+    subject,
     body,
+    files,
+    delivery,
   );
   const copy = actionButton("copy", "Copy message", "copy", () => cb.onCopy(messageText(node._shown), copy));
   const regen = actionButton("regenerate", "Regenerate answer", "regenerate", () => cb.onRegenerate(node._shown));
   const edit = actionButton("edit", "Edit and resend", "edit", () => cb.onEdit(node._shown));
   actions.append(copy, user ? edit : regen);
-  Object.assign(node, { _badge: badge, _marks: marks, _pager: pager, _body: body, _regen: regen, _edit: edit, _view: null, _cb: cb });
+  Object.assign(node, {
+    _badge: badge, _marks: marks, _pager: pager, _body: body, _regen: regen, _edit: edit, _view: null, _cb: cb,
+    _from: from, _subject: subject, _files: files, _delivery: delivery,
+  });
   updateMessage(node, item);
   return node;
 }
@@ -89,6 +100,7 @@ function updateMessage(node, item) {
     node.setAttribute("data-attempt", String((shown.payload && shown.payload.attempt) || 1));
     node._body.replaceChildren(renderMarkdown(document, messageText(shown)));
   }
+  updateChannelParts(node, shown, attachedTo(item, shown.id));
   const p = shown.payload || {};
   const marks = [];
   if (p.stopped) marks.push(h("span", { class: "mark mark-stopped", title: "You stopped this answer; the part written so far is kept", text: "Stopped" }));
@@ -120,6 +132,95 @@ function updateMessage(node, item) {
     }
   }
   node._item = item;
+}
+
+/** The delivery line: "✓✓ delivered", "⚠ failed: <error>"; words and symbols, never colour alone. */
+export function deliveryNode(d) {
+  return h(
+    "span",
+    { class: `delivery-status tone-${d.tone}`, "data-status": d.status, "aria-label": d.label, title: d.title },
+    h("span", { class: "delivery-symbol", "aria-hidden": "true", text: d.symbol }),
+    " ",
+    h("span", { class: "delivery-text", text: d.words }),
+  );
+}
+
+/** One row per attachment: name, then type and size, then "not stored: why" when it was not kept. */
+export function attachmentItems(list) {
+  return list.map((f) => {
+    const t = attachmentText(f);
+    return h(
+      "li",
+      { class: `attachment${f.stored === false ? " not-stored" : ""}`, "aria-label": t.label, title: t.label },
+      icon("clip", "icon attachment-icon"),
+      h("span", { class: "attachment-name", text: t.name }),
+      t.details ? h("span", { class: "attachment-details", text: t.details }) : null,
+      t.status ? h("span", { class: "attachment-status", text: t.status }) : null,
+    );
+  });
+}
+
+/** Sender, subject, attachments and delivery: rebuilt only when what they say changes. */
+function updateChannelParts(node, ev, attached) {
+  const head = messageHeader(ev);
+  setText(node._from, head.from ? `from ${head.from}` : "");
+  node._from.hidden = !head.from;
+  if (head.from) node._from.setAttribute("title", `Sent from ${head.from}`);
+  node._subject.hidden = !head.subject;
+  const subjectSig = head.subject;
+  if (node._subjectSig !== subjectSig) {
+    node._subjectSig = subjectSig;
+    node._subject.replaceChildren();
+    if (head.subject) node._subject.append(h("span", { class: "msg-subject-label", text: "Subject: " }), h("span", { class: "msg-subject-text", text: head.subject }));
+  }
+  const files = messageAttachments(ev, attached.files);
+  const filesSig = JSON.stringify(files);
+  if (node._filesSig !== filesSig) {
+    node._filesSig = filesSig;
+    node._files.replaceChildren(...attachmentItems(files));
+    node._files.hidden = files.length === 0;
+  }
+  updateDelivery(node, attached.deliveries);
+}
+
+/** The merged delivery status into `node._delivery`, touching the DOM only when it changed. */
+function updateDelivery(node, deliveries) {
+  const d = mergeDelivery(deliveries);
+  const deliverySig = d ? `${d.status}|${d.text}|${d.title}` : "";
+  if (node._deliverySig === deliverySig) return;
+  node._deliverySig = deliverySig;
+  node._delivery.replaceChildren(...(d ? [deliveryNode(d)] : []));
+  node._delivery.hidden = !d;
+  if (d) node.setAttribute("data-delivery", d.status);
+  else node.removeAttribute("data-delivery");
+  node.classList.toggle("delivery-bad", !!d && d.tone === "bad");
+}
+
+/** Someone who is not the owner wrote in: a small notice, never a message bubble. */
+export function refusedNode(ev) {
+  const r = refusedText(ev);
+  return h(
+    "div",
+    {
+      class: "notice notice-refused",
+      role: "note",
+      "data-event-id": ev.id,
+      "data-kind": ev.kind,
+      "data-channel": ev.channel || "",
+      "data-seq": ev.seq ?? "",
+      "aria-label": r.text,
+      title: r.title,
+    },
+    icon(ev.channel === "email" ? "mail" : ev.channel === "sms" ? "sms" : "alert"),
+    h(
+      "div",
+      {},
+      h("span", { class: "notice-text", text: r.text }),
+      r.subject ? h("span", { class: "notice-subject", text: `Subject: ${r.subject}` }) : null,
+      r.preview ? h("span", { class: "notice-preview", text: `“${r.preview}”` }) : null,
+    ),
+    timeEl(ev.ts),
+  );
 }
 
 function failureNode(ev) {
@@ -158,7 +259,9 @@ function innerNode(ev, figures) {
   } else {
     detail.appendChild(h("p", { class: "muted", text: "No details." }));
   }
-  return h(
+  // A tool call that sent an SMS or email shows how that delivery went.
+  const delivery = h("span", { class: "delivery", hidden: true });
+  const node = h(
     "div",
     {
       class: `inner${s.tone ? ` tone-${s.tone}` : ""}`,
@@ -175,20 +278,26 @@ function innerNode(ev, figures) {
         icon("inner", "icon inner-mark"),
         h("span", { class: "inner-label", text: s.label }),
         h("span", { class: "inner-text", text: s.text }),
+        delivery,
         timeEl(ev.ts),
       ),
       detail,
     ),
   );
+  node._delivery = delivery;
+  return node;
 }
 
 function eventNode(item, cb) {
   const ev = item.event;
   if (ev.kind === "message" && !isInnerKind(ev.kind)) return messageNode(item, cb);
   if (ev.kind === "turn.failed") return failureNode(ev);
+  if (ev.kind === "inbound.refused") return refusedNode(ev);
   // Anything else — known inner kinds and kinds this client does not know yet — is inner
   // activity: it must never look like something the person or Delegate said.
-  return innerNode(ev, cb.figures && cb.figures(ev));
+  const node = innerNode(ev, cb.figures && cb.figures(ev));
+  updateDelivery(node, attachedTo(item, ev.id).deliveries);
+  return node;
 }
 
 /** A turn's context management, folded into one quiet line; one click shows every row. */
@@ -310,6 +419,7 @@ export class TimelineView {
     else if (item.type === "pending") this.updatePending(node, item);
     else if (item.type === "activity") updateActivity(node, item);
     else if (item.type === "event" && item.event.kind === "message") updateMessage(node, item);
+    else if (item.type === "event" && node._delivery) updateDelivery(node, attachedTo(item, item.event.id).deliveries);
   }
 
   pendingNode(item) {

@@ -1,13 +1,18 @@
 // Search over the loaded timeline, and export of it: pure functions, no DOM.
 
-import { isHiddenKind } from "./timeline.js";
+import { isAttachedKind, isHiddenKind } from "./timeline.js";
 import { innerSummary } from "./format.js";
 
 /** The text an event is found by: what was said, or an inner row's one-line summary. */
 export function searchableText(ev) {
   if (!ev || typeof ev !== "object") return "";
   const p = ev.payload || {};
-  if (ev.kind === "message") return String(p.text ?? "");
+  if (ev.kind === "message") {
+    // An email is found by its subject and sender too, an attachment by its name.
+    const m = p.meta && typeof p.meta === "object" ? p.meta : {};
+    const names = (Array.isArray(m.attachments) ? m.attachments : []).map((a) => (a && typeof a.name === "string" ? a.name : ""));
+    return [p.text, m.subject, m.from, ...names].filter((x) => typeof x === "string" && x).join(" ");
+  }
   if (ev.kind === "turn.failed") return `${p.message ?? ""} ${p.code ?? ""}`;
   const s = innerSummary(ev);
   return `${s.label} ${s.text}`;
@@ -31,14 +36,16 @@ export function queryTerms(query) {
 
 /**
  * The events matching `query` (every term, case- and accent-insensitive), oldest first.
- * Bookkeeping the page never shows (term.*, structural kinds) is never a hit.
+ * Bookkeeping the page never shows (term.*, structural kinds) is never a hit, nor are the
+ * delivery and attachment events shown on a message.
  */
 export function searchEvents(events, query) {
   const words = queryTerms(query);
   if (!words.length) return [];
   const out = [];
   for (const ev of events || []) {
-    if (!ev || isHiddenKind(ev.kind) || ev.kind === "span.opened" || ev.kind === "span.closed" || ev.kind === "conversation.opened") continue;
+    // Delivery and attachment events show on their message, which is what a hit would find.
+    if (!ev || isHiddenKind(ev.kind) || isAttachedKind(ev.kind) || ev.kind === "span.opened" || ev.kind === "span.closed" || ev.kind === "conversation.opened") continue;
     const hay = fold(searchableText(ev)).replace(/\s+/g, " ");
     if (words.every((w) => hay.includes(w))) out.push(ev);
   }

@@ -44,7 +44,18 @@ const STRUCTURAL_KINDS = new Set(["conversation.opened", "span.opened", "span.cl
  * for `maxSeq`, so a reconnect resumes after them.
  */
 export function isHiddenKind(kind) {
-  return typeof kind === "string" && (kind.startsWith("term.") || kind.startsWith("session."));
+  return typeof kind === "string" && (kind.startsWith("term.") || kind.startsWith("session.") || kind === "mail.progress");
+}
+
+/**
+ * Kinds that describe another event (their `parent_id`) and show on it, never as rows:
+ * how an outbound SMS or email is being delivered, and what became of an inbound one's
+ * attachments. Either may load before or after the event it belongs to.
+ */
+export const ATTACHED_KINDS = new Set(["delivery", "attachment.stored"]);
+
+export function isAttachedKind(kind) {
+  return ATTACHED_KINDS.has(kind);
 }
 
 const FIXED_TS = /^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})(?:\.(\d{1,9}))?Z$/;
@@ -243,16 +254,28 @@ function noteSpanEvent(b, ev) {
  *   {type:"divider", key, event}        conversation.ended: a subtle line, not a wall
  * Span items are {type:"event"|"stream"|"pending"|"activity", key, …}: a message item may
  * carry `attempts` (regenerations, newest shown), `superseded` (edited away) and
- * `showChannel`; an activity item folds a turn's context management. A span sits where its first
+ * `showChannel`, and any item `attached` (its delivery and attachment events, see `attachedTo`);
+ * an activity item folds a turn's context management. A span sits where its first
  * loaded event sits; later events of the same span join it (delayed extraction included).
  */
 export function buildView(tl) {
   const blocks = [];
   const spans = new Map();
   const userMessages = new Map(); // message id -> span block (or null)
+  const attached = new Map(); // parent event id -> {deliveries, files}
   for (const ev of tl.order) {
     if (ev.kind === "conversation.opened") continue; // never a "new chat" boundary
     if (isHiddenKind(ev.kind)) continue;
+    if (isAttachedKind(ev.kind)) {
+      if (!ev.parent_id) continue; // about nothing we could show it on
+      let a = attached.get(ev.parent_id);
+      if (!a) {
+        a = { deliveries: [], files: [] };
+        attached.set(ev.parent_id, a);
+      }
+      (ev.kind === "delivery" ? a.deliveries : a.files).push(ev);
+      continue;
+    }
     if (ev.kind === "conversation.ended") {
       blocks.push({ type: "divider", key: `div:${ev.id}`, event: ev });
       continue;
@@ -332,7 +355,32 @@ export function buildView(tl) {
   const out = foldTurns(blocks.concat(trailing), "", { topLevel: true });
   markAnswers(out);
   markChannels(out);
+  markAttached(out, attached);
   return out;
+}
+
+const NOTHING_ATTACHED = Object.freeze({ deliveries: Object.freeze([]), files: Object.freeze([]) });
+
+/**
+ * Give each event item the delivery and attachment events about it: `attachedTo(id)` for
+ * the event (or, on a regenerated answer, each attempt). Those whose event is not loaded
+ * (an older page) wait in the timeline and show once it arrives.
+ */
+function markAttached(blocks, attached) {
+  if (!attached.size) return;
+  eachList(blocks, (list) => {
+    for (const item of list) {
+      if (item.type !== "event") continue;
+      const ids = (item.attempts || [item.event]).map((e) => e.id);
+      if (!ids.some((id) => attached.has(id))) continue;
+      item.attached = Object.fromEntries(ids.filter((id) => attached.has(id)).map((id) => [id, attached.get(id)]));
+    }
+  });
+}
+
+/** The delivery and attachment events about one event of an item (empty lists when none). */
+export function attachedTo(item, eventId) {
+  return (item && item.attached && item.attached[eventId]) || NOTHING_ATTACHED;
 }
 
 function isUserItem(item) {
@@ -442,7 +490,10 @@ function markAnswers(blocks) {
   });
 }
 
-/** A channel badge only where the channel changes (and on the first message). */
+/** Channels whose badge is on every message: an SMS or an email reads differently from chat. */
+const ALWAYS_BADGED = new Set(["sms", "email"]);
+
+/** A channel badge where the channel changes (and on the first message), and on every SMS and email. */
 function markChannels(blocks) {
   let prev = null;
   const visit = (item) => {
@@ -450,7 +501,7 @@ function markChannels(blocks) {
     if (item.type === "pending") channel = "text";
     else if (item.type === "event" && item.event.kind === "message") channel = item.event.channel || "text";
     else return;
-    item.showChannel = channel !== prev;
+    item.showChannel = channel !== prev || ALWAYS_BADGED.has(channel);
     prev = channel;
   };
   for (const b of blocks) {

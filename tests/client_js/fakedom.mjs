@@ -88,6 +88,8 @@ class Element extends Node {
 export function fakeDocument() {
   const doc = {
     createElement: (tag) => new Element(doc, tag),
+    // SVG icons: the namespace is not modelled, only the tree.
+    createElementNS: (_ns, tag) => new Element(doc, tag),
     createTextNode: (data) => new Text(doc, data),
     createDocumentFragment: () => new Fragment(doc),
   };

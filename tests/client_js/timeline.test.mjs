@@ -326,7 +326,7 @@ test("context management folds into one activity line per turn, after the answer
   assert.match(activitySummary([use1, use2, { ...use1, kind: "context.compacted", payload: { status: "failed" } }]), /3 background steps: 2 context checks, summary of older messages · one failed/);
 });
 
-test("a channel badge only where the channel changes", () => {
+test("a channel badge where the channel changes, and on every SMS and email", () => {
   const tl = createTimeline();
   const u1 = userMsg("a", { span_id: null });
   const a1 = botMsg("b", u1.id, { span_id: null });
@@ -334,7 +334,8 @@ test("a channel badge only where the channel changes", () => {
   const a2 = botMsg("d", u2.id, { span_id: null, channel: "sms" });
   const u3 = userMsg("e", { span_id: null });
   addEvents(tl, [u1, a1, u2, a2, u3]);
-  assert.deepEqual(buildView(tl).map((b) => b.showChannel), [true, false, true, false, true]);
+  // The SMS answer keeps its badge: which channel a reply went out on matters.
+  assert.deepEqual(buildView(tl).map((b) => b.showChannel), [true, false, true, true, true]);
 });
 
 test("a regenerated answer folds into the answer it replaces; deltas of a new attempt stream", () => {
