@@ -244,7 +244,8 @@ class MailProgress(Payload):
     uidvalidity: int = Field(ge=0)
     uid: int = Field(ge=0)
     message_id: str | None = Field(default=None, max_length=998)
-    outcome: Literal["input", "refused", "duplicate", "unreadable"]
+    # "baseline": the first start with IMAP_START=new took the mailbox as it was (uid = its newest)
+    outcome: Literal["input", "refused", "duplicate", "unreadable", "baseline"]
     event_id: str | None = None  # the user message or inbound.refused event it became
 
 
