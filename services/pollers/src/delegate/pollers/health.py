@@ -59,5 +59,6 @@ class Health:
     def detail(self) -> str:
         parts = []
         for name, side in (("imap", self.imap), ("smtp", self.smtp), ("sms", self.sms)):
-            parts.append(f"{name} {side.state if side.enabled else 'off'}" + (f" ({side.last_error})" if side.last_error and side.enabled else ""))
+            error = f" ({side.last_error})" if side.last_error and side.enabled else ""
+            parts.append(f"{name} {side.state if side.enabled else 'off'}{error}")
         return "; ".join(parts)

@@ -21,6 +21,10 @@ class Settings(ServiceSettings):
     imap_password: str = ""
     imap_tls: Tls = "ssl"
     imap_mailbox: str = "INBOX"
+    # IMAP_START: on the very first start (no progress in the ledger yet), "new" answers only mail
+    # that arrives from then on, so pointing Delegate at a full inbox does not answer years of
+    # mail; "all" processes what the mailbox already holds too
+    imap_start: Literal["new", "all"] = "new"
     # IMAP_POLL_S: the safety-net poll while IDLE, and the poll interval where IDLE is missing;
     # IMAP_IDLE_S: how long one IDLE runs before it is renewed (servers drop idlers after 30 min)
     imap_poll_s: float = Field(default=60.0, gt=0)
@@ -52,6 +56,8 @@ class Settings(ServiceSettings):
     outbox_backoff_s: float = Field(default=1.0, gt=0)
     outbox_backoff_max_s: float = Field(default=30.0, gt=0)
     outbox_ack_wait_s: float = Field(default=60.0, gt=0)
+    # OUTBOX_HTTP_TIMEOUT_S: one Twilio request or SMTP transaction; beyond it the try counts as a timeout
+    outbox_http_timeout_s: float = Field(default=30.0, gt=0)
 
     @property
     def email_enabled(self) -> bool:
@@ -63,7 +69,8 @@ class Settings(ServiceSettings):
 
     @property
     def sms_enabled(self) -> bool:
-        return bool(self.twilio_account_sid and self.twilio_auth_token and self.twilio_phone_number and self.owner_phone)
+        twilio = self.twilio_account_sid and self.twilio_auth_token and self.twilio_phone_number
+        return bool(twilio and self.owner_phone)
 
     @property
     def imap_port_or_default(self) -> int:

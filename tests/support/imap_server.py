@@ -1,0 +1,103 @@
+"""A real IMAP server for tests: pymap's in-memory backend as a subprocess.
+
+pymap has IDLE and gives every process start a new UIDVALIDITY, so restarting it (and
+re-appending the same mail) is how a test changes UIDVALIDITY. Tests put mail in with
+APPEND over IMAP (imaplib), as a delivering server would.
+"""
+
+import imaplib
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from delegate.launcher.procs import free_port
+
+USER = "owner-inbox"
+PASSWORD = "inbox-secret"
+
+
+def _pymap() -> str:
+    beside = Path(sys.executable).parent / "pymap"  # the venv's console script
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("pymap")
+    if found is None:
+        raise FileNotFoundError("pymap is not installed: pip install -r requirements-dev.txt")
+    return found
+
+
+class ImapServer:
+    def __init__(self, log_path: Path) -> None:
+        self.host = "127.0.0.1"
+        self.port = free_port()
+        self.log_path = log_path
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 15.0) -> "ImapServer":
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = self.log_path.open("ab")
+        self.proc = subprocess.Popen(
+            [_pymap(), "--host", self.host, "--port", str(self.port), "--no-tls", "dict",
+             "--demo-user", USER, "--demo-password", PASSWORD],
+            stdout=log, stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"pymap exited: {self.log_path.read_text()[-2000:]}")
+            try:
+                with socket.create_connection((self.host, self.port), timeout=0.5) as sock:
+                    if sock.recv(64).startswith(b"* OK"):
+                        return self
+            except OSError:
+                time.sleep(0.05)
+        raise TimeoutError(f"pymap did not greet on {self.port}")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self.proc = None
+
+    def restart(self) -> None:
+        """A new process on the same port: an empty mailbox with a new UIDVALIDITY."""
+        self.stop()
+        self.start()
+
+    def env(self, **extra: str) -> dict[str, str]:
+        """The pollers' IMAP settings for this server."""
+        return {
+            "IMAP_HOST": self.host, "IMAP_PORT": str(self.port), "IMAP_USER": USER,
+            "IMAP_PASSWORD": PASSWORD, "IMAP_TLS": "none", "IMAP_MAILBOX": "INBOX", "IMAP_START": "all", **extra,
+        }
+
+    def _client(self) -> imaplib.IMAP4:
+        client = imaplib.IMAP4(self.host, self.port, timeout=10)
+        client.login(USER, PASSWORD)
+        return client
+
+    def append(self, *raws: bytes, mailbox: str = "INBOX") -> None:
+        client = self._client()
+        try:
+            for raw in raws:
+                status, data = client.append(mailbox, None, None, raw)
+                if status != "OK":
+                    raise RuntimeError(f"APPEND failed: {data!r}")
+        finally:
+            client.logout()
+
+    def uidvalidity(self, mailbox: str = "INBOX") -> int:
+        client = self._client()
+        try:
+            _, data = client.status(mailbox, "(UIDVALIDITY)")
+            text = data[0].decode() if isinstance(data[0], bytes) else str(data[0])
+            return int(text.split("UIDVALIDITY")[1].strip(" )"))
+        finally:
+            client.logout()

@@ -1,0 +1,434 @@
+"""A local stand-in for the parts of Twilio's REST API Delegate uses, speaking its real shapes
+(twilio-email-wire.md §2.3, §2.4): sending and listing Messages, MMS media downloads, and
+signed status callbacks back to the gateway. A real HTTP server on 127.0.0.1 that the
+official SDK talks to unchanged through TWILIO_API_BASE_URL.
+
+    tw = TwilioStandin().start()
+    env = tw.env(owner_phone="+15550001111")     # TWILIO_* for a service under test
+    tw.fail_next(1, status=500)                   # the next create answers 500
+    tw.delay_next(3.0)                            # the next create is stored, answered 3 s late
+    ... the service sends ...
+    tw.messages                                   # every Message resource created, oldest first
+    tw.bodies(to="+15550001111")                  # their bodies
+    tw.requests                                   # every request, as received
+    url = tw.add_media("cat.jpg", b"...", "image/jpeg", redirect=True)
+    tw.send_status(gateway_url, sid, "delivered") # a signed callback to the StatusCallback
+    tw.stop()
+
+Endpoints (all need HTTP Basic ``AccountSid:AuthToken``, else 401 with Twilio's error JSON):
+
+- ``POST /2010-04-01/Accounts/{sid}/Messages.json``: form fields To, From, Body, MediaUrl
+  (repeated), StatusCallback; 201 + the Message resource. Missing To/From/Body, or a Body
+  over 1600 characters, is a 400 with Twilio's error code, as the real API answers.
+- ``GET /2010-04-01/Accounts/{sid}/Messages.json``: newest first, filters To, From, DateSent,
+  DateSent<, DateSent> (messages not yet sent have no date_sent and match no date filter),
+  paged with PageSize/Page in Twilio's page shape.
+- ``GET /2010-04-01/Accounts/{sid}/Messages/{MessageSid}.json``: one resource, or 404.
+- ``GET /media/{name}``: a file added with ``add_media``; with ``redirect=True`` it answers
+  302 to ``http://localhost:{port}/cdn/{name}``, a different host name for the same server,
+  which needs no auth, as Twilio's media CDN; ``cdn_auth_seen`` lists any Authorization
+  header that still arrived there (a client must drop it on the other host).
+"""
+
+import base64
+import email.utils
+import json
+import secrets
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+
+from .twilio_sign import twilio_signature
+
+API = "/2010-04-01"
+ERRORS = "https://www.twilio.com/docs/errors/"
+
+
+@dataclass
+class Recorded:
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    form: dict[str, list[str]]
+    headers: dict[str, str]
+    at: datetime
+
+
+@dataclass
+class _Media:
+    data: bytes
+    content_type: str
+    redirect: bool
+
+
+@dataclass
+class _Failure:
+    status: int
+    code: int | None
+    message: str
+
+
+@dataclass
+class _Hold:
+    seconds: float
+    store: bool  # the message is created before the hold: Twilio got it, the answer is late
+
+
+@dataclass
+class _State:
+    failures: list[_Failure] = field(default_factory=list)
+    holds: list[_Hold] = field(default_factory=list)
+
+
+def _rfc2822(ts: datetime) -> str:
+    return email.utils.format_datetime(ts.astimezone(UTC)).replace("-0000", "+0000")
+
+
+def _parse_date(value: str) -> datetime:
+    """A DateSent filter value: ``YYYY-MM-DD`` or the SDK's ``YYYY-MM-DDTHH:MM:SSZ``."""
+    if len(value) == 10:
+        return datetime.strptime(value, "%Y-%m-%d").replace(tzinfo=UTC)
+    return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+
+
+class TwilioStandin:
+    def __init__(
+        self,
+        account_sid: str | None = None,
+        auth_token: str | None = None,
+        phone_number: str = "+15550002222",
+    ) -> None:
+        self.account_sid = account_sid or "AC" + secrets.token_hex(16)
+        self.auth_token = auth_token or secrets.token_hex(16)
+        self.phone_number = phone_number
+        self.requests: list[Recorded] = []
+        self.messages: list[dict[str, Any]] = []  # Message resources, oldest first
+        self.cdn_auth_seen: list[str] = []
+        self._created: dict[str, datetime] = {}  # sid -> when created (the resource keeps RFC 2822)
+        self._callbacks: dict[str, str] = {}  # sid -> StatusCallback URL
+        self._media: dict[str, _Media] = {}
+        self._state = _State()
+        self._lock = threading.Lock()
+        self._released = threading.Event()  # set by stop(): held requests return at once
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # ---- lifecycle ------------------------------------------------------------------------
+
+    def start(self) -> "TwilioStandin":
+        standin = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            # headers and body go out as two writes: without this, Nagle holds the body for the
+            # client's delayed ACK (~40 ms on loopback), a cost no real Twilio response has
+            disable_nagle_algorithm = True
+
+            def do_GET(self) -> None:
+                standin._handle(self, "GET")
+
+            def do_POST(self) -> None:
+                standin._handle(self, "POST")
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._released.set()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None, "start() first"
+        return int(self._server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        """The API base, for TWILIO_API_BASE_URL."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def env(self, owner_phone: str | None = None) -> dict[str, str]:
+        """TWILIO_* (and OWNER_PHONE when given) for a service that should use this stand-in."""
+        values = {
+            "TWILIO_ACCOUNT_SID": self.account_sid,
+            "TWILIO_AUTH_TOKEN": self.auth_token,
+            "TWILIO_PHONE_NUMBER": self.phone_number,
+            "TWILIO_API_BASE_URL": self.url,
+        }
+        if owner_phone is not None:
+            values["OWNER_PHONE"] = owner_phone
+        return values
+
+    # ---- programming it -------------------------------------------------------------------
+
+    def fail_next(self, n: int = 1, status: int = 500, code: int | None = None, message: str | None = None) -> None:
+        """The next ``n`` message creates answer ``status`` with Twilio's error JSON, creating nothing."""
+        failure = _Failure(status, code, message or f"Stand-in failure (HTTP {status})")
+        with self._lock:
+            self._state.failures.extend([failure] * n)
+
+    def delay_next(self, seconds: float, n: int = 1, store: bool = True) -> None:
+        """Hold the next ``n`` message creates ``seconds`` before answering (a client timeout,
+        or a window to kill the sender in). ``store``: the message is created before the hold,
+        as when Twilio accepted it but the answer never arrived."""
+        with self._lock:
+            self._state.holds.extend([_Hold(seconds, store)] * n)
+
+    def add_media(self, name: str, data: bytes, content_type: str, redirect: bool = False) -> str:
+        """Serve ``data`` at ``/media/<name>`` (Basic auth) and return its URL."""
+        with self._lock:
+            self._media[name] = _Media(data, content_type, redirect)
+        return f"{self.url}/media/{name}"
+
+    # ---- reading it back ------------------------------------------------------------------
+
+    def bodies(self, to: str | None = None) -> list[str]:
+        with self._lock:
+            return [m["body"] for m in self.messages if to is None or m["to"] == to]
+
+    def creates(self) -> list[Recorded]:
+        """Every POST to Messages.json, answered or not."""
+        with self._lock:
+            return [r for r in self.requests if r.method == "POST" and r.path.endswith("/Messages.json")]
+
+    def status_callback(self, message_sid: str) -> str | None:
+        with self._lock:
+            return self._callbacks.get(message_sid)
+
+    def send_status(
+        self,
+        gateway_url: str,
+        message_sid: str,
+        status: str,
+        *,
+        auth_token: str | None = None,
+        error_code: str | None = None,
+    ) -> httpx.Response:
+        """POST Twilio's status callback for ``message_sid`` to the gateway at ``gateway_url``.
+
+        It is signed over the StatusCallback URL the sender gave (PUBLIC_BASE_URL based, as
+        the gateway validates it) and sent to the same path and query on ``gateway_url``.
+        The message's status (and date_sent, on "sent") is updated here too.
+        """
+        with self._lock:
+            message = next((m for m in self.messages if m["sid"] == message_sid), None)
+            callback = self._callbacks.get(message_sid)
+            if message is None or callback is None:
+                raise KeyError(f"no message {message_sid} with a StatusCallback")
+            message["status"] = status
+            if status == "sent" and message["date_sent"] is None:
+                message["date_sent"] = _rfc2822(datetime.now(UTC))
+            params = {
+                "MessageSid": message_sid, "SmsSid": message_sid, "AccountSid": self.account_sid,
+                "From": message["from"], "To": message["to"], "MessageStatus": status, "SmsStatus": status,
+                "ApiVersion": "2010-04-01",
+            }
+        if error_code is not None:
+            params["ErrorCode"] = error_code
+        signature = twilio_signature(auth_token or self.auth_token, callback, params)
+        parts = urlsplit(callback)
+        target = gateway_url.rstrip("/") + parts.path + (f"?{parts.query}" if parts.query else "")
+        return httpx.post(target, data=params, headers={"X-Twilio-Signature": signature}, timeout=10.0)
+
+    # ---- the HTTP side --------------------------------------------------------------------
+
+    def _handle(self, h: BaseHTTPRequestHandler, method: str) -> None:
+        parts = urlsplit(h.path)
+        length = int(h.headers.get("Content-Length") or 0)
+        raw = h.rfile.read(length) if length else b""
+        form = parse_qs(raw.decode("utf-8", errors="replace"), keep_blank_values=True) if method == "POST" else {}
+        record = Recorded(method, parts.path, parse_qs(parts.query), form, dict(h.headers.items()), datetime.now(UTC))
+        with self._lock:
+            self.requests.append(record)
+        try:
+            if parts.path.startswith("/cdn/"):
+                self._cdn(h, parts.path.removeprefix("/cdn/"))
+                return
+            if not self._authorized(h):
+                self._error(h, 401, 20003, "Authenticate")
+                return
+            if parts.path.startswith("/media/"):
+                self._media_get(h, parts.path.removeprefix("/media/"))
+                return
+            self._api(h, method, parts.path, record)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (a timeout, a killed sender): nothing to answer
+
+    def _authorized(self, h: BaseHTTPRequestHandler) -> bool:
+        expected = base64.b64encode(f"{self.account_sid}:{self.auth_token}".encode()).decode()
+        return secrets.compare_digest(h.headers.get("Authorization", ""), f"Basic {expected}")
+
+    def _api(self, h: BaseHTTPRequestHandler, method: str, path: str, record: Recorded) -> None:
+        prefix = f"{API}/Accounts/{self.account_sid}/Messages"
+        if method == "POST" and path == prefix + ".json":
+            self._create(h, record.form)
+        elif method == "GET" and path == prefix + ".json":
+            self._list(h, record.query)
+        elif method == "GET" and path.startswith(prefix + "/") and path.endswith(".json"):
+            sid = path[len(prefix) + 1 : -len(".json")]
+            with self._lock:
+                found = next((dict(m) for m in self.messages if m["sid"] == sid), None)
+            if found is None:
+                self._error(h, 404, 20404, f"The requested resource {path} was not found")
+            else:
+                self._json(h, 200, found)
+        else:
+            self._error(h, 404, 20404, f"The requested resource {path} was not found")
+
+    def _create(self, h: BaseHTTPRequestHandler, form: Mapping[str, list[str]]) -> None:
+        def one(name: str) -> str | None:
+            values = form.get(name)
+            return values[0] if values else None
+
+        with self._lock:
+            failure = self._state.failures.pop(0) if self._state.failures else None
+            hold = self._state.holds.pop(0) if self._state.holds and failure is None else None
+        if failure is not None:
+            self._error(h, failure.status, failure.code, failure.message)
+            return
+        to, from_, body, media = one("To"), one("From"), one("Body") or "", form.get("MediaUrl", [])
+        if not to:
+            self._error(h, 400, 21604, "A 'To' phone number is required.")
+            return
+        if not from_:
+            self._error(h, 400, 21603, "A 'From' phone number is required.")
+            return
+        if not body and not media:
+            self._error(h, 400, 21602, "Message body is required.")
+            return
+        if len(body) > 1600:
+            self._error(h, 400, 21617, "The concatenated message body exceeds the 1600 character limit.")
+            return
+        message: dict[str, Any] | None = None
+        if hold is None or hold.store:
+            message = self._store(to, from_, body, media, one("StatusCallback"))
+        if hold is not None:
+            self._released.wait(hold.seconds)
+            if message is None:
+                message = self._store(to, from_, body, media, one("StatusCallback"))
+        assert message is not None
+        self._json(h, 201, message)
+
+    def _store(self, to: str, from_: str, body: str, media: list[str], callback: str | None) -> dict[str, Any]:
+        now = datetime.now(UTC)
+        sid = "SM" + secrets.token_hex(16)
+        uri = f"{API}/Accounts/{self.account_sid}/Messages/{sid}"
+        message: dict[str, Any] = {
+            "sid": sid, "account_sid": self.account_sid, "api_version": "2010-04-01",
+            "from": from_, "to": to, "body": body, "status": "queued", "direction": "outbound-api",
+            "num_media": str(len(media)), "num_segments": str(max(1, -(-len(body) // 153))),
+            "messaging_service_sid": None, "price": None, "price_unit": None,
+            "error_code": None, "error_message": None,
+            "date_created": _rfc2822(now), "date_sent": None, "date_updated": _rfc2822(now),
+            "uri": uri + ".json", "subresource_uris": {"media": uri + "/Media.json"},
+        }
+        with self._lock:
+            self.messages.append(message)
+            self._created[sid] = now
+            if callback:
+                self._callbacks[sid] = callback
+        return dict(message)
+
+    def _list(self, h: BaseHTTPRequestHandler, query: Mapping[str, list[str]]) -> None:
+        def one(name: str) -> str | None:
+            values = query.get(name)
+            return values[0] if values else None
+
+        try:
+            size = max(1, min(1000, int(one("PageSize") or 50)))
+            page = max(0, int(one("Page") or 0))
+            on, before, after = (
+                (_parse_date(v) if v else None) for v in (one("DateSent"), one("DateSent<"), one("DateSent>"))
+            )
+        except ValueError as exc:
+            self._error(h, 400, 20001, f"Invalid filter: {exc}")
+            return
+        to, from_ = one("To"), one("From")
+        with self._lock:
+            found = []
+            for message in reversed(self.messages):  # Twilio lists newest first
+                if (to and message["to"] != to) or (from_ and message["from"] != from_):
+                    continue
+                if on or before or after:
+                    if message["date_sent"] is None:
+                        continue
+                    sent = email.utils.parsedate_to_datetime(message["date_sent"])
+                    if on and sent.date() != on.date():
+                        continue
+                    if before and sent > before:
+                        continue
+                    if after and sent < after:
+                        continue
+                found.append(dict(message))
+        chunk = found[page * size : (page + 1) * size]
+        base = f"{API}/Accounts/{self.account_sid}/Messages.json"
+        more = (page + 1) * size < len(found)
+        self._json(h, 200, {
+            "messages": chunk,
+            "first_page_uri": f"{base}?PageSize={size}&Page=0",
+            "next_page_uri": f"{base}?PageSize={size}&Page={page + 1}" if more else None,
+            "previous_page_uri": f"{base}?PageSize={size}&Page={page - 1}" if page else None,
+            "page": page, "page_size": size, "start": page * size, "end": page * size + max(len(chunk) - 1, 0),
+            "uri": f"{base}?PageSize={size}&Page={page}",
+        })
+
+    def _media_get(self, h: BaseHTTPRequestHandler, name: str) -> None:
+        with self._lock:
+            media = self._media.get(name)
+        if media is None:
+            self._error(h, 404, 20404, f"No media {name}")
+            return
+        if media.redirect:
+            h.send_response(302)
+            h.send_header("Location", f"http://localhost:{self.port}/cdn/{name}")
+            h.send_header("Content-Length", "0")
+            h.end_headers()
+            return
+        self._bytes(h, media)
+
+    def _cdn(self, h: BaseHTTPRequestHandler, name: str) -> None:
+        auth = h.headers.get("Authorization")
+        with self._lock:
+            if auth:
+                self.cdn_auth_seen.append(auth)
+            media = self._media.get(name)
+        if media is None:
+            self._error(h, 404, 20404, f"No media {name}")
+            return
+        self._bytes(h, media)
+
+    @staticmethod
+    def _bytes(h: BaseHTTPRequestHandler, media: _Media) -> None:
+        h.send_response(200)
+        h.send_header("Content-Type", media.content_type)
+        h.send_header("Content-Length", str(len(media.data)))
+        h.end_headers()
+        h.wfile.write(media.data)
+
+    @staticmethod
+    def _json(h: BaseHTTPRequestHandler, status: int, body: Any) -> None:
+        data = json.dumps(body).encode()
+        h.send_response(status)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Content-Length", str(len(data)))
+        h.end_headers()
+        h.wfile.write(data)
+
+    def _error(self, h: BaseHTTPRequestHandler, status: int, code: int | None, message: str) -> None:
+        body = {"code": code, "message": message, "more_info": f"{ERRORS}{code}" if code else None, "status": status}
+        self._json(h, status, body)
