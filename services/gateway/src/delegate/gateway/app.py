@@ -15,8 +15,9 @@ from starlette.staticfiles import StaticFiles
 
 from delegate.runtime.bus import Bus
 
-from . import chat_ws, http
+from . import chat_ws, http, twilio_webhooks
 from .auth import OwnerAuth, load_or_create_token
+from .channels import ChannelsCache
 from .deps import GatewayContext
 from .errors import install_error_handlers
 from .logs import install_secret_redaction
@@ -52,12 +53,14 @@ def create_app(settings: Settings, bus: Bus | None = None) -> FastAPI:
 
     app = FastAPI(title="Delegate gateway", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.ctx = ctx
+    app.state.channels = ChannelsCache()
     install_error_handlers(app)
     app.add_middleware(SecurityHeaders)
     app.include_router(http.public)
     app.include_router(http.api)
     app.include_router(chat_ws.router)
-    # Later routers (Twilio webhooks and /call, /browser-call, /api/tasks) are included here.
+    app.include_router(twilio_webhooks.router)
+    # Later routers (/call, /browser-call, /api/tasks) are included here.
     # Static files last: every route above wins over a file of the same name.
     app.mount("/", ClientFiles(directory=settings.client_dir, html=True, check_dir=False), name="client")
     return app

@@ -16,6 +16,8 @@ from delegate.contracts.messages import AgentCommand, AgentState, PageRequest, U
 from delegate.runtime.bus import Bus, BusUnavailable, RemoteError
 
 from .auth import SESSION_COOKIE
+from .bodies import read_body
+from .channels import ChannelsCache
 from .deps import BusDep, ContextDep, SettingsDep, check_cookie_origin, require_json_body, require_owner
 from .errors import ApiError
 from .inputs import InputRejected, message_problem
@@ -43,23 +45,9 @@ class SignIn(BaseModel):
 
 async def read_json(request: Request, limit: int = MAX_BODY_BYTES) -> Any:
     """The body as JSON, refusing anything over ``limit`` bytes before and while reading it."""
-    declared = request.headers.get("content-length")
-    if declared is not None:
-        try:
-            too_big = int(declared) > limit
-        except ValueError as exc:
-            raise ApiError(400, "bad_request", "Content-Length is not a number") from exc
-        if too_big:
-            raise ApiError(413, "too_large", f"the body is over {limit} bytes")
-    size = 0
-    chunks: list[bytes] = []
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise ApiError(413, "too_large", f"the body is over {limit} bytes")
-        chunks.append(chunk)
+    raw = await read_body(request, limit)
     try:
-        return json.loads(b"".join(chunks))
+        return json.loads(raw)
     except ValueError as exc:  # also UnicodeDecodeError
         raise ApiError(400, "bad_json", "the body is not valid JSON") from exc
     except RecursionError as exc:
@@ -90,20 +78,29 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
+def channels_cache(request: Request) -> ChannelsCache:
+    cache: ChannelsCache = request.app.state.channels
+    return cache
+
+
 @public.get("/readyz")
-async def readyz(ctx: ContextDep) -> JSONResponse:
+async def readyz(request: Request, ctx: ContextDep) -> JSONResponse:
     bus = ctx.bus
+    channels: dict[str, Any] | None = None
     if bus is None or not bus.nc.is_connected:
         missing = ["nats", "ledger", "agent"]
     else:
         names = ("ledger", "agent")
+        # The pollers' state is detail, asked alongside the pings: readiness stays ledger + agent.
+        channels_task = asyncio.ensure_future(channels_cache(request).get(bus))
         pongs = await asyncio.gather(
             *(bus.ping(name, timeout=READY_PING_TIMEOUT_S) for name in names), return_exceptions=True
         )
         missing = [n for n, p in zip(names, pongs, strict=True) if isinstance(p, BaseException) or not p.ready]
+        channels = await channels_task
     if missing:
         return JSONResponse({"status": "unready", "missing": missing}, status_code=503)
-    return JSONResponse({"status": "ready"})
+    return JSONResponse({"status": "ready", "channels": channels})
 
 
 # ---- sign-in -------------------------------------------------------------------------------
@@ -208,18 +205,22 @@ def offline_state(settings: Settings) -> AgentState:
 
 
 @api.get("/state")
-async def state(bus: BusDep, settings: SettingsDep) -> dict[str, Any]:
+async def state(request: Request, bus: BusDep, settings: SettingsDep) -> dict[str, Any]:
+    # Asked together: the pollers' shorter timeout never adds to the agent's.
+    channels_task = asyncio.ensure_future(channels_cache(request).get(bus))
     try:
         reply = await bus.request(topics.AGENT_STATE_GET, AgentCommand(), timeout=2.0)
     except BusUnavailable as exc:
         # The body still carries a neutral state so a page can draw its meter while it waits.
+        offline = offline_state(settings).model_dump(mode="json", exclude={"error"})
         raise ApiError(
             503, "agent_unavailable", "the agent is not answering",
-            state=offline_state(settings).model_dump(mode="json", exclude={"error"}),
+            state={**offline, "channels": await channels_task},
         ) from exc
     except RemoteError as exc:
+        channels_task.cancel()
         raise ApiError(502, exc.code, exc.message) from exc
-    return reply.model_dump(mode="json", exclude={"error"})
+    return {**reply.model_dump(mode="json", exclude={"error"}), "channels": await channels_task}
 
 
 # ---- input and commands -----------------------------------------------------------------------

@@ -7,6 +7,8 @@ from pydantic import Field, SecretStr, field_validator
 
 from delegate.runtime.settings import ServiceSettings
 
+from .phone import e164
+
 # services/gateway/src/delegate/gateway/settings.py -> the repository root is five levels up.
 _REPO_ROOT = Path(__file__).resolve().parents[5]
 
@@ -26,6 +28,10 @@ class Settings(ServiceSettings):
     delegate_port: int = 8081  # DELEGATE_PORT
     delegate_token: SecretStr | None = None  # DELEGATE_TOKEN; unset -> generated and stored once
     public_base_url: str = "http://localhost:8081"  # PUBLIC_BASE_URL
+    # Twilio webhooks: unset token -> /sms and /sms/status answer 503 sms_disabled; unset owner
+    # phone -> /sms does too (nobody could be let in, so refusing everyone would only fill the ledger).
+    twilio_auth_token: SecretStr | None = None  # TWILIO_AUTH_TOKEN
+    owner_phone: str | None = None  # OWNER_PHONE, normalised to E.164
     client_dir: Path = Field(default_factory=default_client_dir)  # CLIENT_DIR
     timeline_history_event_limit: int = Field(default=500, ge=1, le=5000)  # TIMELINE_HISTORY_EVENT_LIMIT
     compact_threshold: int = 200_000  # COMPACT_THRESHOLD, only for the state shown while the agent is down
@@ -57,6 +63,23 @@ class Settings(ServiceSettings):
     @classmethod
     def _empty_token_is_unset(cls, value: object) -> object:
         return None if value == "" else value
+
+    @field_validator("twilio_auth_token", mode="before")
+    @classmethod
+    def _empty_twilio_token_is_unset(cls, value: object) -> object:
+        return None if value == "" else value
+
+    @field_validator("owner_phone", mode="before")
+    @classmethod
+    def _owner_phone_e164(cls, value: object) -> object:
+        if value is None or value == "":
+            return None
+        if not isinstance(value, str):
+            return value
+        number = e164(value)
+        if number is None:
+            raise ValueError("OWNER_PHONE must be a phone number in international form, e.g. +15550101")
+        return number
 
     @property
     def session_ttl_s(self) -> float:
