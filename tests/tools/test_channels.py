@@ -1,160 +1,158 @@
-"""The owner-contact tools against real local servers: SMTP (aiosmtpd), a Twilio Messages stand-in,
-the GitHub stand-in, and web_search through the OpenAI stand-in."""
+"""The owner-contact tools through the agent's outbox (a real ledger; the test plays the pollers,
+who deliver from CHANNELS and record the outcome), the GitHub stand-in, and web_search through
+the OpenAI stand-in."""
 
-import base64
-import email
-import email.policy
+import asyncio
 import json
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+import time
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs
 
+import nats.js.errors
 import pytest
-from aiosmtpd.controller import Controller
 from openai.types.responses import Response
 
+from delegate.agent.ledger import Ledger
+from delegate.agent.outbound import Outbox
 from delegate.agent.tools import ToolRegistry
 from delegate.agent.tools.local.web_search import citations
+from delegate.contracts import subjects, topics
+from delegate.contracts.channels import OUTBOUND_ADAPTER, OutboundEmail, OutboundSms
+from delegate.contracts.events import Delivery, make_event
 from delegate.contracts.messages import ToolCallRequest
-from delegate.launcher.procs import free_port
+from delegate.runtime.bus import Bus
 from tests.support.github_standin import GitHubStandin
 from tests.support.standin import StandinProcess
+from tests.support.system import System
 
-from .helpers import tool_settings
+from .helpers import ledger_events, tool_settings
 
-SID = "AC" + "1" * 32
-TOKEN = "twilio-test-token"
-
-
-class Capture:
-    def __init__(self) -> None:
-        self.messages: list[tuple[str, list[str], bytes]] = []
-
-    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
-        self.messages.append((envelope.mail_from, list(envelope.rcpt_tos), envelope.content))
-        return "250 Message accepted for delivery"
-
-
-@pytest.fixture
-def smtp() -> Iterator[tuple[int, Capture]]:
-    capture = Capture()
-    port = free_port()  # aiosmtpd's Controller(port=0) does not work: pick one first
-    controller = Controller(capture, hostname="127.0.0.1", port=port)
-    controller.start()
-    yield port, capture
-    controller.stop()
-
-
-class TwilioMessages:
-    """Twilio's Messages endpoint as the REST client sees it (twilio-email-wire.md 2.3)."""
-
-    def __init__(self) -> None:
-        self.received: list[dict[str, Any]] = []
-        standin = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode()
-                auth = base64.b64encode(f"{SID}:{TOKEN}".encode()).decode()
-                fields = {k: v[0] for k, v in parse_qs(body).items()}
-                standin.received.append({"path": self.path, "auth": self.headers.get("Authorization"), **fields})
-                if self.path != f"/2010-04-01/Accounts/{SID}/Messages.json" or self.headers.get(
-                    "Authorization") != f"Basic {auth}":
-                    return self._json(401, {"code": 20003, "message": "Authenticate", "status": 401,
-                                            "more_info": "https://www.twilio.com/docs/errors/20003"})
-                if fields.get("To") == "+15005550001":
-                    return self._json(400, {"code": 21211, "message": "The 'To' number is not a valid phone number.",
-                                            "status": 400, "more_info": "https://www.twilio.com/docs/errors/21211"})
-                self._json(201, {"sid": "SM" + "a" * 32, "account_sid": SID, "api_version": "2010-04-01",
-                                 "from": fields.get("From"), "to": fields.get("To"), "body": fields.get("Body"),
-                                 "status": "queued", "direction": "outbound-api", "num_media": "0",
-                                 "num_segments": "1", "error_code": None, "error_message": None,
-                                 "date_created": "Mon, 03 Feb 2025 17:02:11 +0000", "date_sent": None,
-                                 "date_updated": "Mon, 03 Feb 2025 17:02:11 +0000",
-                                 "uri": f"/2010-04-01/Accounts/{SID}/Messages/SM{'a' * 32}.json"})
-
-            def _json(self, status: int, body: dict[str, Any]) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+OWNER = {
+    "smtp_host": "127.0.0.1", "owner_email": "owner@example.test",
+    "twilio_account_sid": "AC" + "1" * 32, "twilio_auth_token": "twilio-test-token",
+    "twilio_phone_number": "+15550002222", "owner_phone": "+15550001111",
+}
 
 
 def _req(name: str, **arguments: Any) -> ToolCallRequest:
     return ToolCallRequest(name=name, arguments=arguments)
 
 
-async def test_email_and_sms_to_the_owner(tmp_path: Path, smtp: tuple[int, Capture]) -> None:
-    port, capture = smtp
-    twilio = TwilioMessages()
-    registry = ToolRegistry(tmp_path / "rt", None, settings=tool_settings(
-        smtp_host="127.0.0.1", smtp_port=port, smtp_tls="none", smtp_from="delegate@example.test",
-        owner_email="owner@example.test",
-        twilio_account_sid=SID, twilio_auth_token=TOKEN, twilio_phone_number="+15550002222",
-        owner_phone="+15550001111", twilio_api_base_url=twilio.url,
-    ))
+@pytest.fixture
+def ledger_system(tmp_path: Path) -> Iterator[System]:
+    system = System(tmp_path / "sys").start("ledger")
+    yield system
+    system.stop()
+
+
+@pytest.fixture
+async def bus(ledger_system: System) -> AsyncIterator[Bus]:
+    assert ledger_system.nats is not None
+    connection = await Bus.connect(ledger_system.nats.url, "owner-tools-test")
+    await connection.ensure_streams(all_owners=True)
+    yield connection
+    await connection.close()
+
+
+async def owner_registry(bus: Bus, runtime: Path, **settings: Any) -> ToolRegistry:
+    outbox = Outbox(bus, Ledger(bus))
+    registry = ToolRegistry(runtime, bus, settings=tool_settings(**{**OWNER, **settings}), outbox=outbox)
     await registry.start()
+    return registry
+
+
+async def queued(bus: Bus, subject: str, outbox_id: str, timeout: float = 10.0) -> OutboundSms | OutboundEmail:
+    """The outbound message as the pollers read it from CHANNELS."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            raw = await bus.js.get_last_msg("CHANNELS", subject)
+        except nats.js.errors.NotFoundError:
+            raw = None
+        if raw is not None and raw.data:
+            msg = OUTBOUND_ADAPTER.validate_json(raw.data)
+            if msg.id == outbox_id:
+                return msg
+        assert time.monotonic() < deadline, f"nothing queued on {subject} for {outbox_id}"
+        await asyncio.sleep(0.05)
+
+
+async def record_outcome(bus: Bus, msg: OutboundSms | OutboundEmail, status: str, **fields: Any) -> None:
+    """What the pollers record once they sent (or gave up on) an outbound message."""
+    delivery = Delivery(outbox_id=msg.id, channel=msg.type, status=status, final=True, **fields)  # type: ignore[arg-type]
+    event = make_event(delivery, conversation_id=msg.conversation_id, span_id=msg.span_id, channel=msg.type,
+                       parent_id=msg.parent_id, id=f"{msg.id}:{status}")
+    await bus.publish(topics.ledger_append("test"), event, msg_id=event.id)
+
+
+async def test_owner_tools_queue_on_the_outbox_and_report_the_senders_outcome(bus: Bus, tmp_path: Path) -> None:
+    registry = await owner_registry(bus, tmp_path / "rt")
     try:
         specs = {s.name: s for s in registry.specs()}
         assert {"send_email_to_owner", "send_sms_to_owner"} <= set(specs)
         assert "owner_contact" in specs["send_sms_to_owner"].tags
         assert "to" not in specs["send_email_to_owner"].parameters["properties"]  # the owner only
 
-        sent = await registry.call(_req("send_email_to_owner", subject="Reminder", text="Dentist at 3pm."))
-        assert sent.ok, sent.output
-        assert len(capture.messages) == 1
-        mail_from, rcpt, raw = capture.messages[0]
-        msg = email.message_from_bytes(raw, policy=email.policy.default)
-        assert (mail_from, rcpt) == ("delegate@example.test", ["owner@example.test"])
-        assert msg["Subject"] == "Reminder" and msg.get_content().strip() == "Dentist at 3pm."
-        assert msg["Message-ID"] in sent.output
-
-        texted = await registry.call(_req("send_sms_to_owner", text="Running 10 min late"))
+        sms_req = ToolCallRequest(name="send_sms_to_owner", arguments={"text": "Running 10 min late"},
+                                  call_id="call_sms_1", conversation_id="conv-1", span_id="span-1", channel="text")
+        texting = asyncio.create_task(registry.call(sms_req))
+        sms = await queued(bus, subjects.CHANNELS_SMS_OUT, "call_sms_1")
+        assert isinstance(sms, OutboundSms)
+        assert (sms.text, sms.origin, sms.conversation_id, sms.span_id) == ("Running 10 min late", "tool", "conv-1",
+                                                                             "span-1")
+        await record_outcome(bus, sms, "sent", external_ids=["SM" + "a" * 32])
+        texted = await asyncio.wait_for(texting, 30)
         assert texted.ok, texted.output
-        assert "SM" + "a" * 32 in texted.output
-        got = twilio.received[-1]
-        assert (got["To"], got["From"], got["Body"]) == ("+15550001111", "+15550002222", "Running 10 min late")
+        assert texted.output.startswith("sent") and "SM" + "a" * 32 in texted.output
+        # The outbound hangs off the recorded tool.call, as the timeline shows it.
+        [call] = [e for e in await ledger_events(bus) if e.kind == "tool.call" and e.payload["call_id"] == "call_sms_1"]
+        assert sms.parent_id == call.id
+
+        mail_req = ToolCallRequest(name="send_email_to_owner", call_id="call_mail_1",
+                                   arguments={"subject": "Reminder\r\nBcc: x@evil.test", "text": "Dentist at 3pm."})
+        mailing = asyncio.create_task(registry.call(mail_req))
+        mail = await queued(bus, subjects.CHANNELS_EMAIL_OUT, "call_mail_1")
+        assert isinstance(mail, OutboundEmail)
+        assert mail.subject == "Reminder Bcc: x@evil.test"  # one header line: no injected header
+        assert (mail.text, mail.in_reply_to) == ("Dentist at 3pm.", None)
+        await record_outcome(bus, mail, "failed", error="550 mailbox unavailable")
+        refused = await asyncio.wait_for(mailing, 30)
+        assert refused.error_code == "failed" and "550 mailbox unavailable" in refused.output
 
         too_long = await registry.call(_req("send_sms_to_owner", text="x" * 1601))
         assert too_long.error_code == "invalid_arguments"
+        blank = await registry.call(_req("send_email_to_owner", subject="   ", text="t"))
+        assert blank.error_code == "invalid_arguments"
     finally:
         await registry.aclose()
-        twilio.stop()
 
 
-async def test_channel_errors_are_tool_errors(tmp_path: Path) -> None:
-    twilio = TwilioMessages()
-    dead_smtp = free_port()  # nothing listens here
-    registry = ToolRegistry(tmp_path / "rt", None, settings=tool_settings(
-        smtp_host="127.0.0.1", smtp_port=dead_smtp, smtp_tls="none", owner_email="owner@example.test",
-        twilio_account_sid=SID, twilio_auth_token=TOKEN, twilio_phone_number="+15550002222",
-        owner_phone="+15005550001", twilio_api_base_url=twilio.url,
-    ))
+async def test_an_owner_message_nobody_delivers_yet_is_reported_queued(bus: Bus, tmp_path: Path) -> None:
+    registry = await owner_registry(bus, tmp_path / "rt", owner_delivery_wait_s=0.5)
+    try:
+        reply = await registry.call(
+            ToolCallRequest(name="send_sms_to_owner", arguments={"text": "hi"}, call_id="call_sms_q"))
+        assert reply.ok and reply.output.startswith("queued") and "timeline" in reply.output
+        msg = await queued(bus, subjects.CHANNELS_SMS_OUT, "call_sms_q")
+        assert msg.text == "hi"  # it stays in the outbox for the pollers
+        # The same call run again (a retried request) is one message on the stream, not two.
+        again = await registry.call(
+            ToolCallRequest(name="send_sms_to_owner", arguments={"text": "hi"}, call_id="call_sms_q"))
+        assert again.ok
+        info = await bus.js.stream_info("CHANNELS", subjects_filter=subjects.CHANNELS_SMS_OUT)
+        assert info.state.messages == 1
+    finally:
+        await registry.aclose()
+
+
+async def test_owner_tools_are_not_offered_without_an_outbox(tmp_path: Path) -> None:
+    registry = ToolRegistry(tmp_path / "rt", None, settings=tool_settings(**OWNER))
     await registry.start()
     try:
-        mail = await registry.call(_req("send_email_to_owner", subject="s", text="t"))
-        assert mail.error_code == "unavailable" and f"127.0.0.1:{dead_smtp}" in mail.output
-        sms = await registry.call(_req("send_sms_to_owner", text="hi"))
-        assert sms.error_code == "failed" and "21211" in sms.output and "not a valid phone number" in sms.output
+        assert not {"send_email_to_owner", "send_sms_to_owner"} & {s.name for s in registry.specs()}
     finally:
         await registry.aclose()
-        twilio.stop()
 
 
 async def test_github_issues_and_pull_requests(tmp_path: Path) -> None:

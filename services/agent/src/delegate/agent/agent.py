@@ -21,6 +21,12 @@ window left: a pause between that last read and the ack itself. The successor th
 input again (it was not acked yet), finds the answer stored, and adds nothing; the late ack
 settles an input that is answered. Deltas stop as soon as the lease is in doubt (no I/O needed),
 though a client may see a few from a leader paused in the middle of sending one.
+
+SMS and email turns are answered in their channel too: the reply (``outbound.py``) is published
+to the outbox after that last read and before the ack, under the answer's event id, so a
+redelivery publishes it again harmlessly (deduplicated) or delivers what a dead leader did not.
+A failed sms/email turn sends a short apology with the reason: the owner sees no timeline on
+their phone or in their mail client, and silence would read as a lost message.
 """
 
 import asyncio
@@ -47,6 +53,7 @@ from delegate.runtime.working_context import RESPONSES_CHANNELS
 from .compaction import Compaction
 from .conversation_state import ConversationState, state_from_resume
 from .ledger import PAGE, LedgerUnavailable
+from .outbound import REPLY_CHANNELS, NotLeading, Outbound, reply_to_outcome
 from .prompts import activation_item, user_item
 from .redelivery import Redelivery
 from .turn import ChainPoint, Turn, Turns, failure_id, settle_opening
@@ -102,15 +109,22 @@ class Agent(Turns, Redelivery, Compaction):
         beat = asyncio.create_task(self._heartbeat(raw))
         try:
             await self._confirm_lease(msg, "taking it on")
+            reply: Outbound | None = None
             if isinstance(msg, UserInput):
-                await self._user_turn(msg, delivery)
+                reply = await self._user_turn(msg, delivery)
             elif isinstance(msg, RegenerateInput):
-                await self._regenerate(msg, delivery)
+                reply = await self._regenerate(msg, delivery)
             elif isinstance(msg, ActivationInput):
                 await self._activation(msg, delivery)
             else:
                 await self._idle_check(msg, delivery)
             await self._confirm_lease(msg, "acknowledging it")
+            if reply is not None:
+                # After the confirm: every event of the turn was acked before a read showed the
+                # lease ours, so the answer is stored; a deposed leader gets here never. The
+                # window left (a pause between the read and this publish) is the ack's: the
+                # successor republishes the same id, which CHANNELS deduplicates.
+                await self.outbox.publish(reply)
         except Deposed:
             raise
         except (Retryable, BusUnavailable) as exc:
@@ -121,7 +135,9 @@ class Agent(Turns, Redelivery, Compaction):
                 raise LedgerUnavailable(str(exc)) from exc
             log.error("input %s: giving up after %d deliveries: %s", msg.id, delivery, exc)
             if isinstance(msg, UserInput | ActivationInput):
-                await self._give_up(msg)
+                failed = await self._give_up(msg)
+                if failed is not None and isinstance(msg, UserInput):
+                    await self._notify_failure(msg, failed)
         except asyncio.CancelledError:
             # Stepping down (or stopping) mid-input: hand it back now, not after ack_wait.
             await nak(raw)
@@ -143,12 +159,30 @@ class Agent(Turns, Redelivery, Compaction):
             if self.live():  # a leader in doubt must not hold the input back from its successor
                 await in_progress(raw)
 
-    async def _user_turn(self, msg: UserInput, delivery: int) -> None:
+    async def _notify_failure(self, msg: UserInput, failed: Event) -> None:
+        """Best effort: tell an sms/email owner that their message went unanswered.
+
+        The input is acked anyway (it was given up on), so a failed publish is only logged.
+        """
+        notice = reply_to_outcome(failed, msg.meta)
+        if notice is None:
+            return
+        try:
+            await self.outbox.send(notice)
+        except (NotLeading, BusUnavailable) as exc:
+            log.error("input %s: could not send the failure notice: %s", msg.id, exc)
+
+    async def _user_turn(self, msg: UserInput, delivery: int) -> Outbound | None:
+        """Answer a user message; returns what to send in its channel once the lease is confirmed."""
         async with self._turn_slot():
             # A first delivery cannot have been answered: answering needs a delivery, and the
             # durable consumer counts deliveries across leaders. So only redeliveries look.
-            if delivery > 1 and await self._recorded_answers(msg.id, ("message", "turn.failed"), anchored=True):
-                return
+            if delivery > 1:
+                found = await self._recorded_answers(msg.id, ("message", "turn.failed"), anchored=True)
+                if found:
+                    # Published again: a no-op (the same msg_id) when the previous leader got
+                    # to it, the delivery when it died between the answer and the publish.
+                    return reply_to_outcome(found[0], msg.meta)
             span_type = SPAN_FOR_CHANNEL.get(msg.channel, "interaction")
             conversation_id, span = self._open_ids(msg.channel, span_type)
             user_message = make_event(
@@ -168,12 +202,13 @@ class Agent(Turns, Redelivery, Compaction):
                 supersedes=msg.supersedes, start=self._start_before(msg.supersedes),
             )
             try:
-                await self._answer(turn)
+                result = await self._answer(turn)
             except asyncio.CancelledError:
                 opening.cancel()  # stepping down: this leader publishes nothing more
                 raise
             finally:
                 await settle_opening(opening)
+            return reply_to_outcome(result.event, msg.meta)
 
     def _start_before(self, turn_id: str | None) -> ChainPoint | None:
         """Where an edit or a regenerate of ``turn_id`` continues: where that turn started.
@@ -188,7 +223,7 @@ class Agent(Turns, Redelivery, Compaction):
             return base[1]
         return ChainPoint()
 
-    async def _regenerate(self, msg: RegenerateInput, delivery: int) -> None:
+    async def _regenerate(self, msg: RegenerateInput, delivery: int) -> Outbound | None:
         """A new attempt at answering the user message ``msg.turn_id``, recorded as such.
 
         The gateway checked that it is the conversation's last turn; that is checked again here,
@@ -198,23 +233,24 @@ class Agent(Turns, Redelivery, Compaction):
         async with self._turn_slot():
             if delivery > 1:
                 await self.ledger.wait_caught_up()
-                if await self.ledger.get(msg.id) or await self.ledger.get(failure_id(msg.id)):
-                    return
+                done = await self.ledger.get(msg.id) or await self.ledger.get(failure_id(msg.id))
+                if done is not None:
+                    return await self._reply_again(done)
             s = self.state
             target = await self.ledger.get(msg.turn_id)
             if target is None or target.kind != "message" or target.role != "user":
                 log.warning("regenerate %s: %s is not a user message; nothing to do", msg.id, msg.turn_id)
-                return
+                return None
             if target.conversation_id != s.conversation_id:
                 log.warning("regenerate %s: %s is not in the open conversation; nothing to do", msg.id, target.id)
-                return
+                return None
             after = await self.ledger.scan(
                 QueryRequest(after_seq=target.seq or 0, conversation_id=target.conversation_id, kinds=["message"],
                              limit=PAGE)
             )
             if any(e.role == "user" for e in after):
                 log.warning("regenerate %s: %s is not the last turn any more; nothing to do", msg.id, target.id)
-                return
+                return None
             answers = [e for e in after if e.role == "assistant" and e.parent_id == target.id]
             span_type = SPAN_FOR_CHANNEL.get(target.channel, "interaction")
             conversation_id, span = await self._ensure_open(target.channel, span_type, msg.ts)
@@ -224,7 +260,17 @@ class Agent(Turns, Redelivery, Compaction):
                 attempt=len(answers) + 1, regenerates=answers[-1].id if answers else None,
                 answer_id=msg.id, start=self._start_before(target.id),
             )
-            await self._answer(turn)
+            # The new answer has its own id, so it goes out as a new message in an sms/email turn.
+            # A failed attempt sends nothing: it was asked for in the web client, which shows it.
+            result = await self._answer(turn)
+            return reply_to_outcome(result.event, _meta(target)) if result.answered else None
+
+    async def _reply_again(self, outcome: Event) -> Outbound | None:
+        """A regenerate a previous leader answered: its outbound again, threaded on its question."""
+        if outcome.channel not in REPLY_CHANNELS or outcome.kind != "message" or outcome.parent_id is None:
+            return None
+        question = await self.ledger.get(outcome.parent_id)
+        return reply_to_outcome(outcome, _meta(question) if question is not None else None)
 
     async def _activation(self, msg: ActivationInput, delivery: int) -> None:
         async with self._turn_slot():
@@ -240,10 +286,10 @@ class Agent(Turns, Redelivery, Compaction):
                 await self._close_span("superseded")
             conversation_id, span = await self._ensure_open("inner", "activation", msg.ts)
             turn = Turn(msg.id, "inner", conversation_id, span.id, activation_item(msg), delivery)
-            answered, summary = await self._answer(turn)
+            result = await self._answer(turn)
             await self.ledger.append(
                 make_event(
-                    ActivationOutcome(status="completed" if answered else "failed", summary=summary[:1000]),
+                    ActivationOutcome(status="completed" if result.answered else "failed", summary=result.text[:1000]),
                     conversation_id=conversation_id,
                     span_id=span.id,
                     channel="inner",
@@ -322,3 +368,9 @@ class Agent(Turns, Redelivery, Compaction):
             # starts from the capsule and recent cross-channel turns (the same rule as at resume).
             log.info("voice activity: clearing the Responses chain")
             s.clear_chain()
+
+
+def _meta(user_message: Event) -> dict[str, Any]:
+    """The channel details (sender, subject, Message-ID ...) stored on a user message."""
+    meta = user_message.payload.get("meta")
+    return meta if isinstance(meta, dict) else {}

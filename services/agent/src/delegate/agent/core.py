@@ -21,6 +21,7 @@ from delegate.runtime.working_context import build_working_context, capsule_thro
 
 from .conversation_state import ConversationState
 from .ledger import Ledger
+from .outbound import Outbox
 from .prompts import BASE_INSTRUCTIONS
 from .settings import Settings
 from .toolbox import Toolbox
@@ -50,6 +51,8 @@ class AgentCore:
         self.client = client
         self.toolbox = toolbox
         self.lease = lease  # None only in-process, where nothing else could lead
+        # Replies to sms/email turns; the agent confirms the lease itself before publishing.
+        self.outbox = Outbox(bus, ledger, lease.confirm if lease is not None else None)
         # Set when a fresh read shows the lease is not ours: the term steps down at once, so
         # the consumer cannot spin on naks of the input and use up its deliveries.
         self.lost = lost if lost is not None else asyncio.Event()

@@ -22,6 +22,7 @@ from delegate.runtime.service import run_service
 
 from .agent import Agent
 from .ledger import Ledger, LedgerUnavailable
+from .outbound import Outbox
 from .settings import Settings
 from .term import LeadershipTerm
 from .toolbox import Toolbox
@@ -44,11 +45,12 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     await bus.ensure_streams()
     ledger = Ledger(bus)
     client = AsyncOpenAI(max_retries=settings.openai_max_retries, timeout=settings.openai_timeout)
-    toolbox = await Toolbox.start(settings, bus, ledger)
     lease = Lease(
         bus.js, instance, bucket=subjects.AGENT_LEASE_BUCKET, singleton="agent",
         ttl=settings.agent_lease_ttl, renew_every=settings.agent_lease_renew,
     )
+    # The tools send only while a fresh read shows the lease ours: CHANNELS is not fenced.
+    toolbox = await Toolbox.start(settings, bus, ledger, Outbox(bus, ledger, lease.confirm))
     log.info(
         "agent %s standing by for the lease (model %s, compaction at %d input tokens, capsule refresh at %.0f%%)",
         instance, settings.openai_model, settings.compact_threshold, 100 * settings.capsule_threshold,

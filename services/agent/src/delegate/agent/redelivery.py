@@ -60,22 +60,24 @@ class Redelivery(Spans):
         if self.state.span is not None and self.state.span.type == "activation":
             await self._close_span("completed")
 
-    async def _give_up(self, msg: UserInput | ActivationInput) -> None:
+    async def _give_up(self, msg: UserInput | ActivationInput) -> Event | None:
+        """Record ``turn.failed`` for an input that keeps failing; the event, if it was recorded."""
         s = self.state
         channel: Channel = msg.channel if isinstance(msg, UserInput) else "inner"
+        failed = make_event(
+            TurnFailed(
+                code="unavailable",
+                message="The assistant could not process this message. Please send it again.",
+                retryable=True,
+            ),
+            conversation_id=s.conversation_id,
+            span_id=s.span.id if s.span else None,
+            channel=channel,
+            parent_id=msg.id,
+        )
         try:
-            await self.ledger.append(
-                make_event(
-                    TurnFailed(
-                        code="unavailable",
-                        message="The assistant could not process this message. Please send it again.",
-                        retryable=True,
-                    ),
-                    conversation_id=s.conversation_id,
-                    span_id=s.span.id if s.span else None,
-                    channel=channel,
-                    parent_id=msg.id,
-                )
-            )
+            await self.ledger.append(failed)
         except BusUnavailable:
             log.error("could not record the failure of input %s", msg.id)
+            return None
+        return failed

@@ -18,6 +18,7 @@ from delegate.runtime.bus import Bus
 
 from .ledger import Ledger
 from .model import FunctionCall
+from .outbound import Outbox
 from .settings import Settings
 from .tools import ConfigError, ToolRegistry
 
@@ -32,8 +33,9 @@ class Toolbox:
         self.ledger = ledger
 
     @classmethod
-    async def start(cls, settings: Settings, bus: Bus, ledger: Ledger) -> "Toolbox":
-        registry = ToolRegistry(settings.runtime_data_dir, bus, fence=lambda: ledger.fence)
+    async def start(cls, settings: Settings, bus: Bus, ledger: Ledger, outbox: Outbox | None = None) -> "Toolbox":
+        """``outbox``: how the owner-contact tools send (the same sender as sms/email replies)."""
+        registry = ToolRegistry(settings.runtime_data_dir, bus, fence=lambda: ledger.fence, outbox=outbox)
         try:
             await registry.start()
         except ConfigError as exc:

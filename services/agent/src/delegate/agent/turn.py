@@ -11,10 +11,18 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from delegate.contracts import topics
-from delegate.contracts.events import Channel, ContextCompacted, ContextUsage, Message, TurnFailed, make_event
+from delegate.contracts.events import (
+    Channel,
+    ContextCompacted,
+    ContextUsage,
+    Event,
+    Message,
+    TurnFailed,
+    make_event,
+)
 from delegate.contracts.ids import utcnow
 from delegate.contracts.messages import CommandReply, Delta, TurnCommand
 from delegate.runtime.bus import Bus, BusUnavailable, DomainError, Retryable
@@ -36,6 +44,14 @@ DELTA_ATTEMPTS_PER_TURN_ATTEMPT = 1000
 
 class TurnStopped(Exception):
     """The owner pressed Stop: the partial answer is kept, marked as stopped."""
+
+
+class TurnResult(NamedTuple):
+    """How a turn ended: ``event`` is the recorded assistant message or ``turn.failed``."""
+
+    answered: bool
+    text: str
+    event: Event
 
 
 @dataclass(frozen=True)
@@ -163,7 +179,7 @@ class Turns(Spans):
             # Published once the lock is free: whoever reads "not busy" can compact or end now.
             await self.publish_state()
 
-    async def _answer(self, turn: Turn) -> tuple[bool, str]:
+    async def _answer(self, turn: Turn) -> TurnResult:
         """Run the turn; record the assistant message or ``turn.failed``. Infra errors propagate."""
         text = self._turn_text(turn)
         self.running = turn
@@ -174,37 +190,37 @@ class Turns(Spans):
             return await self._record_stopped(turn, text)
         except ModelError as exc:
             log.warning("turn %s failed: %s", turn.id, exc)
-            await self._fail(turn, exc.code, exc.message, retryable=exc.retryable)
-            return False, exc.message
+            failed = await self._fail(turn, exc.code, exc.message, retryable=exc.retryable)
+            return TurnResult(False, exc.message, failed)
         except TimeoutError:
             message = "The answer took too long and was stopped. Please try again."
-            await self._fail(turn, "turn_timeout", message, retryable=True)
-            return False, message
+            failed = await self._fail(turn, "turn_timeout", message, retryable=True)
+            return TurnResult(False, message, failed)
         except (Retryable, BusUnavailable):
             raise
         except Exception:
             log.exception("turn %s crashed", turn.id)
             message = "Something went wrong on our side while answering. Please try again."
-            await self._fail(turn, "internal", message, retryable=True)
-            return False, message
+            failed = await self._fail(turn, "internal", message, retryable=True)
+            return TurnResult(False, message, failed)
         finally:
             self.running = None
-        await self._record_answer(turn, Message(text=text.committed, response_id=response_id))
+        answer = await self._record_answer(turn, Message(text=text.committed, response_id=response_id))
         # Only now is this response the chain head: a failed turn leaves the last good one.
         self.state.chain_id = response_id
         self.state.replacement = None
         log.info("turn %s answered (%s, %d chars)", turn.id, response_id, len(text.committed))
-        return True, text.committed
+        return TurnResult(True, text.committed, answer)
 
     def _turn_text(self, turn: Turn) -> TurnText:
         first = (turn.attempt - 1) * DELTA_ATTEMPTS_PER_TURN_ATTEMPT + (turn.delivery - 1) * ATTEMPTS_PER_DELIVERY + 1
         return TurnText(self.bus, turn.id, first, live=self.live)
 
-    async def _record_answer(self, turn: Turn, message: Message) -> None:
+    async def _record_answer(self, turn: Turn, message: Message) -> Event:
         if turn.attempt > 1:
             message = message.model_copy(update={"attempt": turn.attempt, "regenerates": turn.regenerates})
         await turn.opened()
-        await self.ledger.append(
+        return await self._append(
             make_event(
                 message,
                 conversation_id=turn.conversation_id,
@@ -216,7 +232,7 @@ class Turns(Spans):
             )
         )
 
-    async def _record_stopped(self, turn: Turn, text: TurnText) -> tuple[bool, str]:
+    async def _record_stopped(self, turn: Turn, text: TurnText) -> TurnResult:
         """Stop: the partial answer is the turn's answer, marked as stopped; the input is answered.
 
         The stopped response never becomes the chain head (the model did not finish it): the
@@ -224,10 +240,10 @@ class Turns(Spans):
         ledger has it, the same as after a restart (``state_from_resume``).
         """
         partial = text.so_far()
-        await self._record_answer(turn, Message(text=partial, response_id=text.response_id, stopped=True))
+        stopped = await self._record_answer(turn, Message(text=partial, response_id=text.response_id, stopped=True))
         self.state.clear_chain()
         log.info("turn %s stopped by the owner (%d chars kept)", turn.id, len(partial))
-        return True, partial
+        return TurnResult(True, partial, stopped)
 
     async def on_stop(self, cmd: TurnCommand) -> CommandReply:
         """``agent.cmd.stop``: cancel the running turn's model stream if it is that turn."""
@@ -237,9 +253,9 @@ class Turns(Spans):
         turn.stop.set()
         return CommandReply(ok=True)
 
-    async def _fail(self, turn: Turn, code: str, message: str, *, retryable: bool) -> None:
+    async def _fail(self, turn: Turn, code: str, message: str, *, retryable: bool) -> Event:
         await turn.opened()
-        await self.ledger.append(
+        return await self._append(
             make_event(
                 TurnFailed(code=code, message=message, retryable=retryable),
                 conversation_id=turn.conversation_id,
@@ -249,6 +265,10 @@ class Turns(Spans):
                 id=failure_id(turn.answer_id) if turn.answer_id else None,
             )
         )
+
+    async def _append(self, event: Event) -> Event:
+        await self.ledger.append(event)
+        return event
 
     async def _converse(self, turn: Turn, text: TurnText) -> str:
         """The model loop of one turn: stream, record, run tools, continue; returns the response id.

@@ -156,9 +156,28 @@ def capsule_section(text: str) -> str:
     )
 
 
+# How an answer must look on the channel it goes out on. Said in the instructions of every
+# request (not a separate code path), so a tool round or a retried request keeps the rule, and
+# a chain that moves between channels is told the current one each time.
+CHANNEL_GUIDANCE = {
+    "sms": (
+        "Your answer is sent to their phone as an SMS: write plain text only, no Markdown, no "
+        "lists or headings, no links in brackets. Keep it short: one or two SMS, under about 300 "
+        "characters, unless they ask for more."
+    ),
+    "email": (
+        "Your answer is sent to them as the body of an email reply: write the body only (no "
+        "subject line; the reply keeps their subject), in plain paragraphs; a greeting is "
+        "optional. Light Markdown (emphasis, simple lists) is converted, so keep formatting light."
+    ),
+}
+
+
 def now_note(channel: str, now: datetime) -> str:
     when = now.astimezone(UTC).strftime("%A %Y-%m-%d %H:%M UTC")
-    return f"## Now\nThe user is reaching you by {CHANNEL_NAMES.get(channel, channel)}. It is {when}."
+    note = f"## Now\nThe user is reaching you by {CHANNEL_NAMES.get(channel, channel)}. It is {when}."
+    guidance = CHANNEL_GUIDANCE.get(channel)
+    return f"{note}\n{guidance}" if guidance else note
 
 
 def compose_instructions(

@@ -1,6 +1,7 @@
 """What a tool is, and the one exception a handler raises to report a problem to the model."""
 
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,6 +16,21 @@ FAILED = "failed"  # the tool ran and reported (or raised) an error
 UNAVAILABLE = "unavailable"  # its backend (an MCP server, GitHub, SMTP, ...) cannot be reached right now
 
 Handler = Callable[[dict[str, Any]], Awaitable[str]]
+
+
+@dataclass(frozen=True)
+class CallContext:
+    """The call a handler runs for: what a tool needs to tie its own records to the call."""
+
+    call_id: str
+    event_id: str  # the ``tool.call`` event's id
+    conversation_id: str | None = None
+    span_id: str | None = None
+
+
+# Set by the registry around each handler: handlers keep their one-argument signature, and the
+# few tools that record something of their own (the owner-contact tools) read it.
+CURRENT_CALL: ContextVar[CallContext | None] = ContextVar("CURRENT_CALL", default=None)
 
 
 class ToolError(Exception):

@@ -24,7 +24,19 @@ from delegate.contracts.events import Event, Fence, ToolCall, ToolResult, make_e
 from delegate.contracts.messages import ToolCallReply, ToolCallRequest, ToolListReply, ToolListRequest, ToolSpec
 from delegate.runtime.bus import Bus, BusUnavailable
 
-from .base import DENIED, FAILED, INVALID_ARGUMENTS, TIMEOUT, UNAVAILABLE, UNKNOWN_TOOL, ConfigError, Tool, ToolError
+from .base import (
+    CURRENT_CALL,
+    DENIED,
+    FAILED,
+    INVALID_ARGUMENTS,
+    TIMEOUT,
+    UNAVAILABLE,
+    UNKNOWN_TOOL,
+    CallContext,
+    ConfigError,
+    Tool,
+    ToolError,
+)
 from .config import (
     MCP_FILE,
     POLICIES_FILE,
@@ -36,6 +48,7 @@ from .config import (
     load_policies,
 )
 from .local import local_tools
+from .local.owner import Outbox
 from .mcp import McpServer
 from .settings import ToolSettings
 
@@ -56,12 +69,15 @@ class ToolRegistry:
         *,
         settings: ToolSettings | None = None,
         fence: Callable[[], Fence | None] = lambda: None,
+        outbox: Outbox | None = None,
     ) -> None:
         self.runtime_dir = Path(runtime_dir)
         self.bus = bus
         # The leadership term's fence for the events recorded here (the agent's; see lease.py).
         self.fence = fence
         self.settings = settings or ToolSettings()
+        # The agent's sender for the owner-contact tools; without one they are not offered.
+        self.outbox = outbox
         self._local: dict[str, Tool] = {}
         self._mcp_tools: dict[str, dict[str, Tool]] = {}  # server -> exposed name -> tool
         self.policies: Policies = Policies()
@@ -84,7 +100,7 @@ class ToolRegistry:
         self._stamps = {POLICIES_FILE: file_stamp(policies_path), MCP_FILE: file_stamp(mcp_path)}
         self.policies, self.policies_from_file = load_policies(self.runtime_dir)
         self.mcp_config = load_mcp_config(self.runtime_dir)
-        tools, self._closers = local_tools(self.runtime_dir, self.settings)
+        tools, self._closers = local_tools(self.runtime_dir, self.settings, self.outbox)
         for tool in tools:
             self._local[tool.name] = tool
         for name, config in self.mcp_config.servers.items():
@@ -174,9 +190,11 @@ class ToolRegistry:
         # The call event is stored while the tool runs; the result is published only after the
         # call's ack, so the ledger stream always holds the call before its result.
         recording = asyncio.create_task(self._record(call_event))
+        context = CURRENT_CALL.set(CallContext(req.call_id, call_event.id, req.conversation_id, req.span_id))
         try:
             reply = await self._run(req)
         finally:
+            CURRENT_CALL.reset(context)
             await asyncio.shield(recording)
         await self._record(
             make_event(

@@ -42,6 +42,9 @@ class ToolSettings(BaseSettings):
     smtp_tls: Literal["ssl", "starttls", "none"] = "starttls"  # SMTP_TLS
     smtp_from: str | None = None  # SMTP_FROM: default SMTP_USER, else delegate@<smtp host>
     owner_email: str | None = None  # OWNER_EMAIL
+    # OWNER_DELIVERY_WAIT_S: how long send_sms/send_email_to_owner wait for the pollers' outcome
+    # before answering "queued" (the message stays in the outbox either way)
+    owner_delivery_wait_s: float = 20.0
 
     # GitHub issues and pull requests
     github_token: str | None = None  # GITHUB_TOKEN

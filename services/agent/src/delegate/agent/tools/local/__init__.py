@@ -8,22 +8,27 @@ from ..settings import ToolSettings
 from .github import github_tools
 from .memory import memory_tools
 from .notes import note_tools
-from .owner import email_tool, sms_tool
+from .owner import Outbox, email_tool, sms_tool
 from .web_search import web_search_tool
 
 
-def local_tools(runtime_dir: Path, settings: ToolSettings) -> tuple[list[Tool], list[Callable[[], Awaitable[None]]]]:
-    """The tools and the closers of the clients they hold."""
+def local_tools(
+    runtime_dir: Path, settings: ToolSettings, outbox: Outbox | None = None
+) -> tuple[list[Tool], list[Callable[[], Awaitable[None]]]]:
+    """The tools and the closers of the clients they hold.
+
+    The owner-contact tools need the agent's outbox (the pollers send): without one, none.
+    """
     tools = [*note_tools(runtime_dir), *memory_tools(runtime_dir)]
     closers: list[Callable[[], Awaitable[None]]] = []
     if settings.openai_api_key or settings.openai_base_url:
         search, client = web_search_tool(settings)
         tools.append(search)
         closers.append(client.close)
-    if settings.sms_configured:
-        tools.append(sms_tool(settings))
-    if settings.email_configured:
-        tools.append(email_tool(settings))
+    if outbox is not None and settings.sms_configured:
+        tools.append(sms_tool(settings, outbox))
+    if outbox is not None and settings.email_configured:
+        tools.append(email_tool(settings, outbox))
     if settings.github_token:
         gh_tools, gh = github_tools(settings)
         tools.extend(gh_tools)

@@ -1,111 +1,105 @@
-"""send_sms_to_owner (Twilio REST, official client) and send_email_to_owner (SMTP, aiosmtplib).
+"""send_sms_to_owner and send_email_to_owner: messages to the owner through the agent's outbox.
 
-Registered only when their channel is configured. The only recipient is the owner: the model
-cannot choose a number or an address.
+The pollers own sending (Twilio REST, SMTP); these tools put an ``OutboundSms``/
+``OutboundEmail`` on the outbox, exactly as a reply to an sms/email turn goes out, and wait a
+bounded time for the sender's outcome in the ledger. The outbox id is the tool call's id, so a
+call that is run again (a retried request of the same response) is deduplicated instead of
+sent twice. Registered only when their channel is configured. The only recipient is the owner:
+the model cannot choose a number or an address.
 """
 
-import asyncio
-import socket
-from email.message import EmailMessage
-from email.utils import formatdate, make_msgid
-from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+import hashlib
+from typing import Any, Protocol
 
-import aiosmtplib
-from twilio.base.exceptions import TwilioException, TwilioRestException
-from twilio.http.http_client import TwilioHttpClient
-from twilio.http.response import Response
-from twilio.rest import Client as TwilioClient
+from delegate.contracts.channels import SMS_BODY_LIMIT, OutboundEmail, OutboundSms
+from delegate.contracts.events import Event
 
-from ..base import FAILED, UNAVAILABLE, Tool, ToolError, object_schema
+from ..base import CURRENT_CALL, FAILED, UNAVAILABLE, Tool, ToolError, object_schema
 from ..settings import ToolSettings
 
-SMS_LIMIT = 1600  # Twilio's maximum body length
+# Beyond the wait for the sender's outcome (OWNER_DELIVERY_WAIT_S): the wait ends first, so a
+# slow sender yields "queued", never a timeout that reads as if nothing was sent.
+TIMEOUT_MARGIN_S = 10.0
+MAX_OUTBOX_ID = 48  # OutboundSms.id / OutboundEmail.id
 
 
-class BaseUrlTwilioHttpClient(TwilioHttpClient):  # type: ignore[misc]  # twilio is untyped
-    """Sends every request to TWILIO_API_BASE_URL; runs after the client's region/edge rewriting,
-    so it works for every Twilio domain (twilio-email-wire.md, section 4)."""
+class Outbox(Protocol):
+    """The agent's sender (delegate.agent.outbound.Outbox), as these tools use it."""
 
-    def __init__(self, base_url: str, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._base = urlsplit(base_url)
+    async def send(self, msg: OutboundSms | OutboundEmail) -> None: ...
 
-    def request(self, method: str, url: str, *args: Any, **kwargs: Any) -> Response:
-        parts = urlsplit(url)
-        url = urlunsplit((self._base.scheme, self._base.netloc, parts.path, parts.query, ""))
-        return super().request(method, url, *args, **kwargs)
+    async def outcome(self, outbox_id: str, timeout: float) -> Event | None: ...
 
 
-def twilio_client(settings: ToolSettings) -> TwilioClient:
-    base = settings.twilio_api_base_url
-    http_client = BaseUrlTwilioHttpClient(base, timeout=30) if base else None
-    return TwilioClient(settings.twilio_account_sid, settings.twilio_auth_token, http_client=http_client)
+def outbox_id(call_id: str) -> str:
+    """The call id as the outbox id; a call id too long for one is hashed to a stable one."""
+    if 0 < len(call_id) <= MAX_OUTBOX_ID:
+        return call_id
+    return "call-" + hashlib.sha256(call_id.encode()).hexdigest()[:40]
 
 
-def sms_tool(settings: ToolSettings) -> Tool:
-    client = twilio_client(settings)
+def _common() -> dict[str, Any]:
+    call = CURRENT_CALL.get()
+    if call is None:  # a handler run outside the registry: the message still gets a stable id
+        return {"origin": "tool"}
+    return {
+        "id": outbox_id(call.call_id), "origin": "tool", "parent_id": call.event_id,
+        "conversation_id": call.conversation_id, "span_id": call.span_id,
+    }
 
-    def send(body: str) -> Any:
-        return client.messages.create(to=settings.owner_phone, from_=settings.twilio_phone_number, body=body)
 
-    async def handler(args: dict[str, Any]) -> str:
-        try:
-            message = await asyncio.to_thread(send, args["text"])
-        except TwilioRestException as exc:
-            raise ToolError(FAILED, f"Twilio refused the SMS (HTTP {exc.status}, code {exc.code}): {exc.msg}") from exc
-        except (TwilioException, OSError) as exc:
-            raise ToolError(UNAVAILABLE, f"could not reach Twilio to send the SMS: {exc}") from exc
-        return f"SMS sent to the owner (sid {message.sid}, status {message.status})."
-
-    return Tool(
-        "send_sms_to_owner",
-        "Send a text message (SMS) to the owner's phone. Keep it short.",
-        object_schema({"text": {"type": "string", "minLength": 1, "maxLength": SMS_LIMIT}}, ["text"]),
-        handler,
-        ("local", "owner_contact", "sms"),
+async def deliver(outbox: Outbox, msg: OutboundSms | OutboundEmail, what: str, wait: float) -> str:
+    """Queue ``msg`` and report the sender's outcome, or that it is still queued."""
+    try:
+        await outbox.send(msg)
+    except Exception as exc:  # NotLeading, BusUnavailable: nothing was queued
+        raise ToolError(UNAVAILABLE, f"the {what} could not be queued for sending: {exc}") from exc
+    outcome = await outbox.outcome(msg.id, wait)
+    if outcome is None:
+        return f"queued: the {what} is in the outbox; its delivery will show in the timeline."
+    status = outcome.payload.get("status")
+    error = str(outcome.payload.get("error") or outcome.payload.get("error_code") or "no reason given")
+    if status == "sent":
+        ids = ", ".join(str(i) for i in outcome.payload.get("external_ids") or [])
+        return f"sent: the {what} was delivered to the owner" + (f" ({ids})." if ids else ".")
+    if status == "failed":
+        raise ToolError(FAILED, f"the {what} was not sent: {error}")
+    return (
+        f"unknown: the sender could not confirm whether the {what} went out ({error}). It may have "
+        "arrived; do not send it again unless the owner asks."
     )
 
 
-def email_tool(settings: ToolSettings) -> Tool:
-    tls = settings.smtp_tls
-    port = settings.smtp_port or {"ssl": 465, "starttls": 587, "none": 25}[tls]
-    sender = settings.smtp_from or settings.smtp_user or f"delegate@{settings.smtp_host}"
-    domain = sender.rpartition("@")[2] or socket.getfqdn()
-
+def sms_tool(settings: ToolSettings, outbox: Outbox) -> Tool:
     async def handler(args: dict[str, Any]) -> str:
-        msg = EmailMessage()
-        msg["From"] = sender
-        msg["To"] = settings.owner_email
-        msg["Subject"] = args["subject"]
-        msg["Date"] = formatdate(usegmt=True)
-        msg["Message-ID"] = make_msgid(domain=domain)
-        msg.set_content(args["text"])
-        try:
-            await aiosmtplib.send(
-                msg,
-                hostname=settings.smtp_host,
-                port=port,
-                username=settings.smtp_user or None,
-                password=settings.smtp_password or None,
-                use_tls=tls == "ssl",
-                start_tls=tls == "starttls",
-                timeout=30,
-            )
-        except aiosmtplib.SMTPResponseException as exc:
-            raise ToolError(FAILED, f"the mail server refused the email ({exc.code} {exc.message})") from exc
-        except (aiosmtplib.SMTPException, OSError) as exc:
-            raise ToolError(UNAVAILABLE, f"could not reach the mail server {settings.smtp_host}:{port}: {exc}") from exc
-        return f"Email sent to the owner (Message-ID {msg['Message-ID']})."
+        sms = OutboundSms(text=args["text"], **_common())
+        return await deliver(outbox, sms, "SMS", settings.owner_delivery_wait_s)
+
+    return Tool(
+        "send_sms_to_owner",
+        "Send a text message (SMS) to the owner's phone. Plain text, keep it short.",
+        object_schema({"text": {"type": "string", "minLength": 1, "maxLength": SMS_BODY_LIMIT}}, ["text"]),
+        handler,
+        ("local", "owner_contact", "sms"),
+        timeout_s=settings.owner_delivery_wait_s + TIMEOUT_MARGIN_S,
+    )
+
+
+def email_tool(settings: ToolSettings, outbox: Outbox) -> Tool:
+    async def handler(args: dict[str, Any]) -> str:
+        subject = " ".join(str(args["subject"]).split())  # a header: no line breaks
+        mail = OutboundEmail(subject=subject, text=args["text"], **_common())
+        return await deliver(outbox, mail, "email", settings.owner_delivery_wait_s)
 
     return Tool(
         "send_email_to_owner",
         "Send an email to the owner.",
         object_schema(
-            {"subject": {"type": "string", "minLength": 1, "maxLength": 300},
+            {"subject": {"type": "string", "minLength": 1, "maxLength": 300, "pattern": r"\S"},
              "text": {"type": "string", "minLength": 1, "maxLength": 100_000}},
             ["subject", "text"],
         ),
         handler,
         ("local", "owner_contact", "email"),
+        timeout_s=settings.owner_delivery_wait_s + TIMEOUT_MARGIN_S,
     )
