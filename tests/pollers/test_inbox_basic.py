@@ -35,7 +35,13 @@ async def test_a_plain_owner_mail_becomes_one_agent_input_with_its_headers(rig: 
     mark = progress.typed(MailProgress)
     assert (mark.mailbox, mark.uid, mark.outcome, mark.event_id) == ("INBOX", 101, "input", item["id"])
     assert mark.uidvalidity == rig.imap.uidvalidity()
-    assert rig.health is not None and rig.health.imap.state == "idle" and rig.health.last_poll_at is not None
+    health = rig.health
+    assert health is not None
+
+    async def idling() -> bool:
+        return health.imap.state == "idle" and health.last_poll_at is not None
+
+    await rig.until("the inbox idling after the sync", idling)
 
 
 async def test_a_first_start_with_imap_start_new_leaves_the_mail_already_there_alone(rig: Rig) -> None:

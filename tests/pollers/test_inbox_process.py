@@ -56,7 +56,10 @@ async def test_pollers_state_reports_imap_and_a_dead_imap_server_is_failing(rig:
     async def state() -> ChannelsState:
         return await rig.bus.request(topics.POLLERS_STATE, ChannelsStateRequest(), timeout=2)
 
-    assert (await state()).imap.state == "idle"
+    async def idling() -> bool:
+        return (await state()).imap.state == "idle"
+
+    await rig.until("the pollers idling", idling)
     rig.imap.stop()
 
     async def failing() -> bool:

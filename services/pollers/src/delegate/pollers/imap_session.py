@@ -13,6 +13,7 @@ import itertools
 import logging
 import re
 import ssl
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from aioimaplib import aioimaplib
@@ -138,14 +139,19 @@ class ImapSession:
                     return bytes(nxt)
         return None
 
-    async def wait_for_mail(self, timeout: float, stop: asyncio.Event) -> None:
+    async def wait_for_mail(
+        self, timeout: float, stop: asyncio.Event, on_idle: Callable[[], None] | None = None
+    ) -> None:
         """Block in IDLE until the server pushes something, ``timeout`` passes, ``stop`` is set
-        or the connection drops (raised as ImapError)."""
+        or the connection drops (raised as ImapError). ``on_idle`` runs once the server has
+        accepted IDLE: only from then on is new mail pushed."""
         client = self._c()
         try:
             idle = await client.idle_start(timeout=timeout)
         except (aioimaplib.AioImapException, OSError) as exc:
             raise ImapError(f"IDLE refused: {exc!r}") from exc
+        if on_idle is not None:
+            on_idle()
         push = asyncio.ensure_future(client.wait_server_push(timeout=timeout + 30))
         waiters = [push, asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self.lost.wait())]
         try:

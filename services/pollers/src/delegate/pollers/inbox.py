@@ -8,6 +8,7 @@ skip everything already handled, so nothing is answered twice.
 """
 
 import asyncio
+import functools
 import logging
 import os
 import re
@@ -127,9 +128,14 @@ class Inbox:
         while not self.stop.is_set():
             await self.sync(session)
             if idle:
-                self.health.imap.ok("idle", f"{self.mailbox} after UID {self.last_uid}")
-                # renewed every IMAP_IDLE_S, and left at least every IMAP_POLL_S for the safety-net sync
-                await session.wait_for_mail(min(self.settings.imap_idle_s, self.settings.imap_poll_s), self.stop)
+                detail = f"{self.mailbox} after UID {self.last_uid}"
+                # renewed every IMAP_IDLE_S, and left at least every IMAP_POLL_S for the safety-net
+                # sync (which also catches mail that arrived between the sync and IDLE's start)
+                await session.wait_for_mail(
+                    min(self.settings.imap_idle_s, self.settings.imap_poll_s), self.stop,
+                    on_idle=functools.partial(self.health.imap.ok, "idle", detail),
+                )
+                self.health.imap.ok("syncing", detail)
             else:
                 self.health.imap.ok("polling", f"{self.mailbox} after UID {self.last_uid}")
                 if not await sleep_unless(self.stop, self.settings.imap_poll_s):
