@@ -4,6 +4,7 @@ import asyncio
 import contextlib
 import json
 import logging
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Sequence
 from typing import Any, TypeVar
 
@@ -47,6 +48,7 @@ REPLY_MARGIN = 16 * 1024
 # The refusals of the fence rules, by how their reason begins: counted (the ledger's Pong
 # carries the counts) and logged, besides being dead-lettered like every refusal.
 FENCE_REFUSALS = {FENCED: "fence.stale", UNFENCED: "fence.unfenced", FOREIGN: "fence.foreign"}
+COUNTED_MEMORY = 10_000
 
 
 class Ledger:
@@ -76,6 +78,7 @@ class Ledger:
         # in_progress this often keeps JetStream from redelivering it meanwhile.
         self.progress_every = ack_wait / 3
         self.counts: dict[str, int] = dict.fromkeys(FENCE_REFUSALS.values(), 0)
+        self._counted: OrderedDict[int, None] = OrderedDict()  # stream seqs of counted refusals
         self.announced = 0  # newest seq announced on ledger.live.committed by this process
         self._persisted_announced = 0  # what the database says was announced
         self._announcing: asyncio.Future[None] | None = None  # the newest batch's announcement
@@ -185,6 +188,15 @@ class Ledger:
                 raise StoreUnavailable(result.unavailable)
 
     def _count_refusal(self, raw: Msg, reason: str) -> None:
+        # A redelivered message (its batch outlived the ack wait under load) is refused again:
+        # it is still one refusal, told apart by its stream sequence.
+        seq = raw.metadata.sequence.stream if raw.metadata else None
+        if seq is not None:
+            if seq in self._counted:
+                return
+            self._counted[seq] = None
+            if len(self._counted) > COUNTED_MEMORY:
+                self._counted.popitem(last=False)
         for prefix, name in FENCE_REFUSALS.items():
             if reason.startswith(prefix):
                 self.counts[name] += 1
