@@ -7,13 +7,11 @@ APPEND over IMAP (imaplib), as a delivering server would.
 
 import imaplib
 import shutil
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-from delegate.launcher.procs import free_port
+from delegate.launcher.procs import free_port, wait_for_port
 
 USER = "owner-inbox"
 PASSWORD = "inbox-secret"
@@ -44,17 +42,12 @@ class ImapServer:
              "--demo-user", USER, "--demo-password", PASSWORD],
             stdout=log, stderr=subprocess.STDOUT,
         )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"pymap exited: {self.log_path.read_text()[-2000:]}")
-            try:
-                with socket.create_connection((self.host, self.port), timeout=0.5) as sock:
-                    if sock.recv(64).startswith(b"* OK"):
-                        return self
-            except OSError:
-                time.sleep(0.05)
-        raise TimeoutError(f"pymap did not greet on {self.port}")
+        try:
+            # pymap's asyncio server greets every connection as soon as it listens
+            wait_for_port(self.port, timeout, proc=self.proc)
+        except RuntimeError as exc:
+            raise RuntimeError(f"{exc}: {self.log_path.read_text()[-2000:]}") from None
+        return self
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
