@@ -62,9 +62,11 @@ def test_every_kind_has_a_payload_model_that_round_trips(kind: str) -> None:
                "call_id": "c", "name": "n", "ok": True, "output": "o", "input_tokens": 3, "trigger": "auto",
                "source": "timer", "status": "completed", "term_id": "s", "holder": "agent", "reason": "lost",
                "sender": "+15550001111", "outbox_id": "o", "channel": "sms", "mailbox": "INBOX", "uidvalidity": 7,
-               "uid": 3, "outcome": "input", "content_type": "image/png", "stored": False}
+               "uid": 3, "outcome": "input", "content_type": "image/png", "stored": False,
+               "session_id": "v"}
     overrides = {"term.started": {"type": "agent"}, "inbound.refused": {"reason": "not_owner"},
-                 "delivery": {"status": "sent"}}
+                 "delivery": {"status": "sent"}, "session.started": {"type": "phone"},
+                 "session.ended": {"type": "voice", "reason": "hangup"}}
     payload = model.model_validate({k: overrides.get(kind, {}).get(k, samples[k]) for k in required})
     role = "user" if kind == "message" else None
     event = make_event(payload, conversation_id="c", span_id="s", channel="text", role=role)

@@ -12,7 +12,7 @@ from twilio.base.exceptions import TwilioRestException
 from twilio.request_validator import RequestValidator
 from twilio.rest import Client
 
-from delegate.pollers.twilio_rest import BaseUrlTwilioHttpClient
+from delegate.runtime.twilio_rest import BaseUrlTwilioHttpClient
 from tests.support.twilio_standin import TwilioStandin
 
 

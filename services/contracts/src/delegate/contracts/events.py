@@ -262,6 +262,47 @@ class AttachmentStored(Payload):
     reason: str | None = Field(default=None, max_length=500)  # why not stored (too big, failed)
 
 
+VoiceSessionType = Literal["phone", "voice"]
+
+
+class SessionStarted(Payload):
+    """A phone call or browser voice session began (its span's first event after span.opened)."""
+
+    KIND: ClassVar[str] = "session.started"
+    type: VoiceSessionType
+    session_id: str = Field(max_length=64)
+    direction: Literal["inbound", "outbound"] = "inbound"
+    caller: str | None = Field(default=None, max_length=64)
+    call_sid: str | None = Field(default=None, max_length=64)
+    preset: str | None = Field(default=None, max_length=100)
+    model: str | None = Field(default=None, max_length=100)
+
+
+SessionEndReason = Literal[
+    "hangup", "caller_hangup", "realtime_lost", "stream_lost", "voice_lost", "unclaimed", "error", "superseded",
+]
+
+
+class SessionEnded(Payload):
+    KIND: ClassVar[str] = "session.ended"
+    type: VoiceSessionType
+    session_id: str = Field(max_length=64)
+    reason: SessionEndReason
+    duration_s: float | None = Field(default=None, ge=0)
+    detail: str = Field(default="", max_length=2000)
+
+
+class VoiceTiming(Payload):
+    """How long one spoken answer took to start: read a real call's latency from the ledger."""
+
+    KIND: ClassVar[str] = "voice.timing"
+    session_id: str = Field(max_length=64)
+    response_id: str | None = Field(default=None, max_length=64)
+    speech_stopped_to_first_audio_ms: float | None = Field(default=None, ge=0)
+    start_to_first_audio_ms: float | None = Field(default=None, ge=0)  # the greeting, from the stream's start
+    interrupted: bool = False
+
+
 class TaskEvent(Payload):
     """Every ``task.*`` kind shares this shape; the kind says what happened."""
 
@@ -276,7 +317,7 @@ PAYLOADS: dict[str, type[Payload]] = {
         ConversationOpened, ConversationEnded, SpanOpened, SpanClosed, Checkpoint, Message,
         TurnFailed, ToolCall, ToolResult, MemoryRetrieved, MemoryExtracted, ContextUsage,
         ContextCompacted, ContextCapsule, InnerSignal, ActivationOutcome, TermStarted, TermEnded,
-        InboundRefused, Delivery, MailProgress, AttachmentStored,
+        InboundRefused, Delivery, MailProgress, AttachmentStored, SessionStarted, SessionEnded, VoiceTiming,
     )
 }
 

@@ -76,7 +76,8 @@ ROLES: dict[str, Role] = {
             emits=(topics.AGENT_DELTA, topics.AGENT_STATE, topics.INNER_NOTICE),
             subscribes=(topics.LEDGER_COMMITTED,),
             consumes=(Consumer("AGENT", streams.AGENT_WORKER, topics.AGENT_INPUT),),
-            requests=(topics.LEDGER_RESUME, topics.LEDGER_GET, topics.LEDGER_QUERY),
+            # the call_owner tool asks the voice service to place the call
+            requests=(topics.LEDGER_RESUME, topics.LEDGER_GET, topics.LEDGER_QUERY, topics.VOICE_CALL_OWNER),
             serves=(topics.AGENT_STATE_GET, topics.AGENT_COMPACT, topics.AGENT_END, topics.AGENT_STOP,
                     topics.TOOLS_LIST, topics.TOOLS_CALL, topics.PINGS["agent"]),
             buckets=(s.AGENT_LEASE_BUCKET,),
@@ -85,10 +86,14 @@ ROLES: dict[str, Role] = {
         Role(
             "gateway",
             publishes=(_own_append("gateway"), topics.AGENT_INPUT, topics.MEDIA_FETCH),
-            subscribes=(topics.LEDGER_COMMITTED, topics.AGENT_DELTA, topics.AGENT_STATE, topics.INNER_NOTICE),
+            # caller audio goes to the voice service live, its answers come back the same way
+            emits=(topics.VOICE_IN_ANY,),
+            subscribes=(topics.LEDGER_COMMITTED, topics.AGENT_DELTA, topics.AGENT_STATE, topics.INNER_NOTICE,
+                        topics.VOICE_OUT_ANY, topics.VOICE_STATE),
             requests=(topics.LEDGER_PAGE, topics.LEDGER_QUERY, topics.LEDGER_GET, topics.AGENT_STATE_GET,
                       topics.AGENT_COMPACT, topics.AGENT_END, topics.AGENT_STOP, topics.PINGS["ledger"],
-                      topics.PINGS["agent"], topics.POLLERS_STATE),
+                      topics.PINGS["agent"], topics.PINGS["voice"], topics.POLLERS_STATE, topics.VOICE_PREPARE,
+                      topics.VOICE_ATTACH_ANY, topics.VOICE_STATE_GET),
             buckets=(s.GATEWAY_SESSIONS_BUCKET,),
             reads_streams=("AGENT",),  # the original of a duplicate input, by its sequence
         ),
@@ -105,10 +110,16 @@ ROLES: dict[str, Role] = {
         ),
         Role(
             "voice",
+            # one Realtime session at a time: its events fenced by the voice lock's term
             publishes=(_own_append("voice"),),
-            requests=(topics.TOOLS_LIST, topics.TOOLS_CALL),
-            serves=(topics.PINGS["voice"],),
+            emits=(topics.VOICE_OUT_ANY, topics.VOICE_STATE),
+            subscribes=(topics.VOICE_IN_ANY,),
+            requests=(topics.TOOLS_LIST, topics.TOOLS_CALL, topics.LEDGER_RESUME, topics.LEDGER_QUERY,
+                      topics.LEDGER_GET),
+            serves=(topics.VOICE_PREPARE, topics.VOICE_ATTACH_ANY, topics.VOICE_STATE_GET,
+                    topics.VOICE_CALL_OWNER, topics.PINGS["voice"]),
             buckets=(s.VOICE_LEASE_BUCKET,),
+            watches=(("LEDGER", streams.LEDGER_WRITER),),  # its context is read after the ledger caught up
             notes="a singleton fenced like the agent; calls the agent's tool registry",
         ),
         Role(

@@ -46,8 +46,31 @@ INNER_SIGNAL = "inner.evt.signal"  # typed signals (stream INNER)
 INNER_NOTICE = "inner.live.notice"  # live-only notices: capsule started/failed
 INNER_PING = "inner.cmd.ping"
 
-# voice
+# voice: one Realtime session at a time (the voice lock), its audio relayed live per session
 VOICE_LEASE_BUCKET = "voice_lease"  # the voice lock: a singleton fenced like the agent's
+VOICE_PREPARE = "voice.cmd.prepare"  # take the lock and pre-warm a session
+VOICE_ATTACH_ANY = "voice.cmd.attach.*"
+VOICE_IN_ANY = "voice.live.in.*"
+VOICE_OUT_ANY = "voice.live.out.*"
+VOICE_STATE = "voice.live.state"  # whenever a session starts, goes live or ends
+VOICE_STATE_GET = "voice.cmd.state"
+VOICE_CALL_OWNER = "voice.cmd.call_owner"  # place an outbound call to the owner
+
+
+def voice_attach(session_id: str) -> str:
+    """A stream claims its pre-warmed session (only the process holding it answers)."""
+    return f"voice.cmd.attach.{session_id}"
+
+
+def voice_in(session_id: str) -> str:
+    """Caller audio, mark echoes and hang-up, gateway -> voice."""
+    return f"voice.live.in.{session_id}"
+
+
+def voice_out(session_id: str) -> str:
+    """Answer audio, marks, clear, captions and end, voice -> gateway."""
+    return f"voice.live.out.{session_id}"
+
 
 # channels: the outbox (SMS and email to the owner) and late MMS media, stream CHANNELS,
 # delivered by the pollers

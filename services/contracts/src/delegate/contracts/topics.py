@@ -34,6 +34,18 @@ from .messages import (
     ToolListRequest,
     TurnCommand,
 )
+from .voice import (
+    AttachReply,
+    AttachSession,
+    CallOwner,
+    CallOwnerReply,
+    PrepareReply,
+    PrepareSession,
+    VoiceIn,
+    VoiceOut,
+    VoiceState,
+    VoiceStateRequest,
+)
 
 M = TypeVar("M")
 Req = TypeVar("Req", bound=BaseModel)
@@ -81,6 +93,10 @@ LEDGER_COMMITTED: Topic[Event] = Topic(s.LEDGER_COMMITTED, Event)
 AGENT_DELTA: Topic[Delta] = Topic(s.AGENT_DELTA, Delta)
 AGENT_STATE: Topic[AgentState] = Topic(s.AGENT_STATE, AgentState)
 INNER_NOTICE: Topic[LiveNotice] = Topic(s.INNER_NOTICE, LiveNotice)
+VOICE_STATE: Topic[VoiceState] = Topic(s.VOICE_STATE, VoiceState)
+# Per-session audio relays; the ``*`` topics are what the roles table grants.
+VOICE_IN_ANY: Topic[Any] = Topic(s.VOICE_IN_ANY, VoiceIn)
+VOICE_OUT_ANY: Topic[Any] = Topic(s.VOICE_OUT_ANY, VoiceOut)
 
 # request/reply
 LEDGER_PAGE = Query(s.LEDGER_PAGE, PageRequest, PageReply)
@@ -92,6 +108,10 @@ AGENT_COMPACT = Query(s.AGENT_COMPACT, AgentCommand, CommandReply, timeout=120.0
 AGENT_END = Query(s.AGENT_END, AgentCommand, CommandReply, timeout=120.0)
 AGENT_STOP = Query(s.AGENT_STOP, TurnCommand, CommandReply)
 POLLERS_STATE = Query(s.POLLERS_STATE, ChannelsStateRequest, ChannelsState, timeout=2.0)
+VOICE_PREPARE = Query(s.VOICE_PREPARE, PrepareSession, PrepareReply, timeout=5.0)
+VOICE_ATTACH_ANY = Query(s.VOICE_ATTACH_ANY, AttachSession, AttachReply, timeout=5.0)
+VOICE_STATE_GET = Query(s.VOICE_STATE_GET, VoiceStateRequest, VoiceState, timeout=1.0)
+VOICE_CALL_OWNER = Query(s.VOICE_CALL_OWNER, CallOwner, CallOwnerReply, timeout=30.0)
 TOOLS_LIST = Query(s.TOOLS_LIST, ToolListRequest, ToolListReply)
 TOOLS_CALL = Query(s.TOOLS_CALL, ToolCallRequest, ToolCallReply, timeout=300.0)
 
@@ -114,3 +134,15 @@ def ledger_append(producer: str) -> Topic[Event]:
 
 def dead_letters(source: str) -> Topic[DeadLetter]:
     return Topic(s.dead_letter(source), DeadLetter)
+
+
+def voice_attach(session_id: str) -> Query[AttachSession, AttachReply]:
+    return Query(s.voice_attach(session_id), AttachSession, AttachReply, timeout=5.0)
+
+
+def voice_in(session_id: str) -> Topic[Any]:
+    return Topic(s.voice_in(session_id), VoiceIn)
+
+
+def voice_out(session_id: str) -> Topic[Any]:
+    return Topic(s.voice_out(session_id), VoiceOut)

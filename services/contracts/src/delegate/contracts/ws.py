@@ -116,7 +116,14 @@ CLIENT_MESSAGE: TypeAdapter[AnyClientFrame] = TypeAdapter(ClientMessage)
 #   {"type":"ready","last_seq":N}             replay after hello is done; live follows
 #   {"type":"resync","reason":"..."}          the client fell behind: reconnect with hello
 #   {"type":"pong"}
-SERVER_FRAME_TYPES = ("event", "live", "delta", "state", "error", "ready", "resync", "pong", "ack")
+#   {"type":"voice","state":VoiceState}       whenever a call starts, goes live or ends
+#                                             (the ``state`` frame carries it too, as "voice")
+SERVER_FRAME_TYPES = ("event", "live", "delta", "state", "error", "ready", "resync", "pong", "ack", "voice")
+
+
+def voice_frame(state: dict[str, Any]) -> dict[str, Any]:
+    """``state``: a ``VoiceState`` as JSON."""
+    return {"type": "voice", "state": state}
 
 
 def error_frame(code: str, message: str, **extra: Any) -> dict[str, Any]:

@@ -1,39 +1,17 @@
-"""The Twilio REST client the outbox sends SMS with, pointed at TWILIO_API_BASE_URL when set.
+"""The Twilio REST client the outbox sends SMS with (``delegate.runtime.twilio_rest``)."""
 
-The official SDK's synchronous client, called from a worker thread (``asyncio.to_thread``) by
-the sender: its URL-rewriting hook below is the one shape that reaches a local stand-in for
-every Twilio domain, and the async client would add aiohttp as a second HTTP stack for a few
-short, timeout-bounded requests per message.
-"""
-
-from typing import Any
-from urllib.parse import urlsplit, urlunsplit
-
-from twilio.http.http_client import TwilioHttpClient
-from twilio.http.response import Response
 from twilio.rest import Client
+
+from delegate.runtime.twilio_rest import twilio_rest_client
 
 from .settings import Settings
 
 
-class BaseUrlTwilioHttpClient(TwilioHttpClient):  # type: ignore[misc]  # twilio is untyped
-    """Sends every request to ``base_url``'s scheme and host. It runs after the client's own
-    region/edge host rewriting, so it works for every Twilio domain and is immune to that
-    rewriting mangling a local host (twilio-email-wire.md, section 4)."""
-
-    def __init__(self, base_url: str, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._base = urlsplit(base_url)
-
-    def request(self, method: str, url: str, *args: Any, **kwargs: Any) -> Response:
-        parts = urlsplit(url)
-        url = urlunsplit((self._base.scheme, self._base.netloc, parts.path, parts.query, ""))
-        return super().request(method, url, *args, **kwargs)
-
-
 def twilio_client(settings: Settings) -> Client:
     """A client for the configured account; every request is bounded by OUTBOX_HTTP_TIMEOUT_S."""
-    base = settings.twilio_api_base_url
-    timeout = settings.outbox_http_timeout_s
-    http_client = BaseUrlTwilioHttpClient(base, timeout=timeout) if base else TwilioHttpClient(timeout=timeout)
-    return Client(settings.twilio_account_sid, settings.twilio_auth_token, http_client=http_client)
+    return twilio_rest_client(
+        settings.twilio_account_sid or "",
+        settings.twilio_auth_token or "",
+        base_url=settings.twilio_api_base_url,
+        timeout=settings.outbox_http_timeout_s,
+    )
