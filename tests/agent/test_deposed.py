@@ -82,7 +82,8 @@ async def test_a_deposed_leader_does_not_take_an_input_on(rig: Rig) -> None:
 
 
 async def test_a_leader_deposed_mid_turn_does_not_acknowledge_the_input(rig: Rig, standin: StandinProcess) -> None:
-    standin.script({"action": "slow", "delay_ms": 100, "text": "one two three four five six"})
+    # Long enough (about 4 s of deltas) that a loaded machine still deposes it mid-turn.
+    standin.script({"action": "slow", "delay_ms": 100, "text": " ".join(f"word{i}" for i in range(40))})
     msg, raw = await rig.deliver("tell me slowly")
     handling = asyncio.create_task(rig.agent.on_input(msg, raw))
     # The turn is under way once its user message is committed; then the lease goes.

@@ -61,6 +61,9 @@ from .turn import ChainPoint, Turn, Turns, failure_id, settle_opening
 log = logging.getLogger(__name__)
 
 SPAN_FOR_CHANNEL: dict[str, SpanType] = {"browser_voice": "voice", "phone": "phone", "inner": "activation"}
+# The voice service's own spans and channels (it writes their events; see delegate.voice).
+VOICE_SPANS = frozenset({"voice", "phone"})
+VOICE_CHANNELS = frozenset({"browser_voice", "phone"})
 BUSY = "A response or a compaction is running; try again when it is done."
 
 
@@ -357,6 +360,16 @@ class Agent(Turns, Redelivery, Compaction):
             if s.capsule is None or (event.seq or 0) >= (s.capsule.seq or 0):
                 s.capsule = event
                 await self.publish_state()
+        elif event.kind == "conversation.opened" and s.conversation_id is None and event.channel in VOICE_CHANNELS:
+            # A call opened the conversation (nothing was open): later text turns continue it.
+            s.conversation_id = event.conversation_id
+            await self.publish_state()
+        elif (
+            event.kind == "span.opened"
+            and event.payload.get("type") in VOICE_SPANS
+            and event.conversation_id == s.conversation_id
+        ):
+            await self._voice_started(event)
         elif (
             event.kind == "message"
             and event.role == "assistant"
@@ -368,6 +381,23 @@ class Agent(Turns, Redelivery, Compaction):
             # starts from the capsule and recent cross-channel turns (the same rule as at resume).
             log.info("voice activity: clearing the Responses chain")
             s.clear_chain()
+
+    async def _voice_started(self, opened: Event) -> None:
+        """A phone or browser voice session began: the Realtime protocol takes over the talking.
+
+        The Responses chain is cleared (a different protocol, not a restart of the relationship),
+        and the open text span is closed so the call is its own span in the timeline. A turn that
+        is running keeps its span: it closes idle later, as any span does.
+        """
+        s = self.state
+        if s.chain_id or s.replacement is not None:
+            log.info("voice session %s: clearing the Responses chain", opened.span_id)
+            s.clear_chain()
+        if self.lock.locked() or s.span is None or s.span.type in VOICE_SPANS:
+            return
+        async with self.lock:
+            if s.span is not None and s.span.id != opened.span_id and s.span.type not in VOICE_SPANS:
+                await self._close_span("superseded")
 
 
 def _meta(user_message: Event) -> dict[str, Any]:

@@ -67,7 +67,8 @@ def state_from_resume(resume: ResumeState) -> ConversationState:
     if resume.last_compacted is not None and resume.last_compacted.conversation_id == resume.conversation_id:
         state.last_compacted_at = resume.last_compacted.ts
     opened = resume.open_span
-    if opened is not None and opened.span_id:
+    # A call's span belongs to the voice service, which closes it (a killed one's successor too).
+    if opened is not None and opened.span_id and opened.payload.get("type") not in ("voice", "phone"):
         span_type = opened.payload.get("type", "interaction")
         state.span = SpanRef(opened.span_id, span_type, opened.channel)
     if resume.last_usage is not None:

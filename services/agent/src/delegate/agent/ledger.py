@@ -1,148 +1,23 @@
-"""The agent's side of the ledger: append events, and read back what was committed.
+"""The agent's side of the ledger (``delegate.runtime.ledger_client``), under its term's fence.
 
-The agent keeps no store of its own. Events go to ``ledger_append("agent")`` (JetStream,
-deduplicated by event id and fencing token), each stamped with the leadership term's
-``fence``; reads go through the ledger's request/reply queries. ``wait_caught_up`` is the
-barrier a new leader needs: once the ledger's durable consumer has nothing pending, every
-event a dead leader managed to publish is committed (or refused) and visible to queries.
+Every append is stamped with the leadership term's ``fence``; ``wait_caught_up`` is the barrier
+a new leader needs: once the ledger's durable consumer has nothing pending, every event a dead
+leader managed to publish is committed (or refused) and visible to queries.
 """
 
-import logging
-from collections.abc import Callable, Sequence
-from typing import TypeVar
-
-import nats.errors
-import nats.js.errors
-from pydantic import BaseModel
-
-from delegate.contracts import streams, topics
 from delegate.contracts.events import Event, Fence
-from delegate.contracts.messages import GetRequest, QueryReply, QueryRequest, ResumeRequest, ResumeState
-from delegate.contracts.topics import Query
-from delegate.runtime.bus import Bus, BusUnavailable, RemoteError, Retryable
-from delegate.runtime.retry import retrying
+from delegate.runtime.bus import Bus
+from delegate.runtime.ledger_client import PAGE, LedgerClient, LedgerUnavailable
 
-log = logging.getLogger(__name__)
-
-Req = TypeVar("Req", bound=BaseModel)
-Rep = TypeVar("Rep", bound=BaseModel)
-
-PAGE = 1000
+__all__ = ["PAGE", "Ledger", "LedgerUnavailable"]
 
 
-class LedgerUnavailable(Retryable):
-    """The ledger did not answer (or is behind); the input is retried later."""
-
-    delay = 2.0
-
-
-class _Behind(Exception):
-    """The ledger's consumer still has messages pending (or does not exist yet)."""
-
-
-class Ledger:
+class Ledger(LedgerClient):
     def __init__(self, bus: Bus) -> None:
-        self.bus = bus
+        super().__init__(bus, "agent")
         # The current leadership term's fence, stamped on every append; set by the term.
         self.fence: Fence | None = None
 
     async def append(self, event: Event) -> None:
-        """Publish ``event`` under this term's fence.
-
-        The message id carries the token: a successor republishing the same event (the user
-        message keeps the input's id) must not be swallowed by JetStream's dedup window
-        because a deposed leader's copy, which the ledger refuses, got there first.
-        """
-        fence = self.fence
-        if fence is not None:
-            event = event.model_copy(update={"fence": fence})
-        msg_id = f"{event.id}:{fence.token}" if fence is not None else event.id
-        await self.bus.publish(topics.ledger_append("agent"), event, msg_id=msg_id)
-
-    async def resume(self, turn_limit: int) -> ResumeState:
-        return await self._ask(topics.LEDGER_RESUME, ResumeRequest(turn_limit=turn_limit), timeout=10.0)
-
-    async def get(self, event_id: str) -> Event | None:
-        reply = await self._ask(topics.LEDGER_GET, GetRequest(id=event_id))
-        return reply.event
-
-    async def query(self, req: QueryRequest) -> QueryReply:
-        return await self._ask(topics.LEDGER_QUERY, req, timeout=10.0)
-
-    async def last_seq(self) -> int:
-        return (await self.query(QueryRequest(after_seq=2**62, limit=1))).last_seq
-
-    async def scan(self, req: QueryRequest) -> list[Event]:
-        """Every event the query matches, following ``more`` page by page."""
-        found: list[Event] = []
-        after = req.after_seq
-        while True:
-            reply = await self.query(req.model_copy(update={"after_seq": after}))
-            found.extend(reply.events)
-            if not reply.more or not reply.events:
-                return found
-            after = reply.events[-1].seq or after
-
-    async def newest(
-        self,
-        kinds: Sequence[str],
-        *,
-        conversation_id: str | None = None,
-        where: Callable[[Event], bool] = lambda e: True,
-        below: int | None = None,
-        window: int = 2000,
-    ) -> Event | None:
-        """The newest committed event of these kinds, searching back in growing seq windows."""
-        high = below if below is not None else await self.last_seq()
-        while high > 0:
-            low = max(high - window, 0)
-            events = await self.scan(
-                QueryRequest(
-                    after_seq=low, through_seq=high, kinds=list(kinds), conversation_id=conversation_id, limit=PAGE
-                )
-            )
-            for event in reversed(events):
-                if where(event):
-                    return event
-            high, window = low, window * 4
-        return None
-
-    async def recent_messages(self, *, after_seq: int, want: int, window: int = 1000) -> list[Event]:
-        """Up to ``want`` newest message events with seq > ``after_seq``, every conversation and channel."""
-        high = await self.last_seq()
-        found: list[Event] = []
-        while high > after_seq and len(found) < want:
-            low = max(high - window, after_seq)
-            page = await self.scan(QueryRequest(after_seq=low, through_seq=high, kinds=["message"], limit=PAGE))
-            found = page + found
-            high, window = low, window * 4
-        return found[-want:] if want else []
-
-    async def wait_caught_up(self, timeout: float = 15.0) -> None:
-        """Return once the ledger has committed everything published to its stream so far."""
-        try:
-            async for attempt in retrying(retry_on=_Behind, deadline=timeout, initial=0.05, maximum=0.2):
-                with attempt:
-                    await self._caught_up()
-        except _Behind as exc:
-            raise LedgerUnavailable(f"the ledger has not caught up with its stream: {exc}") from None
-
-    async def _caught_up(self) -> None:
-        try:
-            info = await self.bus.js.consumer_info("LEDGER", streams.LEDGER_WRITER)
-        except nats.js.errors.NotFoundError:
-            raise _Behind("its consumer does not exist yet") from None  # not started: wait as for a slow one
-        except (TimeoutError, nats.errors.Error, OSError) as exc:
-            raise _Behind(f"consumer info failed: {exc!r}") from exc
-        if info.num_pending or info.num_ack_pending:
-            raise _Behind(f"{info.num_pending} pending, {info.num_ack_pending} unacknowledged")
-
-    async def _ask(self, query: Query[Req, Rep], req: Req, timeout: float | None = None) -> Rep:
-        try:
-            return await self.bus.request(query, req, timeout=timeout)
-        except BusUnavailable as exc:
-            raise LedgerUnavailable(str(exc)) from exc
-        except RemoteError as exc:
-            if exc.code == "not_found":
-                return query.reply()
-            raise LedgerUnavailable(f"ledger answered {exc.code}: {exc.message}") from exc
+        """Publish ``event`` under this term's fence."""
+        await self.publish(event, self.fence)

@@ -22,6 +22,7 @@ from typing import Any
 from delegate.contracts import topics
 from delegate.contracts.channels import MAX_OUTBOUND_TEXT, OutboundEmail, OutboundSms
 from delegate.contracts.events import Event
+from delegate.contracts.voice import CallOwner, CallOwnerReply
 from delegate.runtime.bus import Bus, BusUnavailable, Retryable
 
 from .ledger import Ledger
@@ -72,6 +73,12 @@ class Outbox:
         if self.confirm is not None and not await self.confirm():
             raise NotLeading("the agent's lease is not ours; nothing was sent")
         await self.publish(msg)
+
+    async def call_owner(self, request_id: str, reason: str) -> CallOwnerReply:
+        """Ask the voice service to phone the owner; it places the call and runs the session."""
+        if self.confirm is not None and not await self.confirm():
+            raise NotLeading("the agent's lease is not ours; no call was placed")
+        return await self.bus.request(topics.VOICE_CALL_OWNER, CallOwner(request_id=request_id, reason=reason))
 
     async def outcome(self, outbox_id: str, timeout: float, every: float = 0.25) -> Event | None:
         """The sender's final ``delivery`` event for ``outbox_id``, or None when none came in time.

@@ -35,7 +35,9 @@ class Toolbox:
     @classmethod
     async def start(cls, settings: Settings, bus: Bus, ledger: Ledger, outbox: Outbox | None = None) -> "Toolbox":
         """``outbox``: how the owner-contact tools send (the same sender as sms/email replies)."""
-        registry = ToolRegistry(settings.runtime_data_dir, bus, fence=lambda: ledger.fence, outbox=outbox)
+        registry = ToolRegistry(
+            settings.runtime_data_dir, bus, fence=lambda: ledger.fence, outbox=outbox, caller=outbox
+        )
         try:
             await registry.start()
         except ConfigError as exc:

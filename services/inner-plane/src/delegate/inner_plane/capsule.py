@@ -1,4 +1,4 @@
-"""The continuity capsule: refreshed after a compaction and when input usage crosses the line.
+"""The continuity capsule: refreshed after a compaction, after a call, and when input usage crosses the line.
 
 One relationship, one capsule: each refresh folds the turns committed since the
 previous capsule (in any technical conversation) into it, and is recorded in the
@@ -51,6 +51,10 @@ class CapsuleRefresher:
             state.usage_above_line[cid] = above
         elif event.kind == "context.compacted" and cid is not None:
             self._request("compaction", event.seq, cid)
+        elif event.kind == "session.ended" and cid is not None:
+            # A call ran on the Realtime protocol: fold what was said into the capsule, so the
+            # next session of either protocol starts from an account that includes it.
+            self._request("call", event.seq, cid)
         elif event.kind == "context.capsule":
             capsule = event.typed(ContextCapsule)
             self._adopt(Capsule(text=capsule.text, through_seq=capsule.through_seq or event.seq, event_id=event.id))

@@ -48,6 +48,7 @@ from .config import (
     load_policies,
 )
 from .local import local_tools
+from .local.call import Caller
 from .local.owner import Outbox
 from .mcp import McpServer
 from .settings import ToolSettings
@@ -70,6 +71,7 @@ class ToolRegistry:
         settings: ToolSettings | None = None,
         fence: Callable[[], Fence | None] = lambda: None,
         outbox: Outbox | None = None,
+        caller: Caller | None = None,
     ) -> None:
         self.runtime_dir = Path(runtime_dir)
         self.bus = bus
@@ -78,6 +80,7 @@ class ToolRegistry:
         self.settings = settings or ToolSettings()
         # The agent's sender for the owner-contact tools; without one they are not offered.
         self.outbox = outbox
+        self.caller = caller  # asks the voice service to phone the owner (call_owner)
         self._local: dict[str, Tool] = {}
         self._mcp_tools: dict[str, dict[str, Tool]] = {}  # server -> exposed name -> tool
         self.policies: Policies = Policies()
@@ -100,7 +103,7 @@ class ToolRegistry:
         self._stamps = {POLICIES_FILE: file_stamp(policies_path), MCP_FILE: file_stamp(mcp_path)}
         self.policies, self.policies_from_file = load_policies(self.runtime_dir)
         self.mcp_config = load_mcp_config(self.runtime_dir)
-        tools, self._closers = local_tools(self.runtime_dir, self.settings, self.outbox)
+        tools, self._closers = local_tools(self.runtime_dir, self.settings, self.outbox, self.caller)
         for tool in tools:
             self._local[tool.name] = tool
         for name, config in self.mcp_config.servers.items():

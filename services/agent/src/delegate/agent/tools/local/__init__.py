@@ -5,6 +5,7 @@ from pathlib import Path
 
 from ..base import Tool
 from ..settings import ToolSettings
+from .call import Caller, call_tool
 from .github import github_tools
 from .memory import memory_tools
 from .notes import note_tools
@@ -13,7 +14,7 @@ from .web_search import web_search_tool
 
 
 def local_tools(
-    runtime_dir: Path, settings: ToolSettings, outbox: Outbox | None = None
+    runtime_dir: Path, settings: ToolSettings, outbox: Outbox | None = None, caller: Caller | None = None
 ) -> tuple[list[Tool], list[Callable[[], Awaitable[None]]]]:
     """The tools and the closers of the clients they hold.
 
@@ -29,6 +30,8 @@ def local_tools(
         tools.append(sms_tool(settings, outbox))
     if outbox is not None and settings.email_configured:
         tools.append(email_tool(settings, outbox))
+    if caller is not None and settings.sms_configured:  # the same Twilio number and owner phone
+        tools.append(call_tool(caller))
     if settings.github_token:
         gh_tools, gh = github_tools(settings)
         tools.extend(gh_tools)
