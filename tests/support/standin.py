@@ -2,6 +2,7 @@
 
     with start_standin() as standin:
         standin.script({"action": "text", "text": "hi"})
+        standin.realtime_script({"transcript": "hello", "answer": "hi there"})  # Realtime turns
         client = standin.client()            # openai.OpenAI pointed at it
         client.responses.create(model="gpt-5.5", input="hello")
         assert standin.requests()[-1]["body"]["input"] == "hello"
@@ -9,10 +10,16 @@
 The process logs to a file (never a pipe, which could fill and stall it).
 """
 
+import array
+import asyncio
+import base64
+import json
+import math
 import os
 import shutil
 import tempfile
 import time
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,6 +29,10 @@ import httpx
 from openai import AsyncOpenAI, OpenAI
 
 from delegate.launcher.procs import ManagedProcess, free_port, python_module
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    import audioop
 
 SRC = Path(__file__).resolve().parents[2] / "services" / "openai-standin" / "src"
 TEST_API_KEY = "sk-standin-test"
@@ -150,8 +161,33 @@ class StandinProcess:
         return dict(self._control().get(f"/_standin/responses/{response_id}").raise_for_status().json())
 
     def reset(self) -> None:
-        """Forget script, recorded requests and stored responses."""
+        """Forget script, recorded requests and stored responses, and the Realtime
+        script and sessions (the stand-in's reset covers both)."""
         self._control().post("/_standin/reset").raise_for_status()
+
+    # -- Realtime control API ----------------------------------------------
+
+    def realtime_script(self, *steps: dict[str, Any] | list[dict[str, Any]]) -> int:
+        """Queue Realtime steps for the coming user turns; returns how many are pending."""
+        flat: list[dict[str, Any]] = []
+        for step in steps:
+            flat.extend(step if isinstance(step, list) else [step])
+        reply = self._control().post("/_standin/realtime/script", json=flat)
+        if reply.status_code != 200:
+            raise ValueError(f"stand-in refused the realtime script: {reply.text}")
+        return int(reply.json()["pending"])
+
+    def realtime_pending_script(self) -> list[dict[str, Any]]:
+        return list(self._control().get("/_standin/realtime/script").raise_for_status().json())
+
+    def realtime_sessions(self) -> list[dict[str, Any]]:
+        """Every Realtime session so far: client events, server event types sent,
+        truncations and cancels (see the stand-in's README)."""
+        return list(self._control().get("/_standin/realtime/sessions").raise_for_status().json())
+
+    def realtime_reset(self) -> None:
+        """Forget the Realtime script and sessions only."""
+        self._control().post("/_standin/realtime/reset").raise_for_status()
 
     def _control(self) -> httpx.Client:
         if self._http is None:
@@ -172,3 +208,59 @@ def start_standin(**kwargs: Any) -> Iterator[StandinProcess]:
         yield standin
     finally:
         standin.stop()
+
+
+# -- Realtime test audio and events -----------------------------------------
+
+ULAW: dict[str, Any] = {"type": "audio/pcmu"}
+PCM24: dict[str, Any] = {"type": "audio/pcm", "rate": 24000}
+
+
+def speech_audio(speech_ms: int, silence_ms: int, *, lead_ms: int = 0, fmt: dict[str, Any] = ULAW) -> bytes:
+    """Speech-like input for the stand-in's energy VAD: `lead_ms` of silence, a loud
+    300 Hz burst of `speech_ms`, then `silence_ms` of silence, encoded in `fmt`
+    (µ-law 8 kHz or PCM16 24 kHz)."""
+    rate = 8000 if fmt["type"] == "audio/pcmu" else 24000
+    lead, burst, tail = (rate * ms // 1000 for ms in (lead_ms, speech_ms, silence_ms))
+    samples = array.array("h", [0] * lead)
+    samples.extend(int(9000 * math.sin(2 * math.pi * 300 * n / rate)) for n in range(burst))
+    samples.extend([0] * tail)
+    pcm = samples.tobytes()
+    if fmt["type"] != "audio/pcmu":
+        return pcm
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return audioop.lin2ulaw(pcm, 2)
+
+
+async def append_audio(connection: Any, data: bytes, *, chunk_bytes: int = 160) -> None:
+    """Send `data` as `input_audio_buffer.append` events (160 bytes = 20 ms of µ-law)."""
+    for start in range(0, len(data), chunk_bytes):
+        chunk = base64.b64encode(data[start : start + chunk_bytes]).decode()
+        await connection.input_audio_buffer.append(audio=chunk)
+
+
+class RealtimeEvents:
+    """Reads server events off an SDK Realtime connection as plain dicts, keeping
+    every one seen (`seen`) so a test can check the order afterwards."""
+
+    def __init__(self, connection: Any) -> None:
+        self.connection = connection
+        self.seen: list[dict[str, Any]] = []
+
+    async def next(self, timeout: float = 10.0) -> dict[str, Any]:
+        raw = await asyncio.wait_for(self.connection.recv_bytes(), timeout)
+        event: dict[str, Any] = json.loads(raw)
+        self.seen.append(event)
+        return event
+
+    async def until(self, kind: str, timeout: float = 15.0, **fields: Any) -> dict[str, Any]:
+        """The next event of type `kind` (whose top-level `fields` match), reading past others."""
+        deadline = time.monotonic() + timeout
+        while True:
+            event = await self.next(max(0.01, deadline - time.monotonic()))
+            if event["type"] == kind and all(event.get(k) == v for k, v in fields.items()):
+                return event
+
+    def types(self) -> list[str]:
+        return [event["type"] for event in self.seen]

@@ -1,5 +1,5 @@
-"""Assembles the FastAPI app. A Realtime module (`/v1/realtime` WebSocket) plugs
-in here later as one more router sharing the same state."""
+"""Assembles the FastAPI app: the Responses API, the Realtime WebSocket
+(`/v1/realtime`) and the control API, all sharing one state."""
 
 import logging
 
@@ -10,6 +10,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from delegate.openai_standin import control, http_responses
 from delegate.openai_standin.errors import ApiError, invalid_request, invalid_url
+from delegate.openai_standin.realtime import route as realtime_route
 from delegate.openai_standin.recorder import RecordingMiddleware
 from delegate.openai_standin.settings import Settings
 from delegate.openai_standin.state import StandinState
@@ -22,6 +23,7 @@ def create_app(settings: Settings) -> FastAPI:
     app = FastAPI(title="Delegate OpenAI stand-in", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.standin = state
     app.include_router(http_responses.router)
+    app.include_router(realtime_route.router)
     app.include_router(control.router)
     app.add_exception_handler(ApiError, _api_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)

@@ -7,6 +7,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
+from delegate.openai_standin.realtime.script import steps_adapter as realtime_steps
 from delegate.openai_standin.script import steps_adapter
 from delegate.openai_standin.state import StateDep
 
@@ -26,8 +27,7 @@ async def add_script(request: Request, state: StateDep) -> JSONResponse:
     try:
         steps = steps_adapter.validate_python(raw)
     except ValidationError as exc:
-        detail = json.loads(exc.json(include_url=False))
-        return JSONResponse({"error": "invalid script", "detail": detail}, status_code=422)
+        return _invalid_script(exc)
     state.script.add(steps)
     return JSONResponse({"queued": len(steps), "pending": len(state.script.pending())})
 
@@ -60,5 +60,40 @@ async def stored_response(response_id: str, state: StateDep) -> JSONResponse:
 
 @router.post("/reset")
 async def reset(state: StateDep) -> dict[str, bool]:
+    """Everything, Realtime included."""
     state.reset()
     return {"ok": True}
+
+
+@router.post("/realtime/script")
+async def add_realtime_script(request: Request, state: StateDep) -> JSONResponse:
+    """Append Realtime steps (a JSON list, or `{"steps": [...]}`) for the coming user turns."""
+    payload = await request.json()
+    raw = payload.get("steps") if isinstance(payload, dict) else payload
+    try:
+        steps = realtime_steps.validate_python(raw)
+    except ValidationError as exc:
+        return _invalid_script(exc)
+    state.realtime.script.add(steps)
+    return JSONResponse({"queued": len(steps), "pending": len(state.realtime.script.pending())})
+
+
+@router.get("/realtime/script")
+async def pending_realtime_script(state: StateDep) -> list[dict[str, Any]]:
+    return state.realtime.script.pending()
+
+
+@router.get("/realtime/sessions")
+async def realtime_sessions(state: StateDep) -> list[dict[str, Any]]:
+    return state.realtime.log.sessions()
+
+
+@router.post("/realtime/reset")
+async def reset_realtime(state: StateDep) -> dict[str, bool]:
+    state.realtime.reset()
+    return {"ok": True}
+
+
+def _invalid_script(exc: ValidationError) -> JSONResponse:
+    detail = json.loads(exc.json(include_url=False))
+    return JSONResponse({"error": "invalid script", "detail": detail}, status_code=422)

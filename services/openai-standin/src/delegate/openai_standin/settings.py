@@ -10,6 +10,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 OFFLINE_KEY = "offline-standin"
 
 DemoMode = Literal["auto", "on", "off"]
+RealtimePace = Literal["realtime", "instant"]
 
 
 class Settings(BaseSettings):
@@ -26,6 +27,9 @@ class Settings(BaseSettings):
     # The offline demo's answers (first-run guide, notes, reminders, capsule): "on", "off",
     # or "auto" = for requests made with OFFLINE_KEY. Tests' plain answers stay the default.
     standin_demo: DemoMode = "auto"  # STANDIN_DEMO
+    # Realtime answers: audio deltas at the pace they play ("realtime"), or all at once
+    # ("instant", for benchmarks that measure our side, not the audio's length).
+    standin_realtime_pace: RealtimePace = "realtime"  # STANDIN_REALTIME_PACE
     log_level: str = "INFO"  # LOG_LEVEL
 
     @field_validator("standin_demo", mode="before")

@@ -6,6 +6,7 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 
 from delegate.openai_standin.engine import Engine
+from delegate.openai_standin.realtime.state import RealtimeState
 from delegate.openai_standin.recorder import RequestLog
 from delegate.openai_standin.script import Script
 from delegate.openai_standin.settings import Settings
@@ -19,13 +20,15 @@ class StandinState:
     script: Script
     requests: RequestLog
     engine: Engine
+    realtime: RealtimeState
 
     @classmethod
     def build(cls, settings: Settings) -> "StandinState":
         store, script = ResponseStore(), Script()
-        return cls(settings, store, script, RequestLog(), Engine(settings, store, script))
+        return cls(settings, store, script, RequestLog(), Engine(settings, store, script), RealtimeState())
 
     def reset(self) -> None:
+        self.realtime.reset()
         self.script.clear()
         self.requests.clear()
         self.store.clear()

@@ -1,0 +1,76 @@
+"""Realtime script steps (`POST /_standin/realtime/script`).
+
+Steps apply in order to the following user turns of any session: a turn takes the
+next step when its user item appears (a committed audio buffer, or a user message
+created with `conversation.item.create`); the response answering that turn uses it.
+Responses with no new user turn (a greeting, the answer after a tool result) take
+no step. A step with `times: n` serves n turns."""
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RealtimeToolCall(_Strict):
+    name: str
+    arguments: dict[str, Any] | str = Field(default_factory=dict)
+    call_id: str | None = None
+
+    def arguments_json(self) -> str:
+        if isinstance(self.arguments, str):
+            return self.arguments
+        return json.dumps(self.arguments, ensure_ascii=False, separators=(",", ":"))
+
+
+class RealtimeError(_Strict):
+    code: str = "server_error"
+    message: str = "The server had an error while processing your request. Sorry about that!"
+    type: str = "server_error"
+
+
+class RealtimeStep(_Strict):
+    transcript: str | None = None  # the user's words for this turn (input transcription)
+    answer: str | None = None  # the assistant's words
+    tool_call: RealtimeToolCall | None = None  # the response is this function call instead
+    error: RealtimeError | None = None  # an `error` event instead of a response
+    delay_ms: int = Field(default=0, ge=0)  # before the first delta
+    disconnect_after_deltas: int | None = Field(default=None, ge=0)  # drop the socket after n audio deltas
+    times: int = Field(default=1, ge=1)
+
+
+steps_adapter: TypeAdapter[list[RealtimeStep]] = TypeAdapter(list[RealtimeStep])
+
+
+@dataclass
+class _Queued:
+    step: RealtimeStep
+    remaining: int
+
+
+class RealtimeScript:
+    def __init__(self) -> None:
+        self._queue: list[_Queued] = []
+
+    def add(self, steps: list[RealtimeStep]) -> None:
+        self._queue.extend(_Queued(step, step.times) for step in steps)
+
+    def take(self) -> RealtimeStep | None:
+        if not self._queue:
+            return None
+        entry = self._queue[0]
+        entry.remaining -= 1
+        if entry.remaining == 0:
+            self._queue.pop(0)
+        return entry.step
+
+    def pending(self) -> list[dict[str, Any]]:
+        return [{**e.step.model_dump(mode="json"), "remaining": e.remaining} for e in self._queue]
+
+    def clear(self) -> None:
+        self._queue.clear()
