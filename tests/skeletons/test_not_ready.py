@@ -1,5 +1,5 @@
-"""Voice is a skeleton until its issue: alive on the bus, never "ready". The pollers are real:
-ready only while they do their job (the outbox runs and, when configured, IMAP is connected)."""
+"""A service says "ready" only while it does its job: the pollers once the outbox runs and, when
+configured, IMAP is connected."""
 
 import asyncio
 from pathlib import Path
@@ -25,20 +25,6 @@ async def _first_pong(url: str, service: str, timeout: float = 30.0) -> Pong:
                     await asyncio.sleep(0.1)  # not subscribed yet: ask again
     finally:
         await bus.close()
-
-
-@pytest.mark.parametrize(("service", "says"), [("voice", "Realtime")])
-async def test_a_skeleton_answers_ping_but_never_reports_ready(tmp_path: Path, service: str, says: str) -> None:
-    system = System(tmp_path)
-    try:
-        system.start(service, wait=False)
-        assert system.nats is not None
-        pong = await _first_pong(system.nats.url, service)
-        assert pong.service == service
-        assert pong.ready is False
-        assert "skeleton" in pong.detail and says in pong.detail
-    finally:
-        system.stop()
 
 
 async def test_the_pollers_are_not_ready_while_their_imap_server_is_unreachable(tmp_path: Path) -> None:

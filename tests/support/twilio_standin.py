@@ -24,6 +24,9 @@ Endpoints (all need HTTP Basic ``AccountSid:AuthToken``, else 401 with Twilio's 
   DateSent<, DateSent> (messages not yet sent have no date_sent and match no date filter),
   paged with PageSize/Page in Twilio's page shape.
 - ``GET /2010-04-01/Accounts/{sid}/Messages/{MessageSid}.json``: one resource, or 404.
+- ``POST /2010-04-01/Accounts/{sid}/Calls.json``: form fields To, From, Twiml or Url,
+  StatusCallback; 201 + a Call resource (``CA…``, status ``queued``). Missing To/From, or
+  neither Twiml nor Url, is a 400 as the real API answers. ``calls`` lists them, oldest first.
 - ``GET /media/{name}``: a file added with ``add_media``; with ``redirect=True`` it answers
   302 to ``http://localhost:{port}/cdn/{name}``, a different host name for the same server,
   which needs no auth, as Twilio's media CDN; ``cdn_auth_seen`` lists any Authorization
@@ -109,6 +112,7 @@ class TwilioStandin:
         self.phone_number = phone_number
         self.requests: list[Recorded] = []
         self.messages: list[dict[str, Any]] = []  # Message resources, oldest first
+        self.calls: list[dict[str, Any]] = []  # Call resources, oldest first (with the TwiML sent)
         self.cdn_auth_seen: list[str] = []
         self._created: dict[str, datetime] = {}  # sid -> when created (the resource keeps RFC 2822)
         self._callbacks: dict[str, str] = {}  # sid -> StatusCallback URL
@@ -275,7 +279,9 @@ class TwilioStandin:
 
     def _api(self, h: BaseHTTPRequestHandler, method: str, path: str, record: Recorded) -> None:
         prefix = f"{API}/Accounts/{self.account_sid}/Messages"
-        if method == "POST" and path == prefix + ".json":
+        if method == "POST" and path == f"{API}/Accounts/{self.account_sid}/Calls.json":
+            self._create_call(h, record.form)
+        elif method == "POST" and path == prefix + ".json":
             self._create(h, record.form)
         elif method == "GET" and path == prefix + ".json":
             self._list(h, record.query)
@@ -343,6 +349,43 @@ class TwilioStandin:
             if callback:
                 self._callbacks[sid] = callback
         return dict(message)
+
+    def _create_call(self, h: BaseHTTPRequestHandler, form: Mapping[str, list[str]]) -> None:
+        def one(name: str) -> str | None:
+            values = form.get(name)
+            return values[0] if values else None
+
+        to, from_, twiml, url = one("To"), one("From"), one("Twiml"), one("Url")
+        if not to:
+            self._error(h, 400, 21201, "No 'To' number is specified")
+            return
+        if not from_:
+            self._error(h, 400, 21213, "No 'From' number is specified")
+            return
+        if not twiml and not url:
+            self._error(h, 400, 21205, "Either Url, Twiml or ApplicationSid is required")
+            return
+        now = datetime.now(UTC)
+        sid = "CA" + secrets.token_hex(16)
+        uri = f"{API}/Accounts/{self.account_sid}/Calls/{sid}"
+        call: dict[str, Any] = {
+            "sid": sid, "account_sid": self.account_sid, "api_version": "2010-04-01",
+            "to": to, "to_formatted": to, "from": from_, "from_formatted": from_, "status": "queued",
+            "direction": "outbound-api", "parent_call_sid": None, "phone_number_sid": None,
+            "start_time": None, "end_time": None, "duration": None, "price": None, "price_unit": "USD",
+            "answered_by": None, "forwarded_from": None, "caller_name": None, "group_sid": None,
+            "queue_time": "0", "trunk_sid": None,
+            "date_created": _rfc2822(now), "date_updated": _rfc2822(now),
+            "uri": uri + ".json",
+            "subresource_uris": {"notifications": uri + "/Notifications.json", "recordings": uri + "/Recordings.json"},
+        }
+        with self._lock:
+            # What was asked for, beside the resource: tests read the TwiML and the callback.
+            self.calls.append({**call, "twiml": twiml, "url": url, "status_callback": one("StatusCallback")})
+            callback = one("StatusCallback")
+            if callback:
+                self._callbacks[sid] = callback
+        self._json(h, 201, call)
 
     def _list(self, h: BaseHTTPRequestHandler, query: Mapping[str, list[str]]) -> None:
         def one(name: str) -> str | None:

@@ -1,25 +1,53 @@
-"""Entry point. The Realtime bridge arrives with the voice issue; until then the service joins
-the bus and answers ping as alive but not ready, so nothing mistakes it for a working voice."""
+"""``python -m delegate.voice``: the Realtime bridge for phone calls and browser voice.
+
+Serves ``voice.cmd.prepare`` (take the voice lock, pre-warm a session), ``voice.cmd.state``,
+``voice.cmd.call_owner`` and ping, and emits ``voice.live.state`` whenever a session starts,
+goes live or ends. Each session serves its own attach subject and live relay (``sessions``).
+"""
 
 import asyncio
+import socket
 
+from openai import AsyncOpenAI
+
+from delegate.contracts import topics
+from delegate.contracts.messages import Ping, Pong
 from delegate.runtime.bus import Bus
 from delegate.runtime.service import run_service
 
+from .manager import Sessions
+from .outbound_call import OwnerCaller
+from .presets import PresetStore
 from .settings import Settings
 
 SERVICE = "voice"
-SKELETON = "skeleton: the Realtime bridge arrives with the voice issue"
 
 
 async def serve(settings: Settings, stop: asyncio.Event) -> None:
-    bus = await Bus.connect(settings.nats_url, f"{SERVICE}:{settings.instance_name or SERVICE}")
+    instance = settings.instance_name or socket.gethostname()
+    bus = await Bus.connect(settings.nats_url, f"{SERVICE}:{instance}")
+    # No retries inside a call: a Realtime socket that fails ends the session, cleanly.
+    client = AsyncOpenAI(max_retries=0)
+    presets = PresetStore(settings.runtime_data_dir)
+    presets.refresh()
+    sessions = Sessions(settings, bus, client, presets, instance)
+    caller = OwnerCaller(settings, sessions)
     try:
         await bus.ensure_streams()
-        # Alive but not ready: a skeleton must never say it is ready while it does nothing.
-        await bus.serve_ping(SERVICE, ready=lambda: False, detail=SKELETON)
+        await bus.serve(topics.VOICE_PREPARE, sessions.on_prepare)
+        await bus.serve(topics.VOICE_STATE_GET, sessions.on_state)
+        await bus.serve(topics.VOICE_CALL_OWNER, caller.on_call_owner)
+
+        async def pong(_: Ping) -> Pong:
+            return Pong(service=SERVICE, instance=bus.service, ready=True, detail=sessions.describe())
+
+        await bus.serve(topics.PINGS[SERVICE], pong)
+        bus.spawn(sessions.watch_presets())
+        await sessions.publish_state()
         await stop.wait()
+        await sessions.close()
     finally:
+        await client.close()
         await bus.close()
 
 

@@ -1,6 +1,32 @@
+"""The voice service's one settings class; env var names in the comments."""
+
 from delegate.runtime.settings import ServiceSettings
 
 
 class Settings(ServiceSettings):
-    realtime_retention_ratio: float = 0.8  # REALTIME_RETENTION_RATIO
     openai_realtime_model: str = "gpt-realtime"  # OPENAI_REALTIME_MODEL
+    # OPENAI_TRANSCRIBE_MODEL: transcribes the caller's words (the ledger's user messages)
+    openai_transcribe_model: str = "gpt-4o-mini-transcribe"
+    realtime_retention_ratio: float = 0.8  # REALTIME_RETENTION_RATIO: context kept when Realtime truncates
+    # The voice lock: one session at a time, system-wide, renewed while the session lives.
+    voice_lock_ttl_s: float = 6.0  # VOICE_LOCK_TTL_S
+    voice_prewarm_timeout_s: float = 30.0  # VOICE_PREWARM_TIMEOUT_S: a prepared session nobody attached ends
+    voice_heartbeat_s: float = 1.0  # VOICE_HEARTBEAT_S: how often voice tells the gateway it is alive
+    voice_lost_after_s: float = 3.0  # VOICE_LOST_AFTER_S: silence from the gateway that ends the session
+    voice_recent_turns: int = 20  # VOICE_RECENT_TURNS: verbatim turns in the session's instructions
+    voice_recent_chars: int = 12_000  # VOICE_RECENT_CHARS: their character budget
+    voice_connect_timeout_s: float = 10.0  # VOICE_CONNECT_TIMEOUT_S: Realtime connect + configure
+
+    # Outbound calls to the owner (VOICE_CALL_OWNER); all four Twilio values or no calls.
+    twilio_account_sid: str | None = None  # TWILIO_ACCOUNT_SID
+    twilio_auth_token: str | None = None  # TWILIO_AUTH_TOKEN
+    twilio_phone_number: str | None = None  # TWILIO_PHONE_NUMBER: the caller id of our calls
+    twilio_api_base_url: str | None = None  # TWILIO_API_BASE_URL: a local stand-in in tests
+    twilio_http_timeout_s: float = 10.0  # TWILIO_HTTP_TIMEOUT_S
+    owner_phone: str | None = None  # OWNER_PHONE: who call_owner calls (E.164)
+    public_base_url: str = "http://localhost:8081"  # PUBLIC_BASE_URL: the gateway as Twilio reaches it
+
+    @property
+    def calls_enabled(self) -> bool:
+        return bool(self.twilio_account_sid and self.twilio_auth_token and self.twilio_phone_number
+                    and self.owner_phone)

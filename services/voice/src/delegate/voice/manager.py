@@ -1,0 +1,144 @@
+"""The voice service's face on the bus: prepare, state, and the one session at a time.
+
+The voice lock is what enforces one session system-wide (two voice processes, or a prepare
+racing another); ``current`` is only this process's view of it, the quick refusal for a second
+prepare while a session is here.
+"""
+
+import asyncio
+import contextlib
+import logging
+
+from openai import AsyncOpenAI
+
+from delegate.contracts import topics
+from delegate.contracts.voice import PrepareReply, PrepareSession, VoiceState, VoiceStateRequest
+from delegate.runtime.bus import Bus
+
+from .ledger import VoiceLedger
+from .lock import VoiceLock
+from .presets import PresetStore
+from .sessions import VoiceSession
+from .settings import Settings
+
+log = logging.getLogger(__name__)
+
+# How long prepare waits for the Realtime socket before answering: a dead endpoint is then
+# "unavailable" (the caller hears a polite refusal) instead of a stream that drops.
+CONNECT_WAIT_S = 3.0
+PRESETS_EVERY_S = 2.0
+
+
+class Sessions:
+    def __init__(
+        self, settings: Settings, bus: Bus, client: AsyncOpenAI, presets: PresetStore, instance: str
+    ) -> None:
+        self.settings = settings
+        self.bus = bus
+        self.ledger = VoiceLedger(bus)
+        self.client = client
+        self.presets = presets
+        self.instance = instance
+        self.current: VoiceSession | None = None
+        self._last_state: VoiceState | None = None
+
+    async def prepare(
+        self, req: PrepareSession, *, reason: str | None = None
+    ) -> tuple[PrepareReply, VoiceSession | None]:
+        """The reply, and the session when one was prepared (the outbound call needs it)."""
+        self.presets.refresh()
+        preset = self.presets.get(req.preset)
+        if preset is None:
+            known = ", ".join(sorted(self.presets.presets()))
+            message = f"no voice preset {req.preset!r} (have: {known})"
+            return PrepareReply(ok=False, reason="bad_preset", message=message), None
+        if self.current is not None:
+            return self._busy(), None
+        lock = VoiceLock(self.bus.js, self.instance, ttl=self.settings.voice_lock_ttl_s)
+        if not await lock.acquire():
+            return self._busy(), None
+        if self.current is not None:  # another prepare here won while we waited for the lock
+            await lock.release()
+            return self._busy(), None
+        session = VoiceSession(
+            self.settings, self.bus, self.ledger, self.client, lock, kind=req.kind, direction=req.direction,
+            preset=preset, call_sid=req.call_sid, caller=req.caller, reason=reason, on_change=self.publish_state,
+        )
+        self.current = session
+        await session.start()
+        self.bus.spawn(self._forget(session))
+        await self.publish_state()
+        with contextlib.suppress(TimeoutError):  # still opening after that: the stream's audio waits for it
+            await asyncio.wait_for(session.connect_done.wait(), CONNECT_WAIT_S)
+        if session.connect_error:
+            session.request_end("realtime_lost", session.connect_error)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(session.done.wait(), 5.0)  # the lock is free again for a retry
+            return PrepareReply(ok=False, reason="unavailable", message="the voice model cannot be reached"), None
+        log.info("prepared session %s (%s %s, preset %s)", session.id, req.direction, req.kind, preset.name)
+        return PrepareReply(ok=True, session_id=session.id, token=session.token), session
+
+    def _busy(self) -> PrepareReply:
+        return PrepareReply(ok=False, reason="busy", message="another voice or phone session is live")
+
+    async def _forget(self, session: VoiceSession) -> None:
+        await session.done.wait()
+        if self.current is session:
+            self.current = None
+        await self.publish_state()
+
+    async def on_prepare(self, req: PrepareSession) -> PrepareReply:
+        reply, _ = await self.prepare(req)
+        return reply
+
+    async def on_state(self, _: VoiceStateRequest) -> VoiceState:
+        self.presets.refresh()
+        return self.state()
+
+    def state(self) -> VoiceState:
+        presets = self.presets.presets()
+        common = {
+            "presets": sorted(presets),
+            "default_preset": self.presets.default().name,
+            "preset_errors": dict(self.presets.errors),
+        }
+        session = self.current
+        if session is None:
+            return VoiceState(**common)
+        return VoiceState(
+            active=True, session_id=session.id, kind=session.kind, status=session.status,
+            started_at=session.started_at, caller=session.caller, preset=session.preset.name, **common,
+        )
+
+    def describe(self) -> str:
+        """The ping's detail: what this process is doing now."""
+        session = self.current
+        if session is None:
+            return "idle"
+        what = "phone call" if session.kind == "phone" else "browser voice session"
+        return f"{session.status} {what}" if session.status != "live" else f"live {what}"
+
+    async def publish_state(self) -> None:
+        state = self.state()
+        if state != self._last_state:
+            self._last_state = state
+            await self.bus.emit(topics.VOICE_STATE, state)
+
+    async def watch_presets(self) -> None:
+        """Hot reload: a changed preset file shows in the state without anyone asking."""
+        while True:
+            await asyncio.sleep(PRESETS_EVERY_S)
+            try:
+                if self.presets.refresh():
+                    await self.publish_state()
+            except Exception:
+                log.exception("voice preset reload failed")
+
+    async def close(self) -> None:
+        session = self.current
+        if session is not None:
+            session.request_end("error", "the voice service was stopped")
+            try:
+                await asyncio.wait_for(session.done.wait(), 15.0)
+            except TimeoutError:
+                log.warning("session %s did not finish ending in time", session.id)

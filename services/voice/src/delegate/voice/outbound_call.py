@@ -1,0 +1,115 @@
+"""Calling the owner: prepare a phone session, then have Twilio place the call into it.
+
+The session is prepared first (lock, pre-warm, token), so the call is only placed when a
+session can take it, and its greeting is ready when the owner picks up. Twilio gets the TwiML
+inline: a bidirectional stream to the gateway's ``/call`` with the session and token as
+parameters, then the apology it plays if our side drops the stream, and a status callback that
+turns a call never answered (busy, no-answer, failed) into the session's end.
+
+The same ``request_id`` twice places one call (a retried tool call must not ring twice); the
+answer to the first is the answer to every repeat, for as long as this process remembers.
+"""
+
+import asyncio
+import logging
+from collections import OrderedDict
+from urllib.parse import urlencode, urlsplit, urlunsplit
+
+from twilio.base.exceptions import TwilioException
+from twilio.twiml.voice_response import Connect, VoiceResponse
+
+from delegate.contracts.voice import CallOwner, CallOwnerReply, PrepareSession
+from delegate.runtime.twilio_rest import twilio_rest_client
+
+from .manager import Sessions
+from .sessions import APOLOGY
+from .settings import Settings
+
+log = logging.getLogger(__name__)
+
+REMEMBERED = 200  # request ids whose answer is kept
+
+
+def stream_url(public_base_url: str) -> str:
+    """The gateway's media-stream socket as Twilio reaches it: http -> ws, https -> wss, path /call."""
+    parts = urlsplit(public_base_url)
+    scheme = "wss" if parts.scheme == "https" else "ws"
+    return urlunsplit((scheme, parts.netloc, parts.path.rstrip("/") + "/call", "", ""))
+
+
+def status_url(public_base_url: str, session_id: str) -> str:
+    parts = urlsplit(public_base_url)
+    return urlunsplit(
+        (parts.scheme, parts.netloc, parts.path.rstrip("/") + "/call/status", urlencode({"session": session_id}), "")
+    )
+
+
+def call_twiml(public_base_url: str, session_id: str, token: str) -> str:
+    response = VoiceResponse()
+    connect = Connect()
+    stream = connect.stream(url=stream_url(public_base_url))
+    stream.parameter(name="session", value=session_id)
+    stream.parameter(name="token", value=token)
+    response.append(connect)
+    response.say(APOLOGY)
+    return str(response.to_xml())
+
+
+class OwnerCaller:
+    def __init__(self, settings: Settings, sessions: Sessions) -> None:
+        self.settings = settings
+        self.sessions = sessions
+        self._answers: OrderedDict[str, asyncio.Future[CallOwnerReply]] = OrderedDict()
+
+    async def on_call_owner(self, req: CallOwner) -> CallOwnerReply:
+        known = self._answers.get(req.request_id)
+        if known is not None:
+            return await asyncio.shield(known)
+        future: asyncio.Future[CallOwnerReply] = asyncio.get_running_loop().create_future()
+        self._answers[req.request_id] = future
+        while len(self._answers) > REMEMBERED:
+            self._answers.popitem(last=False)
+        try:
+            reply = await self._place(req)
+        except Exception as exc:
+            log.exception("call_owner failed")
+            reply = CallOwnerReply(ok=False, reason="failed", message=f"the call could not be placed: {exc!r}")
+        future.set_result(reply)
+        if not reply.ok and reply.reason in ("busy", "unavailable"):
+            self._answers.pop(req.request_id, None)  # a later repeat may find the line free
+        return reply
+
+    async def _place(self, req: CallOwner) -> CallOwnerReply:
+        s = self.settings
+        if not s.calls_enabled:
+            return CallOwnerReply(
+                ok=False, reason="unavailable",
+                message="phone calls are not set up (TWILIO_ACCOUNT_SID, TWILIO_AUTH_TOKEN, "
+                "TWILIO_PHONE_NUMBER, OWNER_PHONE)",
+            )
+        prepared, session = await self.sessions.prepare(
+            PrepareSession(kind="phone", direction="outbound", caller=s.owner_phone), reason=req.reason or None
+        )
+        if not prepared.ok or session is None:
+            return CallOwnerReply(ok=False, reason=prepared.reason, message=prepared.message)
+        client = twilio_rest_client(
+            s.twilio_account_sid or "", s.twilio_auth_token or "", base_url=s.twilio_api_base_url,
+            timeout=s.twilio_http_timeout_s,
+        )
+        try:
+            call = await asyncio.to_thread(
+                client.calls.create,
+                to=s.owner_phone,
+                from_=s.twilio_phone_number,
+                twiml=call_twiml(s.public_base_url, session.id, session.token),
+                status_callback=status_url(s.public_base_url, session.id),
+            )
+        except (TwilioException, OSError) as exc:
+            log.error("placing the call to the owner failed: %s", exc)
+            session.request_end("error", f"Twilio refused the call: {exc}")
+            return CallOwnerReply(
+                ok=False, session_id=session.id, reason="failed", message=f"Twilio refused the call: {exc}"
+            )
+        session.call_sid = str(call.sid)
+        log.info("calling the owner: call %s, session %s", call.sid, session.id)
+        return CallOwnerReply(ok=True, call_sid=str(call.sid), session_id=session.id)

@@ -1,0 +1,142 @@
+"""A session's ledger events, written as they happen and in the order they were spoken.
+
+One writer task publishes one event at a time, each acked before the next, so the stream holds
+them in the order they were queued, and each event's ``ts`` is kept above the previous one, so
+the timeline shows them in that order too.
+
+Transcripts finish out of order: the caller's words are transcribed asynchronously and may
+complete after the answer to them started. So messages follow the conversation's item order:
+items are registered as the conversation adds them, and a message is written once every item
+before it is written (or known to have no words). A SIGKILL then loses at most the sentence
+still being said. Nothing is written for a session no stream ever claimed (its greeting was
+never heard).
+"""
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from delegate.contracts.events import Channel, Event, Fence, Message, Payload, make_event
+from delegate.contracts.ids import utcnow
+from delegate.runtime.bus import BusUnavailable
+
+from .ledger import VoiceLedger
+
+log = logging.getLogger(__name__)
+
+TICK = timedelta(microseconds=1)
+# A caller turn whose transcript never arrives stops holding back later messages after this.
+TRANSCRIPT_WAIT_S = 15.0
+
+Speaker = Literal["user", "assistant"]
+
+
+@dataclass
+class _Item:
+    item_id: str
+    role: Speaker
+    added_at: float
+    text: str | None = None
+    done: bool = False
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+class Recorder:
+    def __init__(self, ledger: VoiceLedger, fence: Callable[[], Fence], *, session_id: str, channel: Channel) -> None:
+        self.ledger = ledger
+        self.fence = fence
+        self.session_id = session_id
+        self.channel: Channel = channel
+        self.conversation_id: str | None = None
+        self.span_id: str | None = None
+        self.heard = False  # a stream claimed the session: what the model says is heard from now on
+        self._items: dict[str, _Item] = {}  # in conversation order
+        self._queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        self._last_ts: datetime | None = None
+        self._writer: asyncio.Task[None] | None = None
+
+    def start(self, conversation_id: str, span_id: str) -> None:
+        self.conversation_id, self.span_id = conversation_id, span_id
+        self._writer = asyncio.create_task(self._write_all(), name=f"voice-recorder-{self.session_id}")
+
+    # ---- any event ------------------------------------------------------------------------
+
+    def write(self, payload: Payload, *, role: Speaker | None = None, in_span: bool = True) -> Event:
+        """Queue one event of this session (in its span; ``in_span`` False: in the conversation only)."""
+        now = utcnow()
+        if self._last_ts is not None and now <= self._last_ts:
+            now = self._last_ts + TICK
+        self._last_ts = now
+        event = make_event(
+            payload,
+            conversation_id=self.conversation_id,
+            span_id=self.span_id if in_span else None,
+            channel=self.channel,
+            role=role,
+            ts=now,
+        )
+        self._queue.put_nowait(event)
+        return event
+
+    async def _write_all(self) -> None:
+        while True:
+            event = await self._queue.get()
+            if event is None:
+                return
+            try:
+                await self.ledger.append(event, self.fence())
+            except BusUnavailable as exc:
+                log.error("session %s: %s %s not recorded: %s", self.session_id, event.kind, event.id, exc)
+
+    async def close(self, timeout: float) -> None:
+        """Write what is queued (within ``timeout`` seconds), then stop the writer."""
+        if self._writer is None:
+            return
+        self._queue.put_nowait(None)
+        try:
+            await asyncio.wait_for(asyncio.shield(self._writer), timeout)
+        except TimeoutError:
+            log.warning("session %s: %d events still unwritten at the end", self.session_id, self._queue.qsize())
+            self._writer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._writer
+
+    # ---- transcripts in spoken order ------------------------------------------------------
+
+    def add_item(self, item_id: str, role: Speaker) -> None:
+        if item_id not in self._items:
+            self._items[item_id] = _Item(item_id, role, asyncio.get_running_loop().time())
+
+    def has_item(self, item_id: str) -> bool:
+        return item_id in self._items
+
+    def said(self, item_id: str, role: Speaker, text: str | None, **meta: Any) -> None:
+        """The item's final words (None or empty: it had none); written when its turn comes."""
+        self.add_item(item_id, role)
+        item = self._items[item_id]
+        if item.done:
+            return
+        item.text, item.done = text, True
+        item.meta.update(meta)
+        self.flush()
+
+    def flush(self, *, final: bool = False) -> None:
+        """Write the leading finished items; ``final``: every item, with what it has."""
+        if not self.heard and not final:
+            return
+        now = asyncio.get_running_loop().time()
+        while self._items:
+            item = next(iter(self._items.values()))
+            stale = item.role == "user" and now - item.added_at > TRANSCRIPT_WAIT_S
+            if not (item.done or final or stale):
+                return
+            del self._items[item.item_id]
+            text = (item.text or "").strip()
+            if not text or not self.heard:
+                continue
+            meta = {"session_id": self.session_id, "item_id": item.item_id, **item.meta}
+            self.write(Message(text=text, meta=meta), role=item.role)

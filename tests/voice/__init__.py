@@ -1,0 +1,1 @@
+"""Voice service tests: real processes, the Realtime stand-in, the gateway played over the bus."""

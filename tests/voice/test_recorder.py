@@ -1,0 +1,65 @@
+"""Spoken order: a caller's transcript that completes after the answer to it still comes first."""
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from delegate.contracts.events import Fence, VoiceTiming
+from delegate.contracts.ids import new_id
+from delegate.voice.ledger import VoiceLedger
+from delegate.voice.recorder import Recorder
+from tests.support.system import System
+from tests.voice.peer import ledger_events
+
+
+async def test_messages_follow_the_conversation_order_not_the_transcript_order(
+    make_system: Callable[..., System], connect: Any
+) -> None:
+    system = make_system()  # the ledger only: the test writes as the voice service would
+    bus, _ = await connect(system)
+    conversation, span = new_id(), new_id()
+    recorder = Recorder(VoiceLedger(bus), lambda: Fence(singleton="voice", token=1), session_id="s1", channel="phone")
+    recorder.start(conversation, span)
+    recorder.heard = True
+    recorder.add_item("item_U1", "user")
+    recorder.add_item("item_A1", "assistant")
+    recorder.said("item_A1", "assistant", "The answer, finished first.")
+    marker = recorder.write(VoiceTiming(session_id="s1"))  # written in queue order: after anything said so far
+    committed = await wait_for_count(bus, conversation, 1)
+    assert [e.id for e in committed] == [marker.id]  # the answer is held back behind the caller's turn
+    recorder.said("item_U1", "user", "The question, transcribed late.")
+    recorder.add_item("item_U2", "user")
+    recorder.said("item_U2", "user", "   ")  # no words: nothing to write, and it holds nothing back
+    recorder.add_item("item_A2", "assistant")
+    recorder.said("item_A2", "assistant", "A second answer.", interrupted=True, played_ms=700)
+    await recorder.close(10.0)
+
+    events = await wait_for_count(bus, conversation, 4)
+    ordered = sorted((e for e in events if e.kind == "message"), key=lambda e: (e.ts, e.id))
+    assert [e.seq for e in ordered] == sorted(e.seq for e in ordered)  # timeline order = commit order
+    assert [(e.role, e.payload["text"]) for e in ordered] == [
+        ("user", "The question, transcribed late."),
+        ("assistant", "The answer, finished first."),
+        ("assistant", "A second answer."),
+    ]
+    assert ordered[0].payload["meta"] == {"session_id": "s1", "item_id": "item_U1"}
+    assert ordered[2].payload["meta"] == {"session_id": "s1", "item_id": "item_A2", "interrupted": True,
+                                          "played_ms": 700}
+    assert all(e.span_id == span and e.channel == "phone" for e in ordered)
+
+
+async def wait_for_count(bus: Any, conversation: str, count: int) -> list[Any]:
+    found: list[Any] = []
+
+    async def poll() -> None:
+        found[:] = await ledger_events(bus, conversation_id=conversation)
+
+    async def check() -> bool:
+        await poll()
+        return len(found) >= count
+
+    deadline = asyncio.get_running_loop().time() + 15
+    while not await check():
+        assert asyncio.get_running_loop().time() < deadline, f"only {len(found)} of {count} events committed"
+        await asyncio.sleep(0.1)
+    return found

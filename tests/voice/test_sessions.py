@@ -1,0 +1,118 @@
+"""Preparing and claiming a session: the one-time token, one session at a time, unclaimed ends."""
+
+from collections.abc import Callable
+from typing import Any
+
+from delegate.contracts import topics
+from delegate.contracts.subjects import VOICE_LEASE_BUCKET
+from delegate.contracts.voice import HeartbeatOut, PrepareSession
+from delegate.runtime.lease import LEASE_KEY
+from tests.support.standin import StandinProcess
+from tests.support.system import System
+from tests.voice.peer import events_until, poll_state, session_updates, voice_state, wait_for
+
+
+async def test_prepare_attach_single_use_token_and_busy(
+    make_system: Callable[..., System], connect: Any, standin: StandinProcess
+) -> None:
+    system = make_system("voice")
+    bus, caller = await connect(system)
+    pong = await bus.ping("voice")
+    assert pong.ready and pong.detail == "idle"
+
+    prepared = await caller.prepare("phone", call_sid="CA" + "1" * 32, caller="+15550001111")
+    assert prepared.ok and prepared.session_id and prepared.token and len(prepared.token) <= 64
+
+    # one session at a time: a second prepare is refused while this one lives
+    second = await bus.request(topics.VOICE_PREPARE, PrepareSession(kind="browser"))
+    assert not second.ok and second.reason == "busy"
+
+    bad = await caller.attach(token="not-the-token", heartbeat=False)
+    assert not bad.ok and bad.reason == "bad_token"
+    claimed = await caller.attach()
+    assert claimed.ok and claimed.audio_format == "pcmu"
+    again = await caller.attach(heartbeat=False)
+    assert not again.ok and again.reason == "bad_token"  # the token is single use
+
+    state = await voice_state(bus)
+    assert state.active and state.session_id == caller.session_id and state.kind == "phone"
+    await wait_for(lambda: caller.of(HeartbeatOut), "a heartbeat from voice")
+    live = await poll_state(bus, "live")
+    assert live.caller == "+15550001111" and live.preset == "quiet"
+    assert (await bus.ping("voice")).detail == "live phone call"
+
+    await caller.hang_up()
+    end = await wait_for(caller.ended, "the end of the session")
+    assert end.reason == "caller_hangup"
+    await poll_state(bus, "idle")
+
+    events = await events_until(bus, caller.session_id, "span.closed")
+    kinds = [e.kind for e in events]
+    assert kinds[:2] == ["span.opened", "session.started"] and kinds[-2:] == ["session.ended", "span.closed"]
+    assert events[0].payload["type"] == "phone" and events[0].channel == "phone"
+    started = events[1].payload
+    assert started["session_id"] == caller.session_id and started["call_sid"] == "CA" + "1" * 32
+    assert started["preset"] == "quiet" and started["model"] == "gpt-realtime"
+    assert events[-2].payload["reason"] == "caller_hangup"
+
+    # the lock was released: the next session may start at once
+    assert (await caller.prepare("browser")).ok
+    claimed = await caller.attach()
+    assert claimed.ok and claimed.audio_format == "pcm16"
+    await caller.hang_up("hangup")
+    events = await events_until(bus, caller.session_id, "span.closed")
+    assert events[0].payload["type"] == "voice" and events[0].channel == "browser_voice"
+    updates = session_updates(standin)
+    assert updates[0]["audio"]["input"]["format"] == {"type": "audio/pcmu"}
+    assert updates[-1]["audio"]["input"]["format"] == {"type": "audio/pcm", "rate": 24000}  # the browser's
+    assert updates[-1]["audio"]["output"]["format"] == {"type": "audio/pcm", "rate": 24000}
+
+
+async def test_a_lost_voice_lock_ends_the_session(make_system: Callable[..., System], connect: Any) -> None:
+    system = make_system("voice")
+    bus, caller = await connect(system)
+    assert (await caller.prepare("phone")).ok
+    assert (await caller.attach()).ok
+    await poll_state(bus, "live")
+    kv = await bus.js.key_value(VOICE_LEASE_BUCKET)
+    await kv.delete(LEASE_KEY)  # as if it expired while the process was paused: the next renewal fails
+    end = await wait_for(caller.ended, "the session's end", timeout=15)
+    assert end.reason == "superseded" and end.message
+    events = await events_until(bus, caller.session_id, "span.closed")
+    assert next(e for e in events if e.kind == "session.ended").payload["reason"] == "superseded"
+
+
+async def test_shutdown_mid_call_ends_it_cleanly(make_system: Callable[..., System], connect: Any) -> None:
+    system = make_system("voice")
+    bus, caller = await connect(system)
+    assert (await caller.prepare("phone")).ok
+    assert (await caller.attach()).ok
+    await poll_state(bus, "live")
+    system.procs["voice"].stop()  # SIGTERM
+    end = await wait_for(caller.ended, "the session's end", timeout=15)
+    assert end.reason == "error" and end.message  # the gateway closes; Twilio plays the apology
+    events = await events_until(bus, caller.session_id, "span.closed")
+    ended = next(e for e in events if e.kind == "session.ended")
+    assert ended.payload["reason"] == "error" and "stopped" in ended.payload["detail"]
+
+
+async def test_unclaimed_session_ends_and_frees_the_lock(make_system: Callable[..., System], connect: Any) -> None:
+    system = make_system("voice", VOICE_PREWARM_TIMEOUT_S="2")
+    bus, caller = await connect(system)
+    assert (await caller.prepare("phone")).ok
+    events = await events_until(bus, caller.session_id, "span.closed")
+    assert next(e for e in events if e.kind == "session.ended").payload["reason"] == "unclaimed"
+    assert not [e for e in events if e.kind == "message"]  # nobody heard anything
+    await poll_state(bus, "idle")
+    assert (await caller.prepare("phone")).ok
+
+
+async def test_gateway_silence_ends_the_session(make_system: Callable[..., System], connect: Any) -> None:
+    system = make_system("voice", VOICE_LOST_AFTER_S="1.5")
+    bus, caller = await connect(system)
+    assert (await caller.prepare("phone")).ok
+    assert (await caller.attach(heartbeat=False)).ok  # and then nothing: the gateway died
+    end = await wait_for(caller.ended, "the session's end", timeout=15)
+    assert end.reason == "stream_lost"
+    events = await events_until(bus, caller.session_id, "span.closed")
+    assert next(e for e in events if e.kind == "session.ended").payload["reason"] == "stream_lost"
