@@ -72,7 +72,7 @@ async def test_readyz_is_503_naming_what_is_missing_until_ledger_and_agent_answe
         while not await ready():
             assert asyncio.get_running_loop().time() < deadline, last
             await asyncio.sleep(0.1)
-        assert last == (200, {"status": "ready", "channels": None})  # no pollers run here
+        assert last == (200, {"status": "ready", "channels": None, "voice": None})  # no pollers or voice here
         system.kill("ledger")
         assert await readyz(system) == (503, {"status": "unready", "missing": ["ledger"]})
     finally:

@@ -15,7 +15,7 @@ from starlette.staticfiles import StaticFiles
 
 from delegate.runtime.bus import Bus
 
-from . import chat_ws, http, twilio_webhooks
+from . import browser_call_ws, call_ws, chat_ws, http, twilio_voice, twilio_webhooks
 from .auth import OwnerAuth, load_or_create_token
 from .channels import ChannelsCache
 from .deps import GatewayContext
@@ -60,7 +60,10 @@ def create_app(settings: Settings, bus: Bus | None = None) -> FastAPI:
     app.include_router(http.api)
     app.include_router(chat_ws.router)
     app.include_router(twilio_webhooks.router)
-    # Later routers (/call, /browser-call, /api/tasks) are included here.
+    app.include_router(twilio_voice.router)
+    app.include_router(call_ws.router)
+    app.include_router(browser_call_ws.router)
+    # Later routers (/api/tasks) are included here.
     # Static files last: every route above wins over a file of the same name.
     app.mount("/", ClientFiles(directory=settings.client_dir, html=True, check_dir=False), name="client")
     return app

@@ -366,4 +366,4 @@ class ChatConnection:
                 log.debug("chat %s: no state from the agent: %s", self.label, exc)
         state = state or self.ctx.hub.latest_state
         if state is not None:
-            self.client.send(state_frame(state))
+            self.client.send(state_frame(state, self.ctx.hub.voice.current))

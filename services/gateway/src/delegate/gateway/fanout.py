@@ -21,11 +21,14 @@ import logging
 from collections import deque
 from typing import Any, Literal
 
-from delegate.contracts import topics
+from delegate.contracts import topics, ws
 from delegate.contracts.events import Event
 from delegate.contracts.messages import AgentState, Delta, LiveNotice, QueryRequest
+from delegate.contracts.voice import VoiceState
 from delegate.runtime.bus import Bus, BusUnavailable, RemoteError
 from delegate.runtime.retry import retrying
+
+from .voice_state import VoiceStateCache, voice_json
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +44,8 @@ def event_frame(event: Event) -> str:
     return '{"type":"event","event":' + event.model_dump_json() + "}"
 
 
-def state_frame(state: AgentState) -> str:
-    return json.dumps({"type": "state", **state.model_dump(mode="json", exclude={"error"})})
+def state_frame(state: AgentState, voice: dict[str, Any] | None = None) -> str:
+    return json.dumps({"type": "state", **state.model_dump(mode="json", exclude={"error"}), "voice": voice})
 
 
 def delta_frame(delta: Delta) -> str:
@@ -204,6 +207,7 @@ class Hub:
         self.clients: set[ChatClient] = set()
         self.last_seq: int | None = None  # highest committed seq forwarded (gapless up to here)
         self.latest_state: AgentState | None = None
+        self.voice = VoiceStateCache()
         self.filled = 0  # events fetched from the ledger to close gaps
         self._bus: Bus | None = None
         self._lock = asyncio.Lock()
@@ -224,6 +228,7 @@ class Hub:
         await bus.subscribe(topics.AGENT_DELTA, self._on_delta)
         await bus.subscribe(topics.AGENT_STATE, self._on_state)
         await bus.subscribe(topics.INNER_NOTICE, self._on_notice)
+        await self.voice.start(bus, self._on_voice)
         bus.spawn(self._tail_loop())
 
     def close_all(self, code: int, reason: str) -> None:
@@ -331,7 +336,13 @@ class Hub:
 
     async def _on_state(self, state: AgentState) -> None:
         self.latest_state = state
-        text = state_frame(state)
+        text = state_frame(state, self.voice.current)
+        for client in list(self.clients):
+            client.send(text)
+
+    async def _on_voice(self, state: VoiceState) -> None:
+        # Every open tab sees a call start and end, whichever tab (or phone) it is on.
+        text = json.dumps(ws.voice_frame(voice_json(state)))
         for client in list(self.clients):
             client.send(text)
 

@@ -83,24 +83,37 @@ def channels_cache(request: Request) -> ChannelsCache:
     return cache
 
 
+async def voice_detail(bus: Bus) -> dict[str, Any] | None:
+    """Whether the voice service answers its ping (and is ready); None when it does not."""
+    try:
+        pong = await bus.ping("voice", timeout=READY_PING_TIMEOUT_S)
+    except (BusUnavailable, RemoteError):
+        return None
+    return {"ready": pong.ready, "detail": pong.detail}
+
+
 @public.get("/readyz")
 async def readyz(request: Request, ctx: ContextDep) -> JSONResponse:
     bus = ctx.bus
     channels: dict[str, Any] | None = None
+    voice: dict[str, Any] | None = None
     if bus is None or not bus.nc.is_connected:
         missing = ["nats", "ledger", "agent"]
     else:
         names = ("ledger", "agent")
-        # The pollers' state is detail, asked alongside the pings: readiness stays ledger + agent.
+        # The pollers' state and voice's pong are detail, asked alongside the pings: readiness
+        # stays ledger + agent (chat works without phone calls).
         channels_task = asyncio.ensure_future(channels_cache(request).get(bus))
+        voice_task = asyncio.ensure_future(voice_detail(bus))
         pongs = await asyncio.gather(
             *(bus.ping(name, timeout=READY_PING_TIMEOUT_S) for name in names), return_exceptions=True
         )
         missing = [n for n, p in zip(names, pongs, strict=True) if isinstance(p, BaseException) or not p.ready]
         channels = await channels_task
+        voice = await voice_task
     if missing:
         return JSONResponse({"status": "unready", "missing": missing}, status_code=503)
-    return JSONResponse({"status": "ready", "channels": channels})
+    return JSONResponse({"status": "ready", "channels": channels, "voice": voice})
 
 
 # ---- sign-in -------------------------------------------------------------------------------
@@ -205,9 +218,10 @@ def offline_state(settings: Settings) -> AgentState:
 
 
 @api.get("/state")
-async def state(request: Request, bus: BusDep, settings: SettingsDep) -> dict[str, Any]:
-    # Asked together: the pollers' shorter timeout never adds to the agent's.
+async def state(request: Request, ctx: ContextDep, bus: BusDep, settings: SettingsDep) -> dict[str, Any]:
+    # Asked together: the pollers' and voice's shorter timeouts never add to the agent's.
     channels_task = asyncio.ensure_future(channels_cache(request).get(bus))
+    voice_task = asyncio.ensure_future(ctx.hub.voice.get(bus))
     try:
         reply = await bus.request(topics.AGENT_STATE_GET, AgentCommand(), timeout=2.0)
     except BusUnavailable as exc:
@@ -215,12 +229,17 @@ async def state(request: Request, bus: BusDep, settings: SettingsDep) -> dict[st
         offline = offline_state(settings).model_dump(mode="json", exclude={"error"})
         raise ApiError(
             503, "agent_unavailable", "the agent is not answering",
-            state={**offline, "channels": await channels_task},
+            state={**offline, "channels": await channels_task, "voice": await voice_task},
         ) from exc
     except RemoteError as exc:
         channels_task.cancel()
+        voice_task.cancel()
         raise ApiError(502, exc.code, exc.message) from exc
-    return {**reply.model_dump(mode="json", exclude={"error"}), "channels": await channels_task}
+    return {
+        **reply.model_dump(mode="json", exclude={"error"}),
+        "channels": await channels_task,
+        "voice": await voice_task,
+    }
 
 
 # ---- input and commands -----------------------------------------------------------------------

@@ -59,6 +59,14 @@ class Settings(ServiceSettings):
     gateway_hello_grace_s: float = Field(default=1.0, ge=0)
     gateway_tail_check_s: float = Field(default=2.0, gt=0)
 
+    # Voice (VOICE_*): the gateway and the voice service each send a heartbeat every
+    # VOICE_HEARTBEAT_S on a live call; hearing nothing from voice for VOICE_LOST_AFTER_S means
+    # it died, and the call is ended (the phone hears the TwiML's apology). A Media Stream must
+    # say ``start`` within VOICE_START_TIMEOUT_S of opening.
+    voice_heartbeat_s: float = Field(default=1.0, gt=0)
+    voice_lost_after_s: float = Field(default=3.0, gt=0)
+    voice_start_timeout_s: float = Field(default=10.0, gt=0)
+
     @field_validator("delegate_token", mode="before")
     @classmethod
     def _empty_token_is_unset(cls, value: object) -> object:

@@ -1,0 +1,168 @@
+"""Twilio's voice webhooks: ``POST /twiml`` (a call came in) and ``POST /call/status``.
+
+``/twiml`` takes the voice lock and pre-warms the Realtime session (``voice.cmd.prepare``)
+while Twilio waits for the answer, then answers ``<Connect><Stream>`` with the session and its
+one-time token as stream parameters; the ``<Say>`` after ``</Connect>`` plays only if our side
+closes the stream, so it is the apology when voice fails mid-call. Both routes are signed
+(``twilio_signature``); without TWILIO_AUTH_TOKEN (or, for /twiml, OWNER_PHONE) voice is off
+and they answer 503 ``voice_disabled``.
+"""
+
+import logging
+import re
+from urllib.parse import quote, urlsplit, urlunsplit
+
+from fastapi import APIRouter, Request, Response
+from starlette.datastructures import FormData
+from twilio.twiml.voice_response import Connect, VoiceResponse
+
+from delegate.contracts import subjects, topics
+from delegate.contracts.events import InboundRefused, make_event
+from delegate.contracts.voice import HangupIn, PrepareSession
+from delegate.runtime.bus import Bus, BusUnavailable, RemoteError
+
+from .deps import ContextDep
+from .errors import ApiError
+from .phone import e164, same_number
+from .settings import Settings
+from .twilio_signature import signed_form
+from .voice_relay import SESSION_ID, VOICE_IN
+
+log = logging.getLogger(__name__)
+
+router = APIRouter()
+
+LEDGER = topics.ledger_append("gateway")
+PUBLISH_DEADLINE_S = 6.0  # within Twilio's 15-second webhook budget, beside the prepare
+CALL_PATH = "/call"
+STATUS_PATH = "/call/status"
+# Twilio's CallStatus values after which the call is over.
+TERMINAL_STATUSES = frozenset({"completed", "busy", "failed", "no-answer", "canceled"})
+# Twilio call SIDs: CA and 32 hex digits; they become event ids.
+_CALL_SID = re.compile(r"CA[0-9a-fA-F]{32}")
+
+REFUSAL = "Sorry, this number only takes calls from its owner. Goodbye."
+UNAVAILABLE = "Sorry, the assistant cannot take calls right now. Please try again later."
+APOLOGY = "Sorry, the call dropped. Please call again."
+
+
+def twiml(response: VoiceResponse) -> Response:
+    return Response(response.to_xml(), media_type="text/xml")
+
+
+def public_url(settings: Settings, path: str, *, websocket: bool = False) -> str:
+    """PUBLIC_BASE_URL + ``path``; its ws/wss form for the stream (Twilio signs that one)."""
+    parts = urlsplit(settings.public_base_url.rstrip("/"))
+    scheme = {"https": "wss", "http": "ws"}.get(parts.scheme, parts.scheme) if websocket else parts.scheme
+    return urlunsplit((scheme, parts.netloc, parts.path + path, "", ""))
+
+
+def stream_twiml(settings: Settings, session_id: str, token: str) -> VoiceResponse:
+    response = VoiceResponse()
+    connect = Connect()
+    stream = connect.stream(
+        url=public_url(settings, CALL_PATH, websocket=True),
+        status_callback=public_url(settings, STATUS_PATH) + f"?session={quote(session_id)}",
+        status_callback_method="POST",
+    )
+    stream.parameter(name="session", value=session_id)
+    stream.parameter(name="token", value=token)
+    response.append(connect)
+    response.say(APOLOGY)
+    return response
+
+
+def say_and_hang_up(text: str) -> VoiceResponse:
+    response = VoiceResponse()
+    response.say(text)
+    response.hangup()
+    return response
+
+
+def voice_enabled(settings: Settings, *, needs_owner: bool) -> None:
+    if settings.twilio_auth_token is None:
+        raise ApiError(503, "voice_disabled", "phone calls are off: TWILIO_AUTH_TOKEN is not set")
+    if needs_owner and settings.owner_phone is None:
+        raise ApiError(503, "voice_disabled", "phone calls are off: OWNER_PHONE is not set")
+
+
+def _text(form: FormData, name: str, limit: int = 998) -> str:
+    value = form.get(name)
+    if not isinstance(value, str):
+        return ""
+    if len(value) > limit:
+        raise ApiError(400, "bad_request", f"{name} is over {limit} characters")
+    return value
+
+
+def _call_sid(form: FormData) -> str:
+    sid = _text(form, "CallSid", limit=64)
+    if not _CALL_SID.fullmatch(sid):
+        raise ApiError(400, "bad_request", "CallSid is not a Twilio call SID")
+    return sid
+
+
+@router.post("/twiml")
+async def incoming_call(request: Request, ctx: ContextDep) -> Response:
+    settings = ctx.settings
+    voice_enabled(settings, needs_owner=True)
+    form = await signed_form(request, settings)
+    call_sid = _call_sid(form)
+    # Calls we place carry their TwiML inline (the voice service prepares those itself), so
+    # every call here is an incoming one: its caller must be the owner.
+    caller = _text(form, "From")
+    bus = ctx.require_bus()
+    assert settings.owner_phone is not None  # voice_enabled checked it
+    if not same_number(caller, settings.owner_phone):
+        await _refuse(bus, call_sid, caller)
+        return twiml(say_and_hang_up(REFUSAL))
+    prepare = PrepareSession(kind="phone", call_sid=call_sid, caller=e164(caller))
+    try:
+        reply = await bus.request(topics.VOICE_PREPARE, prepare)
+    except (BusUnavailable, RemoteError) as exc:
+        log.warning("call %s: the voice service did not prepare a session: %s", call_sid, exc)
+        return twiml(say_and_hang_up(UNAVAILABLE))
+    if not reply.ok or reply.session_id is None or reply.token is None:
+        log.info("call %s: voice refused it (%s) %s", call_sid, reply.reason, reply.message)
+        if reply.reason == "busy":
+            response = VoiceResponse()
+            response.reject(reason="busy")
+            return twiml(response)
+        return twiml(say_and_hang_up(UNAVAILABLE))
+    if not SESSION_ID.fullmatch(reply.session_id):
+        log.error("call %s: voice named its session %r, which cannot be relayed", call_sid, reply.session_id[:80])
+        return twiml(say_and_hang_up(UNAVAILABLE))
+    log.info("call %s from the owner: session %s prepared", call_sid, reply.session_id)
+    return twiml(stream_twiml(settings, reply.session_id, reply.token))
+
+
+async def _refuse(bus: Bus, call_sid: str, caller: str) -> None:
+    event = make_event(
+        InboundRefused(sender=caller[:998] or "unknown", reason="not_owner", external_id=call_sid, preview="(a call)"),
+        id=f"refused:phone:{call_sid}", conversation_id=None, span_id=None, channel="phone",
+    )
+    try:
+        await bus.publish(LEDGER, event, msg_id=event.id, deadline=PUBLISH_DEADLINE_S)
+    except BusUnavailable as exc:
+        raise ApiError(503, "bus_unavailable", "the refusal could not be recorded; Twilio may retry") from exc
+    log.info("refused call %s from a number that is not the owner's", call_sid)
+
+
+@router.post(STATUS_PATH)
+async def call_status(request: Request, ctx: ContextDep) -> Response:
+    """A call's (or its stream's) status callback; the end of a call becomes a hang-up for voice."""
+    voice_enabled(ctx.settings, needs_owner=False)
+    form = await signed_form(request, ctx.settings)
+    session_id = request.query_params.get("session", "")
+    if not SESSION_ID.fullmatch(session_id):
+        raise ApiError(400, "bad_request", "the session query parameter is missing or not a session id")
+    status = _text(form, "CallStatus", limit=64).strip().lower()
+    stream_event = _text(form, "StreamEvent", limit=64).strip().lower()
+    reason = status if status in TERMINAL_STATUSES else None
+    if reason is None and stream_event == "stream-error":
+        reason = "stream_lost"  # a stopped stream is told by its socket closing; an error may not be
+    if reason is not None:
+        bus = ctx.require_bus()
+        await bus.emit_raw(subjects.voice_in(session_id), VOICE_IN.encode(HangupIn(reason=reason)))
+        log.info("call status for session %s: %s", session_id, reason)
+    return Response(status_code=204)
