@@ -4,7 +4,8 @@ In order: a scripted `answer`; with `response.instructions` (how a greeting is a
 for) the first quoted phrase in them, else the rest of a line after "say:" (or "say
 exactly:", "greet the caller with:"), else a default greeting; after tool results
 `Offline stand-in: <name> returned “<output>”.`; after a user turn
-`Offline stand-in: I heard “<words>”.`; otherwise the default greeting."""
+`Offline stand-in: I heard “<words>”.` (the offline demo says how to connect a real model
+instead); otherwise the default greeting."""
 
 import re
 
@@ -17,6 +18,10 @@ GREETING = "Hello, this is the offline stand-in. How can I help?"
 DEMO_GREETING = (
     "Hello! This is Delegate's offline demo voice. I cannot understand words yet, "
     "but I hear when you speak. Connect a real model to talk for real."
+)
+DEMO_HEARD = (
+    "I heard you, but this offline demo cannot understand words. Set OPENAI_API_KEY and "
+    "restart Delegate to talk with a real model; what we say here stays in your timeline."
 )
 HEARD_CHARS = 200
 OUTPUT_CHARS = 120
@@ -40,6 +45,8 @@ def answer_text(
         return f"{PREFIX} {'; '.join(results)}."
     user = conversation.last_user_turn()
     if user is not None:
+        if demo:  # someone trying Delegate: say what to do, not what a test checks
+            return DEMO_HEARD
         heard = conversation.facts_of(user["id"]).heard
         return f"{PREFIX} I heard “{_clip(heard, HEARD_CHARS)}”."
     return DEMO_GREETING if demo else GREETING
