@@ -8,6 +8,7 @@ import { compactionBefore, contextFigures } from "./context.js";
 import { TimelineView } from "./render.js";
 import { mergeDelivery } from "./channels.js";
 import { searchEvents, toJSON, toMarkdown } from "./search.js";
+import { VoiceUI } from "./voice-ui.js";
 import {
   addEvents,
   addPending,
@@ -77,6 +78,7 @@ class App {
     this.noticeTimer = null;
     this.session = 0; // bumps on every sign-in/out so stale async work is dropped
     this.wire();
+    this.voice = new VoiceUI(); // after wire(): the icons are in place
   }
 
   // ---- boot and sign-in -----------------------------------------------------------
@@ -100,6 +102,7 @@ class App {
 
   showSignIn(message) {
     this.session += 1;
+    if (this.voice) this.voice.stop();
     if (this.conn) this.conn.stop();
     this.conn = null;
     this.tl = createTimeline();
@@ -243,6 +246,7 @@ class App {
     switch (frame.type) {
       case "event": {
         const fresh = addEvents(this.tl, [frame.event]);
+        for (const ev of fresh) this.voice.committed(ev);
         if (fresh.length) {
           this.freshLive.push(...fresh);
           if (frame.event.kind === "context.capsule") this.clearNotice();
@@ -260,6 +264,9 @@ class App {
       }
       case "live":
         this.showNotice(frame.event || {});
+        break;
+      case "voice":
+        this.voice.setVoiceState(frame.state);
         break;
       case "ack":
         if (frame.request === "stop" || frame.request === "regenerate") {
@@ -476,7 +483,11 @@ class App {
   // ---- topbar: state, compaction, end ---------------------------------------------
 
   applyState(state) {
-    if (state && typeof state === "object") this.state = state;
+    if (state && typeof state === "object") {
+      this.state = state;
+      // The system's call, when the gateway reports it: every tab shows it.
+      if ("voice" in state && this.voice) this.voice.setVoiceState(state.voice);
+    }
     const s = this.state;
     // One source for the meter, the chips and the rows: the timeline's own events, with the
     // state's figures where the loaded timeline has none.

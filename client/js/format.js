@@ -97,6 +97,21 @@ export function innerSummary(ev, figures = null) {
       const t = attachmentText({ name: p.name, content_type: p.content_type, size: p.size ?? null, stored: p.stored, reason: p.reason });
       return { label: "Attachment", text: [t.name, t.details, t.status].filter(Boolean).join(" · "), tone: p.stored === false ? "warn" : "" };
     }
+    case "session.started": {
+      const what = p.type === "phone" ? (p.direction === "outbound" ? "Calling you" : "Phone call") : "Voice call";
+      return { label: what, text: p.type === "phone" && p.caller ? `started · ${p.caller}` : "started", tone: "" };
+    }
+    case "session.ended": {
+      const what = p.type === "phone" ? "Phone call" : "Voice call";
+      const took = Number.isFinite(p.duration_s) ? ` · ${callLength(p.duration_s)}` : "";
+      const ok = ["hangup", "caller_hangup"].includes(p.reason);
+      return { label: what, text: `${ok ? "ended" : `ended: ${CALL_END_WORDS[p.reason] || p.reason}`}${took}`, tone: ok ? "" : "warn" };
+    }
+    case "voice.timing": {
+      const ms = p.speech_stopped_to_first_audio_ms ?? p.start_to_first_audio_ms;
+      const when = p.start_to_first_audio_ms != null ? "greeting started" : "answer started";
+      return { label: "Voice timing", text: Number.isFinite(ms) ? `${when} after ${Math.round(ms)} ms` : when, tone: "" };
+    }
     case "inbound.refused": {
       const r = refusedText(ev);
       return { label: "Refused", text: [r.text, r.subject, r.preview].filter(Boolean).join(" · "), tone: "warn" };
@@ -107,6 +122,20 @@ export function innerSummary(ev, figures = null) {
       }
       return { label: kind || "Event", text: "", tone: "" };
   }
+}
+
+const CALL_END_WORDS = {
+  realtime_lost: "the model's connection dropped",
+  stream_lost: "the line dropped",
+  voice_lost: "the voice service stopped",
+  unclaimed: "never connected",
+  superseded: "taken over",
+  error: "an error",
+};
+
+function callLength(seconds) {
+  const s = Math.max(0, Math.round(seconds));
+  return s < 60 ? `${s} s` : `${Math.floor(s / 60)} min ${s % 60} s`;
 }
 
 function argsText(args) {

@@ -17,6 +17,9 @@ export const INNER_KINDS = new Set([
   "inner.signal",
   "checkpoint",
   "activation.outcome",
+  "session.started",
+  "session.ended",
+  "voice.timing",
 ]);
 
 /**
@@ -26,7 +29,11 @@ export const INNER_KINDS = new Set([
 export function isFoldedKind(kind) {
   return (
     typeof kind === "string" &&
-    (kind.startsWith("context.") || kind.startsWith("memory.") || kind.startsWith("inner.") || kind === "checkpoint")
+    (kind.startsWith("context.") ||
+      kind.startsWith("memory.") ||
+      kind.startsWith("inner.") ||
+      kind === "checkpoint" ||
+      kind === "voice.timing")
   );
 }
 
@@ -40,11 +47,11 @@ const STRUCTURAL_KINDS = new Set(["conversation.opened", "span.opened", "span.cl
 /**
  * The system's own bookkeeping, kept in the ledger but never on the timeline: `term.*` says
  * which process held a singleton's lease (a restart or failover must not look like a break in
- * the relationship; ledgers from before the rename call them `session.*`). They still count
- * for `maxSeq`, so a reconnect resumes after them.
+ * the relationship). They still count for `maxSeq`, so a reconnect resumes after them.
+ * (`session.*` are calls now: the ledger's migration 003 renamed the old lease events.)
  */
 export function isHiddenKind(kind) {
-  return typeof kind === "string" && (kind.startsWith("term.") || kind.startsWith("session.") || kind === "mail.progress");
+  return typeof kind === "string" && (kind.startsWith("term.") || kind === "mail.progress");
 }
 
 /**
@@ -428,6 +435,7 @@ const ACTIVITY_WORDS = [
   ["memory.retrieved", "memory lookup", "memory lookups"],
   ["memory.extracted", "memory saved", "memories saved"],
   ["checkpoint", "checkpoint", "checkpoints"],
+  ["voice.timing", "answer timing", "answer timings"],
 ];
 
 /** "3 steps: memory lookup, context check, carry-over note": plain words, no jargon. */

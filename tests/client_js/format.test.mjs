@@ -32,6 +32,21 @@ test("inner summaries read as activity, not speech", () => {
   assert.equal(s("something.new", {}).label, "something.new");
 });
 
+test("calls read as calls: who, how long, and why one ended early", () => {
+  const s = (kind, payload) => innerSummary({ kind, payload });
+  assert.equal(s("session.started", { type: "phone", caller: "+15550001111" }).text, "started · +15550001111");
+  assert.equal(s("session.started", { type: "phone", direction: "outbound" }).label, "Calling you");
+  assert.equal(s("session.started", { type: "voice" }).label, "Voice call");
+  const ended = s("session.ended", { type: "phone", reason: "caller_hangup", duration_s: 75.4 });
+  assert.equal(ended.text, "ended · 1 min 15 s");
+  assert.equal(ended.tone, "");
+  const dropped = s("session.ended", { type: "voice", reason: "realtime_lost", duration_s: 9 });
+  assert.equal(dropped.text, "ended: the model's connection dropped · 9 s");
+  assert.equal(dropped.tone, "warn");
+  assert.equal(s("voice.timing", { speech_stopped_to_first_audio_ms: 412.6 }).text, "answer started after 413 ms");
+  assert.equal(s("voice.timing", { start_to_first_audio_ms: 80 }).text, "greeting started after 80 ms");
+});
+
 test("capsule text appears only in the expanded detail, preformatted", () => {
   const rows = innerDetail({ kind: "context.capsule", payload: { text: "Facts: likes tea", reason: "compaction", through_seq: 9 } });
   const capsule = rows.find((r) => r[0] === "Capsule");

@@ -129,7 +129,7 @@ test("term bookkeeping never shows, yet counts for the seq a reconnect resumes a
   assert.equal(view[0].end, m2.ts);
   assert.equal(tl.maxSeq, m2.seq);
   assert.ok(isHiddenKind("term.ended") && !isHiddenKind("message") && !isHiddenKind("inner.signal"));
-  assert.ok(isHiddenKind("session.started"), "what ledgers from before the rename hold");
+  assert.ok(!isHiddenKind("session.started") && isInnerKind("session.ended"), "calls are shown");
   assert.ok(!isInnerKind("term.started"));
 });
 
