@@ -19,6 +19,8 @@ from delegate.contracts.events import (
     ConversationOpened,
     Event,
     Message,
+    SessionEnded,
+    SessionStarted,
     SpanClosed,
     SpanOpened,
     TermEnded,
@@ -294,6 +296,34 @@ async def test_capsule_refreshes_once_per_crossing_and_after_compaction(
     # Capsules never pose as messages.
     messages = await h.events(conversation_id=story.conversation_id, kinds=["message"])
     assert all("CAPSULE" not in m.payload["text"] for m in messages)
+
+
+async def test_a_call_that_ended_refreshes_the_capsule_with_what_was_said(
+    system: System, standin: StandinProcess, connect: Connect
+) -> None:
+    h = await _started(system, standin, connect, IDLE_SPAN_SECONDS="600")
+    capsule_calls = {"instructions_contains": CAPSULE_MARK}
+    standin.script({"action": "text", "text": "CAPSULE-CALL: the call so far.", "match": capsule_calls})
+    story = Story(h)
+    await story.open()
+    story.span_id = new_id()
+    cid, sid = story.conversation_id, story.span_id
+    await h.append(SpanOpened(type="phone"), conversation_id=cid, span_id=sid, channel="phone")
+    await h.append(SessionStarted(type="phone", session_id="v1"), conversation_id=cid, span_id=sid, channel="phone")
+    said = await h.append(Message(text="Call me back about the plumber on Monday."),
+                          conversation_id=cid, span_id=sid, channel="phone", role="user")
+    assert not await h.events(conversation_id=cid, kinds=["context.capsule"])  # nothing asks for one mid-call
+    ended = await h.append(SessionEnded(type="phone", session_id="v1", reason="caller_hangup"),
+                           conversation_id=cid, span_id=sid, channel="phone")
+
+    async def refreshed() -> list[Event] | None:
+        found = await h.events(conversation_id=cid, kinds=["context.capsule"])
+        return found or None
+
+    [capsule] = await eventually(refreshed, "the capsule refreshed after the call")
+    assert capsule.payload["reason"] == "call" and capsule.payload["through_seq"] == ended.seq
+    [call] = model_requests(standin, CAPSULE_MARK)
+    assert said.payload["text"] in call["body"]["input"]
 
 
 async def test_a_failed_capsule_refresh_is_announced_and_retried(

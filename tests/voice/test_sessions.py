@@ -116,3 +116,20 @@ async def test_gateway_silence_ends_the_session(make_system: Callable[..., Syste
     assert end.reason == "stream_lost"
     events = await events_until(bus, caller.session_id, "span.closed")
     assert next(e for e in events if e.kind == "session.ended").payload["reason"] == "stream_lost"
+
+
+async def test_without_prewarm_the_realtime_session_opens_only_when_the_stream_attaches(
+    make_system: Callable[..., System], connect: Any, standin: StandinProcess
+) -> None:
+    system = make_system("voice", VOICE_PREWARM="false")
+    bus, caller = await connect(system)
+    assert (await caller.prepare("phone")).ok
+    # A pre-warmed session would be connecting to the model by now; this one waits for its stream.
+    assert (await voice_state(bus)).status == "connecting"
+    assert standin.realtime_sessions() == []
+    assert (await caller.attach()).ok
+    await poll_state(bus, "live")
+    assert len(standin.realtime_sessions()) == 1 and session_updates(standin)
+    await caller.hang_up()
+    events = await events_until(bus, caller.session_id, "span.closed")
+    assert [e.kind for e in events][:2] == ["span.opened", "session.started"]

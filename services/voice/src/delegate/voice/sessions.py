@@ -120,6 +120,7 @@ class VoiceSession:
         )
         self.connect_done = asyncio.Event()
         self.connect_error: str | None = None
+        self._claim_seen = asyncio.Event()  # a stream presented the token (VOICE_PREWARM off waits for it)
         self.done = asyncio.Event()
         self.attached = False
         self._token_used = False
@@ -149,6 +150,8 @@ class VoiceSession:
 
     async def _main(self) -> None:
         try:
+            if not self.settings.voice_prewarm and not await self._wait_for_claim():
+                return
             await self._prewarm()
         except RealtimeLost as exc:
             self.request_end("realtime_lost", str(exc))
@@ -162,11 +165,30 @@ class VoiceSession:
         if not self._end.done():
             self._tasks.append(asyncio.create_task(self._pump()))
             self._tasks.append(asyncio.create_task(self._watch()))
+        await self._ending()
+
+    async def _ending(self) -> None:
         reason, detail = await self._end
         try:
             await self._finish(reason, detail)
         finally:
             self.done.set()
+
+    async def _wait_for_claim(self) -> bool:
+        """Without pre-warm: nothing opens until a stream claims the session. False: it ended."""
+        self.connect_done.set()  # prepare answers at once; the connect happens after the attach
+        claimed = asyncio.ensure_future(self._claim_seen.wait())
+        waiters: set[asyncio.Future[Any]] = {claimed, self._end}
+        try:
+            await asyncio.wait(waiters, timeout=self.settings.voice_prewarm_timeout_s,
+                               return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            claimed.cancel()
+        if self._claim_seen.is_set() and not self._end.done():
+            return True
+        self.request_end("unclaimed", f"no stream attached within {self.settings.voice_prewarm_timeout_s:g} s")
+        await self._ending()
+        return False
 
     async def _prewarm(self) -> None:
         s = self.settings
@@ -291,6 +313,7 @@ class VoiceSession:
         if self.connect_error:
             return AttachReply(ok=False, reason="unavailable", message=self.connect_error)
         self._token_used = True
+        self._claim_seen.set()
         self.call_sid = self.call_sid or req.call_sid
         self._last_in = self._attached_at = time.monotonic()
         self.bridge.attached_at = self._attached_at

@@ -11,6 +11,9 @@ class Settings(ServiceSettings):
     # The voice lock: one session at a time, system-wide, renewed while the session lives.
     voice_lock_ttl_s: float = 6.0  # VOICE_LOCK_TTL_S
     voice_prewarm_timeout_s: float = 30.0  # VOICE_PREWARM_TIMEOUT_S: a prepared session nobody attached ends
+    # VOICE_PREWARM: open and configure the Realtime session at prepare, while Twilio reads the
+    # TwiML (on), or only once the stream attaches (off: what bench/voice.py compares against).
+    voice_prewarm: bool = True
     voice_heartbeat_s: float = 1.0  # VOICE_HEARTBEAT_S: how often voice tells the gateway it is alive
     voice_lost_after_s: float = 3.0  # VOICE_LOST_AFTER_S: silence from the gateway that ends the session
     voice_recent_turns: int = 20  # VOICE_RECENT_TURNS: verbatim turns in the session's instructions

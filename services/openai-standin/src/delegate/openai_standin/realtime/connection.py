@@ -2,7 +2,7 @@
 
 Client events are handled one at a time, in order; a response runs as its own task
 (`ResponseRun`) so audio keeps flowing while the next events arrive. Every server
-event goes through `send`, which stamps nothing but records its type for the log."""
+event goes through `send`, which records its type and when its send began for the log."""
 
 import asyncio
 import base64
@@ -10,6 +10,7 @@ import binascii
 import json
 import logging
 import math
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -81,12 +82,13 @@ class RealtimeConnection:
         if self._closed:
             return
         async with self._send_lock:
+            at = time.time()
             try:
                 await self.websocket.send_text(json.dumps(event, ensure_ascii=False))
             except (OSError, RuntimeError, WebSocketDisconnect):
                 self._closed = True  # the client left; the receive loop ends the session
                 return
-        self.record.sent_event(event["type"])
+        self.record.sent_event(event["type"], at)
 
     def drop(self, reason: str) -> None:
         self.drop_reason = reason

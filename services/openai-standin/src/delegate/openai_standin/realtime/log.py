@@ -1,6 +1,6 @@
 """The record of every Realtime session (`GET /_standin/realtime/sessions`): client
-events as received (input audio replaced by its byte length), server event types
-sent with timestamps, truncations and cancels."""
+events as received (input audio replaced by its byte length, ``received_at`` added),
+server event types sent with the time their send began, truncations and cancels."""
 
 import base64
 import binascii
@@ -22,10 +22,15 @@ class SessionRecord:
     cancels: list[dict[str, Any]] = field(default_factory=list)
 
     def received(self, event: Any) -> None:
-        self.events.append(_without_audio(event))
+        at = time.time()  # arrival, for latency measurements (bench/voice.py)
+        logged = _without_audio(event)
+        if isinstance(logged, dict):
+            logged["received_at"] = at
+        self.events.append(logged)
 
-    def sent_event(self, kind: str) -> None:
-        self.sent.append({"type": kind, "at": time.time()})
+    def sent_event(self, kind: str, at: float) -> None:
+        """``at``: when the send began (a client can read the frame before the send returns)."""
+        self.sent.append({"type": kind, "at": at})
 
     def dump(self) -> dict[str, Any]:
         return {
