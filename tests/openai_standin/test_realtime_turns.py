@@ -256,11 +256,11 @@ async def test_item_create_places_items_and_refuses_unknown_neighbours(aclient: 
 
 async def test_the_offline_demo_tells_a_caller_how_to_connect_a_real_model(standin: StandinProcess) -> None:
     # The key `make run` gives the services without OPENAI_API_KEY: someone is trying Delegate.
-    async with AsyncOpenAI(api_key="offline-standin", base_url=standin.base_url, max_retries=0) as demo:
-        async with demo.realtime.connect(model="gpt-realtime") as conn:
-            events = await _configured(conn, PHONE_SESSION)
-            await append_audio(conn, speech_audio(400, 700))
-            done = await events.until("response.done")
+    demo = AsyncOpenAI(api_key="offline-standin", base_url=standin.base_url, max_retries=0)
+    async with demo, demo.realtime.connect(model="gpt-realtime") as conn:
+        events = await _configured(conn, PHONE_SESSION)
+        await append_audio(conn, speech_audio(400, 700))
+        done = await events.until("response.done")
     said = done["response"]["output"][0]["content"][0]["transcript"]
     assert "offline demo" in said and "OPENAI_API_KEY" in said
     assert "(speech" not in said
