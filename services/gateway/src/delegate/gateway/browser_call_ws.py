@@ -29,9 +29,8 @@ from delegate.contracts import topics, ws
 from delegate.contracts.voice import AudioOut, ClearOut, MarkIn, MarkOut, PrepareSession, TranscriptOut
 from delegate.runtime.bus import Bus, BusUnavailable, RemoteError
 
-from .chat_ws import CLOSE_FORBIDDEN, CLOSE_TRY_LATER, CLOSE_UNAUTHORIZED
+from .chat_ws import CLOSE_TRY_LATER, owner_proof
 from .deps import GatewayContext
-from .sessions import SessionsUnavailable
 from .voice_relay import SESSION_ID, AttachRefused, Ending, VoiceRelay, run_call
 
 log = logging.getLogger(__name__)
@@ -53,18 +52,7 @@ def _error(code: str, message: str) -> str:
 async def browser_call(websocket: WebSocket) -> None:
     ctx: GatewayContext = websocket.app.state.ctx
     await websocket.accept()
-    try:
-        proof = await ctx.auth.authenticate(
-            websocket.headers, websocket.cookies, websocket.query_params.get("token")
-        )
-    except SessionsUnavailable:
-        await _refuse(websocket, CLOSE_TRY_LATER, "bus_unavailable", "sign-in sessions cannot be checked right now")
-        return
-    if proof is None:
-        await _refuse(websocket, CLOSE_UNAUTHORIZED, "unauthorized", "a valid owner token is required")
-        return
-    if proof == "cookie" and not ctx.auth.origin_allowed(websocket.headers):
-        await _refuse(websocket, CLOSE_FORBIDDEN, "forbidden_origin", "this page's origin may not use the session")
+    if await owner_proof(websocket, ctx) is None:
         return
     preset = websocket.query_params.get("preset") or None
     if preset is not None and len(preset) > MAX_PRESET:

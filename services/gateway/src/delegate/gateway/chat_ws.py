@@ -58,21 +58,30 @@ def _frame_problem(exc: ValidationError) -> tuple[str, str]:
 async def chat(websocket: WebSocket) -> None:
     ctx: GatewayContext = websocket.app.state.ctx
     await websocket.accept()
+    proof = await owner_proof(websocket, ctx)
+    if proof is None:
+        return
+    session_id = websocket.cookies.get(SESSION_COOKIE) if proof == "cookie" else None
+    await ChatConnection(websocket, ctx, session_id).run()
+
+
+async def owner_proof(websocket: WebSocket, ctx: GatewayContext) -> str | None:
+    """How an accepted browser socket proved it is the owner's (``cookie``, ...), or None after
+    refusing it with the contract's close code (every browser WebSocket is signed in the same way)."""
     try:
         proof = await ctx.auth.authenticate(
             websocket.headers, websocket.cookies, websocket.query_params.get("token")
         )
     except SessionsUnavailable:
         await _refuse(websocket, CLOSE_TRY_LATER, "bus_unavailable", "sign-in sessions cannot be checked right now")
-        return
+        return None
     if proof is None:
         await _refuse(websocket, CLOSE_UNAUTHORIZED, "unauthorized", "a valid owner token is required")
-        return
+        return None
     if proof == "cookie" and not ctx.auth.origin_allowed(websocket.headers):
         await _refuse(websocket, CLOSE_FORBIDDEN, "forbidden_origin", "this page's origin may not use the session")
-        return
-    session_id = websocket.cookies.get(SESSION_COOKIE) if proof == "cookie" else None
-    await ChatConnection(websocket, ctx, session_id).run()
+        return None
+    return proof
 
 
 async def _refuse(websocket: WebSocket, code: int, reason: str, message: str) -> None:
