@@ -26,6 +26,7 @@ from .errors import ApiError
 from .phone import e164, same_number
 from .settings import Settings
 from .twilio_signature import signed_form
+from .twilio_webhooks import form_field
 from .voice_relay import SESSION_ID, VOICE_IN
 
 log = logging.getLogger(__name__)
@@ -86,17 +87,8 @@ def voice_enabled(settings: Settings, *, needs_owner: bool) -> None:
         raise ApiError(503, "voice_disabled", "phone calls are off: OWNER_PHONE is not set")
 
 
-def _text(form: FormData, name: str, limit: int = 998) -> str:
-    value = form.get(name)
-    if not isinstance(value, str):
-        return ""
-    if len(value) > limit:
-        raise ApiError(400, "bad_request", f"{name} is over {limit} characters")
-    return value
-
-
 def _call_sid(form: FormData) -> str:
-    sid = _text(form, "CallSid", limit=64)
+    sid = form_field(form, "CallSid", limit=64)
     if not _CALL_SID.fullmatch(sid):
         raise ApiError(400, "bad_request", "CallSid is not a Twilio call SID")
     return sid
@@ -110,7 +102,7 @@ async def incoming_call(request: Request, ctx: ContextDep) -> Response:
     call_sid = _call_sid(form)
     # Calls we place carry their TwiML inline (the voice service prepares those itself), so
     # every call here is an incoming one: its caller must be the owner.
-    caller = _text(form, "From")
+    caller = form_field(form, "From", required=False, limit=998)
     bus = ctx.require_bus()
     assert settings.owner_phone is not None  # voice_enabled checked it
     if not same_number(caller, settings.owner_phone):
@@ -156,8 +148,8 @@ async def call_status(request: Request, ctx: ContextDep) -> Response:
     session_id = request.query_params.get("session", "")
     if not SESSION_ID.fullmatch(session_id):
         raise ApiError(400, "bad_request", "the session query parameter is missing or not a session id")
-    status = _text(form, "CallStatus", limit=64).strip().lower()
-    stream_event = _text(form, "StreamEvent", limit=64).strip().lower()
+    status = form_field(form, "CallStatus", required=False, limit=64).strip().lower()
+    stream_event = form_field(form, "StreamEvent", required=False, limit=64).strip().lower()
     reason = status if status in TERMINAL_STATUSES else None
     if reason is None and stream_event == "stream-error":
         reason = "stream_lost"  # a stopped stream is told by its socket closing; an error may not be

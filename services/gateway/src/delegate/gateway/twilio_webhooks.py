@@ -54,7 +54,7 @@ def twiml_ok() -> Response:
     return Response(TWIML_EMPTY, media_type="text/xml")
 
 
-def _field(form: FormData, name: str, *, required: bool = True, limit: int = 2048) -> str:
+def form_field(form: FormData, name: str, *, required: bool = True, limit: int = 2048) -> str:
     value = form.get(name)
     if value is None or value == "":
         if required:
@@ -68,22 +68,22 @@ def _field(form: FormData, name: str, *, required: bool = True, limit: int = 204
 
 
 def _sid(form: FormData) -> str:
-    sid = _field(form, "MessageSid", limit=64)
+    sid = form_field(form, "MessageSid", limit=64)
     if not _SID.fullmatch(sid):
         raise ApiError(400, "bad_request", "MessageSid is not a Twilio message SID")
     return sid
 
 
 def _media(form: FormData) -> list[dict[str, str]]:
-    raw = _field(form, "NumMedia", required=False, limit=4) or "0"
+    raw = form_field(form, "NumMedia", required=False, limit=4) or "0"
     if not raw.isdigit() or int(raw) > MAX_MEDIA:
         raise ApiError(400, "bad_request", f"NumMedia must be a whole number from 0 to {MAX_MEDIA}")
     media: list[dict[str, str]] = []
     for n in range(int(raw)):
-        url = _field(form, f"MediaUrl{n}")
+        url = form_field(form, f"MediaUrl{n}")
         if not url.startswith(("https://", "http://")):
             raise ApiError(400, "bad_request", f"MediaUrl{n} is not an http(s) URL")
-        content_type = _field(form, f"MediaContentType{n}", required=False, limit=255)
+        content_type = form_field(form, f"MediaContentType{n}", required=False, limit=255)
         media.append({"url": url, "content_type": content_type or "application/octet-stream"})
     return media
 
@@ -104,8 +104,8 @@ async def inbound_sms(request: Request, ctx: ContextDep) -> Response:
         raise ApiError(503, "sms_disabled", "SMS is off: OWNER_PHONE is not set")
     form = await signed_form(request, settings)
     sid = _sid(form)
-    sender = _field(form, "From", limit=998)
-    body = _field(form, "Body", required=False, limit=MAX_TEXT)
+    sender = form_field(form, "From", limit=998)
+    body = form_field(form, "Body", required=False, limit=MAX_TEXT)
     media = _media(form)
     bus = ctx.require_bus()
     assert settings.owner_phone is not None  # checked above, before the signature
@@ -180,12 +180,12 @@ async def sms_status(request: Request, ctx: ContextDep) -> Response:
     assert outbox_id is not None
     parent_id = _own_id(request, "parent", required=False)
     sid = _sid(form)
-    reported = _field(form, "MessageStatus", limit=64)
+    reported = form_field(form, "MessageStatus", limit=64)
     status = delivery_status(reported)
     if status is None:
         log.info("sms status callback for %s: ignored unknown MessageStatus %r", outbox_id, reported[:64])
         return twiml_ok()
-    error_code = _field(form, "ErrorCode", required=False, limit=64) or None
+    error_code = form_field(form, "ErrorCode", required=False, limit=64) or None
     event = make_event(
         Delivery(outbox_id=outbox_id, channel="sms", status=status, external_ids=[sid], error_code=error_code),
         id=status_event_id(outbox_id, sid, status), conversation_id=None, span_id=None, channel="sms",
