@@ -63,7 +63,8 @@ def test_every_kind_has_a_payload_model_that_round_trips(kind: str) -> None:
                "source": "timer", "status": "completed", "term_id": "s", "holder": "agent", "reason": "lost",
                "sender": "+15550001111", "outbox_id": "o", "channel": "sms", "mailbox": "INBOX", "uidvalidity": 7,
                "uid": 3, "outcome": "input", "content_type": "image/png", "stored": False,
-               "session_id": "v"}
+               "session_id": "v", "decision": "drop", "reminder_id": "r", "revision": 1,
+               "spec": {"text": "t", "at": "2026-12-01T09:00:00Z"}}
     overrides = {"term.started": {"type": "agent"}, "inbound.refused": {"reason": "not_owner"},
                  "delivery": {"status": "sent"}, "session.started": {"type": "phone"},
                  "session.ended": {"type": "voice", "reason": "hangup"}}

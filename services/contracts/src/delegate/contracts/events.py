@@ -49,6 +49,10 @@ class ConversationEnded(Payload):
 class SpanOpened(Payload):
     KIND: ClassVar[str] = "span.opened"
     type: SpanType
+    # An activation span opens with the whole claimed batch it answers.
+    activation_id: str | None = None
+    signals: list[dict[str, Any]] | None = None
+    OMIT_WHEN_NONE: ClassVar[frozenset[str]] = frozenset({"activation_id", "signals"})
 
 
 class SpanClosed(Payload):
@@ -156,17 +160,83 @@ class ContextCapsule(Payload):
 
 
 class InnerSignal(Payload):
+    """A signal the broker took in (``id`` = the signal's id): queued between spans.
+
+    ``signal`` is the whole typed signal as it was raised (``contracts.signals``). Events
+    written before signals were typed carry ``type``/``data``/``priority`` instead.
+    """
+
     KIND: ClassVar[str] = "inner.signal"
     source: str
-    type: str
-    data: dict[str, Any] = Field(default_factory=dict)
-    priority: int = 0  # the Signal's priority: > 0 wakes the agent (an activation)
+    signal_kind: str = ""  # the signal's ``kind`` (reminder.due, email.received, script, …)
+    urgency: Literal["low", "normal", "urgent"] = "normal"
+    dedup_key: str | None = None
+    expires_at: datetime | None = None
+    signal: dict[str, Any] = Field(default_factory=dict)
+    # the untyped shape of the first broker
+    type: str | None = None
+    data: dict[str, Any] | None = None
+    priority: int | None = None
+    OMIT_WHEN_NONE: ClassVar[frozenset[str]] = frozenset({"dedup_key", "expires_at", "type", "data", "priority"})
+
+
+DecisionKind = Literal["act", "hold", "drop", "coalesce"]
+
+
+class InnerDecision(Payload):
+    """What the attention broker decided about one signal, and why (``parent_id``: the signal).
+
+    ``act``: it leads the batch that wakes the agent (``activation_id``, with ``signal_ids``);
+    ``coalesce``: it rides along in that batch; ``hold``: not now (``until``, or None: until
+    the owner's turn ends); ``drop``: never (duplicate, expired, stale, skipped late).
+    """
+
+    KIND: ClassVar[str] = "inner.decision"
+    decision: DecisionKind
+    reason: str = Field(max_length=100)  # a stable code: duplicate, expired, quiet_hours, budget, …
+    detail: str = Field(default="", max_length=2000)  # the same in words, for the timeline
+    until: datetime | None = None
+    activation_id: str | None = None
+    signal_ids: list[str] = Field(default_factory=list)
+    OMIT_WHEN_NONE: ClassVar[frozenset[str]] = frozenset({"until", "activation_id"})
 
 
 class ActivationOutcome(Payload):
     KIND: ClassVar[str] = "activation.outcome"
-    status: Literal["completed", "failed", "ignored"]
+    # nothing_to_do: the assistant chose to say nothing (not an error); ignored: older events
+    status: Literal["completed", "failed", "nothing_to_do", "ignored"]
     summary: str = ""
+    reason: str = Field(default="", max_length=2000)
+    reply_channel: Channel | None = None  # where the answer went (None: nowhere, or the timeline only)
+    OMIT_WHEN_NONE: ClassVar[frozenset[str]] = frozenset({"reply_channel"})
+
+
+class ReminderDefined(Payload):
+    """``reminder.set`` (a new reminder) and ``reminder.changed`` (a new revision of one)."""
+
+    KIND: ClassVar[str] = "reminder.set"
+    reminder_id: str = Field(min_length=1, max_length=64)
+    revision: int = Field(ge=1)
+    spec: dict[str, Any]  # a contracts.reminders.ReminderSpec
+
+
+class ReminderChanged(ReminderDefined):
+    KIND: ClassVar[str] = "reminder.changed"
+
+
+class ReminderCancelled(Payload):
+    KIND: ClassVar[str] = "reminder.cancelled"
+    reminder_id: str = Field(min_length=1, max_length=64)
+    reason: str = Field(default="", max_length=500)
+
+
+class ReminderScheduled(Payload):
+    """The next occurrence of a reminder was handed to JetStream (or none is left: ``due_at`` None)."""
+
+    KIND: ClassVar[str] = "reminder.scheduled"
+    reminder_id: str = Field(min_length=1, max_length=64)
+    revision: int = Field(ge=1)
+    due_at: datetime | None = None
 
 
 class TermStarted(Payload):
@@ -316,7 +386,8 @@ PAYLOADS: dict[str, type[Payload]] = {
     for p in (
         ConversationOpened, ConversationEnded, SpanOpened, SpanClosed, Checkpoint, Message,
         TurnFailed, ToolCall, ToolResult, MemoryRetrieved, MemoryExtracted, ContextUsage,
-        ContextCompacted, ContextCapsule, InnerSignal, ActivationOutcome, TermStarted, TermEnded,
+        ContextCompacted, ContextCapsule, InnerSignal, InnerDecision, ActivationOutcome, ReminderDefined,
+        ReminderChanged, ReminderCancelled, ReminderScheduled, TermStarted, TermEnded,
         InboundRefused, Delivery, MailProgress, AttachmentStored, SessionStarted, SessionEnded, VoiceTiming,
     )
 }

@@ -70,7 +70,11 @@ class ActivationInput(BusModel):
     id: str = Field(default_factory=new_id)
     ts: datetime = Field(default_factory=utcnow)
     signal_ids: list[str] = Field(default_factory=list)
+    # Each claimed signal as raised (a contracts.signals model dumped to JSON), in claim order.
     signals: list[dict[str, Any]] = Field(default_factory=list)
+    urgent: bool = False  # some signal in the batch is urgent: a call is allowed (if set up)
+    # Where the answer should go when a signal asked (sms, email, call); None: the owner's last channel.
+    reply_via: Literal["sms", "email", "call"] | None = None
 
 
 class IdleCheckInput(BusModel):
@@ -218,17 +222,6 @@ class ResumeState(Reply):
 
 
 # ---- inner plane -------------------------------------------------------------------------
-
-
-class Signal(BusModel):
-    """A typed inner-plane signal (memory, task, timer); durable on stream INNER."""
-
-    id: str = Field(default_factory=new_id)
-    ts: datetime = Field(default_factory=utcnow)
-    source: str
-    type: str
-    priority: int = 0
-    data: dict[str, Any] = Field(default_factory=dict)
 
 
 class LiveNotice(BusModel):

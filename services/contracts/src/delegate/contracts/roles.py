@@ -72,12 +72,15 @@ ROLES: dict[str, Role] = {
         Role(
             "agent",
             # replies and the send_sms/send_email tools go out through the pollers' outbox
-            publishes=(_own_append("agent"), topics.SMS_OUT, topics.EMAIL_OUT),
+            # email.received signals when EMAIL_WHEN_AWAY=signal
+            publishes=(_own_append("agent"), topics.SMS_OUT, topics.EMAIL_OUT, topics.INNER_SIGNAL),
             emits=(topics.AGENT_DELTA, topics.AGENT_STATE, topics.INNER_NOTICE),
             subscribes=(topics.LEDGER_COMMITTED,),
             consumes=(Consumer("AGENT", streams.AGENT_WORKER, topics.AGENT_INPUT),),
             # the call_owner tool asks the voice service to place the call
-            requests=(topics.LEDGER_RESUME, topics.LEDGER_GET, topics.LEDGER_QUERY, topics.VOICE_CALL_OWNER),
+            # the reminder tools ask the inner plane, which owns reminders
+            requests=(topics.LEDGER_RESUME, topics.LEDGER_GET, topics.LEDGER_QUERY, topics.VOICE_CALL_OWNER,
+                      topics.INNER_REMINDERS),
             serves=(topics.AGENT_STATE_GET, topics.AGENT_COMPACT, topics.AGENT_END, topics.AGENT_STOP,
                     topics.TOOLS_LIST, topics.TOOLS_CALL, topics.PINGS["agent"]),
             buckets=(s.AGENT_LEASE_BUCKET,),
@@ -85,7 +88,8 @@ ROLES: dict[str, Role] = {
         ),
         Role(
             "gateway",
-            publishes=(_own_append("gateway"), topics.AGENT_INPUT, topics.MEDIA_FETCH),
+            # POST /api/signals: the owner's scripts raise signals
+            publishes=(_own_append("gateway"), topics.AGENT_INPUT, topics.MEDIA_FETCH, topics.INNER_SIGNAL),
             # caller audio goes to the voice service live, its answers come back the same way
             emits=(topics.VOICE_IN_ANY,),
             subscribes=(topics.LEDGER_COMMITTED, topics.AGENT_DELTA, topics.AGENT_STATE, topics.INNER_NOTICE,
@@ -93,19 +97,24 @@ ROLES: dict[str, Role] = {
             requests=(topics.LEDGER_PAGE, topics.LEDGER_QUERY, topics.LEDGER_GET, topics.AGENT_STATE_GET,
                       topics.AGENT_COMPACT, topics.AGENT_END, topics.AGENT_STOP, topics.PINGS["ledger"],
                       topics.PINGS["agent"], topics.PINGS["voice"], topics.POLLERS_STATE, topics.VOICE_PREPARE,
-                      topics.VOICE_ATTACH_ANY, topics.VOICE_STATE_GET),
+                      topics.VOICE_ATTACH_ANY, topics.VOICE_STATE_GET, topics.INNER_REMINDERS),
             buckets=(s.GATEWAY_SESSIONS_BUCKET,),
             reads_streams=("AGENT",),  # the original of a duplicate input, by its sequence
         ),
         Role(
             "inner-plane",
             # signals from its own memory, task and timer sources; activations for the agent
-            publishes=(_own_append("inner-plane"), topics.AGENT_INPUT, topics.INNER_SIGNAL),
+            # reminders: their schedules (JetStream publishes each fire back to it when due)
+            publishes=(_own_append("inner-plane"), topics.AGENT_INPUT, topics.INNER_SIGNAL,
+                       topics.INNER_SCHEDULE_ANY),
             emits=(topics.INNER_NOTICE,),
             subscribes=(topics.LEDGER_COMMITTED,),
-            consumes=(Consumer("INNER", streams.INNER_BROKER, topics.INNER_SIGNAL),),
+            consumes=(
+                Consumer("INNER", streams.INNER_BROKER, topics.INNER_SIGNAL),
+                Consumer("REMINDERS", streams.INNER_REMINDERS, topics.INNER_FIRE),
+            ),
             requests=(topics.LEDGER_QUERY, topics.LEDGER_GET),
-            serves=(topics.PINGS["inner-plane"],),
+            serves=(topics.INNER_REMINDERS, topics.PINGS["inner-plane"]),
             parks=(streams.INNER_FOLLOWER,),
         ),
         Role(
@@ -214,6 +223,8 @@ def permissions(role: Role) -> Permissions:
     sub: list[str] = [f"{inbox_prefix(role.name)}.>"]
     for stream in role.owns:
         pub += _stream_api(stream, owner=True)
+        if streams.spec(stream).schedules:
+            pub.append(f"{JS_API}.STREAM.PURGE.{stream}")  # a purge of its subject cancels a schedule
     for topic in role.publishes:
         pub.append(topic.subject)
         pub += _stream_api(_stream_of(topic.subject), owner=False)

@@ -17,6 +17,7 @@ class StreamSpec:
     duplicate_window_s: float = 120.0
     max_age_s: float = 0.0  # 0: keep until the limits policy says otherwise
     max_msg_size: int = 1024 * 1024
+    schedules: bool = False  # JetStream message schedules (Nats-Schedule) allowed
 
 
 STREAMS: tuple[StreamSpec, ...] = (
@@ -25,15 +26,22 @@ STREAMS: tuple[StreamSpec, ...] = (
     # A day-long window makes a repeated client_msg_id a no-op even after a long reconnect.
     StreamSpec("AGENT", (s.AGENT_ALL,), "agent", duplicate_window_s=DAY, max_age_s=7 * DAY),
     StreamSpec("INNER", (s.INNER_ALL,), "inner-plane", max_age_s=7 * DAY),
+    # No max age: a schedule must outlive any reminder's distance (a yearly birthday).
+    StreamSpec("REMINDERS", (s.REMINDERS_ALL,), "inner-plane", schedules=True),
     # The outbox: a day-long window makes a republished reply (an agent redelivery) a no-op.
     StreamSpec("CHANNELS", (s.CHANNELS_ALL,), "pollers", duplicate_window_s=DAY, max_age_s=7 * DAY),
     StreamSpec("DEAD", (s.DEAD_ALL,), "ledger", max_age_s=30 * DAY),
 )
 
+def spec(name: str) -> StreamSpec:
+    return next(spec for spec in STREAMS if spec.name == name)
+
+
 # Durable consumer names, one per consuming role.
 LEDGER_WRITER = "ledger-writer"
 AGENT_WORKER = "agent-worker"
 INNER_BROKER = "inner-broker"
+INNER_REMINDERS = "inner-reminders"  # takes the reminder fires JetStream publishes when due
 POLLERS_SMS = "pollers-sms"
 POLLERS_EMAIL = "pollers-email"
 POLLERS_MEDIA = "pollers-media"

@@ -45,6 +45,17 @@ TOOLS_CALL = "tools.cmd.call"
 INNER_SIGNAL = "inner.evt.signal"  # typed signals (stream INNER)
 INNER_NOTICE = "inner.live.notice"  # live-only notices: capsule started/failed
 INNER_PING = "inner.cmd.ping"
+INNER_REMINDERS = "inner.cmd.reminders"  # set, list, change, cancel (the agent's tools, the gateway)
+# Reminder schedules (stream REMINDERS): one JetStream message schedule per reminder on
+# reminders.evt.at.<reminder id> (a newer message replaces it, a purge cancels it); when due,
+# JetStream publishes its body on INNER_FIRE.
+INNER_FIRE = "reminders.evt.fire"
+INNER_SCHEDULE_ANY = "reminders.evt.at.*"
+
+
+def inner_schedule(reminder_id: str) -> str:
+    return f"reminders.evt.at.{reminder_id}"
+
 
 # voice: one Realtime session at a time (the voice lock), its audio relayed live per session
 VOICE_LEASE_BUCKET = "voice_lease"  # the voice lock: a singleton fenced like the agent's
@@ -95,4 +106,5 @@ DEAD_ALL = "dead.evt.>"
 LEDGER_ALL = "ledger.evt.>"
 AGENT_ALL = "agent.evt.>"
 INNER_ALL = "inner.evt.>"
+REMINDERS_ALL = "reminders.evt.>"
 CHANNELS_ALL = "channels.evt.>"

@@ -27,13 +27,14 @@ from .messages import (
     QueryRequest,
     ResumeRequest,
     ResumeState,
-    Signal,
     ToolCallReply,
     ToolCallRequest,
     ToolListReply,
     ToolListRequest,
     TurnCommand,
 )
+from .reminders import ReminderCommand, ReminderFire, ReminderReply
+from .signals import SignalIn
 from .voice import (
     AttachReply,
     AttachSession,
@@ -83,7 +84,9 @@ class Query(Generic[Req, Rep]):
 # durable (JetStream)
 LEDGER_APPEND_ANY: Topic[Event] = Topic(s.LEDGER_APPEND_ANY, Event)  # the ledger's consumer filter
 AGENT_INPUT: Topic[Any] = Topic(s.AGENT_INPUT, AgentInput)
-INNER_SIGNAL: Topic[Signal] = Topic(s.INNER_SIGNAL, Signal)
+INNER_SIGNAL: Topic[Any] = Topic(s.INNER_SIGNAL, SignalIn)
+INNER_FIRE: Topic[ReminderFire] = Topic(s.INNER_FIRE, ReminderFire)
+INNER_SCHEDULE_ANY: Topic[ReminderFire] = Topic(s.INNER_SCHEDULE_ANY, ReminderFire)  # what roles grant
 SMS_OUT: Topic[OutboundSms] = Topic(s.CHANNELS_SMS_OUT, OutboundSms)
 EMAIL_OUT: Topic[OutboundEmail] = Topic(s.CHANNELS_EMAIL_OUT, OutboundEmail)
 MEDIA_FETCH: Topic[MediaFetch] = Topic(s.CHANNELS_MEDIA, MediaFetch)
@@ -112,6 +115,7 @@ VOICE_PREPARE = Query(s.VOICE_PREPARE, PrepareSession, PrepareReply, timeout=5.0
 VOICE_ATTACH_ANY = Query(s.VOICE_ATTACH_ANY, AttachSession, AttachReply, timeout=5.0)
 VOICE_STATE_GET = Query(s.VOICE_STATE_GET, VoiceStateRequest, VoiceState, timeout=1.0)
 VOICE_CALL_OWNER = Query(s.VOICE_CALL_OWNER, CallOwner, CallOwnerReply, timeout=30.0)
+INNER_REMINDERS = Query(s.INNER_REMINDERS, ReminderCommand, ReminderReply, timeout=5.0)
 TOOLS_LIST = Query(s.TOOLS_LIST, ToolListRequest, ToolListReply)
 TOOLS_CALL = Query(s.TOOLS_CALL, ToolCallRequest, ToolCallReply, timeout=300.0)
 
@@ -134,6 +138,11 @@ def ledger_append(producer: str) -> Topic[Event]:
 
 def dead_letters(source: str) -> Topic[DeadLetter]:
     return Topic(s.dead_letter(source), DeadLetter)
+
+
+def inner_schedule(reminder_id: str) -> Topic[ReminderFire]:
+    """A reminder's schedule message (its body is what fires; headers say when)."""
+    return Topic(s.inner_schedule(reminder_id), ReminderFire)
 
 
 def voice_attach(session_id: str) -> Query[AttachSession, AttachReply]:

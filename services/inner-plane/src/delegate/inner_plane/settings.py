@@ -24,6 +24,10 @@ class Settings(ServiceSettings):
     # Signals claimed per activation, and how long to wait for the agent's outcome before moving on.
     activation_batch_max: int = Field(default=20, ge=1)  # ACTIVATION_BATCH_MAX
     activation_timeout_seconds: float = Field(default=600.0, gt=0)  # ACTIVATION_TIMEOUT_SECONDS
+    # The owner's clock: quiet hours and reminders without a timezone of their own read it.
+    owner_timezone: str = "UTC"  # OWNER_TIMEZONE (an IANA name, e.g. Europe/Berlin)
+    # "22:00-07:00" (HH:MM[:SS]-HH:MM[:SS], may wrap midnight); empty: none. Non-urgent signals wait.
+    quiet_hours: str = ""  # QUIET_HOURS
     # The follower re-reads the ledger this often when no live event arrives, so a lost
     # notification of the newest event is noticed without waiting for the next one.
     inner_resync_seconds: float = Field(default=5.0, gt=0)  # INNER_RESYNC_SECONDS

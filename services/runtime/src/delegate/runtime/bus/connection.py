@@ -107,6 +107,7 @@ class Bus:
                 duplicate_window=spec.duplicate_window_s,
                 max_age=spec.max_age_s or None,
                 max_msg_size=spec.max_msg_size,
+                allow_msg_schedules=spec.schedules or None,
             )
             try:
                 await self.js.add_stream(config)
