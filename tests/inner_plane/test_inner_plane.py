@@ -7,6 +7,7 @@ answer to an idle check) by appending events through the ledger.
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
+from functools import partial
 
 import pytest
 
@@ -27,7 +28,16 @@ from delegate.contracts.events import (
     TermStarted,
 )
 from delegate.contracts.ids import new_id
-from delegate.contracts.messages import ActivationInput, Signal
+from delegate.contracts.messages import ActivationInput
+from delegate.contracts.signals import (
+    AnySignal,
+    MemoryRelevant,
+    MemoryRelevantPayload,
+    ScriptPayload,
+    ScriptSignal,
+    TaskFinished,
+    TaskFinishedPayload,
+)
 from tests.support.standin import StandinProcess
 from tests.support.system import System
 
@@ -351,24 +361,28 @@ async def test_a_failed_capsule_refresh_is_announced_and_retried(
     assert len(model_requests(standin, CAPSULE_MARK)) == 2
 
 
-async def test_urgent_signals_are_recorded_and_wake_the_agent_one_batch_at_a_time(
+async def test_signals_are_recorded_and_wake_the_agent_one_batch_at_a_time_urgent_first(
     system: System, standin: StandinProcess, connect: Connect
 ) -> None:
-    # One signal per activation: the two urgent ones need two, and the second may only go
-    # out once the first has its outcome.
+    # One signal per activation: the three need three, and each may only go out once the
+    # one before has its outcome. Urgent ones lead.
     h = await _started(system, standin, connect, IDLE_SPAN_SECONDS="600", ACTIVATION_BATCH_MAX="1")
     story = Story(h)
     await story.open()
-    quiet = Signal(source="memory", type="related", priority=0, data={"text": "Ana's birthday is in May"})
-    urgent = Signal(source="timer", type="reminder", priority=1, data={"text": "call Ana"})
-    urgent2 = Signal(source="task", type="finished", priority=2, data={"task_id": "t1"})
-    for signal in (quiet, urgent, urgent2):
+    birthday = MemoryRelevantPayload(text="Ana's birthday is in May")
+    calm = MemoryRelevant(source="memory", urgency="low", payload=birthday, reply_via="email")
+    urgent = ScriptSignal(source="timer", urgency="urgent", payload=ScriptPayload(text="call Ana"))
+    urgent2 = TaskFinished(source="task", urgency="urgent", payload=TaskFinishedPayload(task_id="t1"))
+    # The calm one comes between the urgent ones: while the first is out, the second urgent one leads.
+    raised: list[AnySignal] = [urgent, calm, urgent2]
+    for signal in raised:
         await h.bus.publish(topics.INNER_SIGNAL, signal)
 
-    signal_events = [await h.committed(s.id) for s in (quiet, urgent, urgent2)]
-    for event, signal in zip(signal_events, (quiet, urgent, urgent2), strict=True):
+    signal_events = [await h.committed(s.id) for s in raised]
+    for event, signal in zip(signal_events, raised, strict=True):
         assert (event.kind, event.channel, event.span_id) == ("inner.signal", "inner", None)
-        assert event.payload["priority"] == signal.priority and event.ts == signal.ts
+        assert event.payload["signal"] == signal.model_dump(mode="json") and event.ts == signal.ts
+        assert (event.payload["signal_kind"], event.payload["urgency"]) == (signal.kind, signal.urgency)
         assert event.conversation_id == story.conversation_id
     await h.processed(max(e.seq or 0 for e in signal_events))
 
@@ -376,22 +390,25 @@ async def test_urgent_signals_are_recorded_and_wake_the_agent_one_batch_at_a_tim
         found = [m for m in await h.agent_inputs() if m.type == "activation"]
         return found if len(found) >= count else None
 
-    first = (await eventually(lambda: activations(1), "the first activation"))[0]
-    assert len(first.signal_ids) == 1 and first.signal_ids[0] in {urgent.id, urgent2.id}
-
-    outcome = await h.append(
-        ActivationOutcome(status="completed"),
-        conversation_id=story.conversation_id,
-        span_id=None,
-        channel="inner",
-        parent_id=first.id,
-    )
-    second = (await eventually(lambda: activations(2), "the second activation"))[1]
-    assert sorted([*first.signal_ids, *second.signal_ids]) == sorted([urgent.id, urgent2.id])
-    # Serialized: the second batch was made after the first one's outcome was written, not
-    # beside the first one (which is when it would have gone out otherwise).
-    assert second.ts >= outcome.ts
-    assert quiet.id not in {*first.signal_ids, *second.signal_ids}
+    sent: list[ActivationInput] = []
+    outcomes: list[Event] = []
+    for n in range(3):
+        sent.append((await eventually(partial(activations, n + 1), f"activation {n + 1}"))[n])
+        assert len(sent[n].signal_ids) == 1 and len(sent[n].signals) == 1
+        if outcomes:
+            # Serialized: made after the previous one's outcome was written, not beside it.
+            assert sent[n].ts >= outcomes[-1].ts
+        outcomes.append(await h.append(
+            ActivationOutcome(status="completed"),
+            conversation_id=story.conversation_id,
+            span_id=None,
+            channel="inner",
+            parent_id=sent[n].id,
+        ))
+    assert sorted(sent[0].signal_ids + sent[1].signal_ids) == sorted([urgent.id, urgent2.id])
+    assert sent[0].urgent and sent[1].urgent and not sent[2].urgent
+    assert sent[2].signal_ids == [calm.id] and sent[2].signals == [calm.model_dump(mode="json")]
+    assert sent[2].reply_via == "email" and sent[0].reply_via is None
 
 
 async def test_a_lost_state_file_is_rebuilt_from_the_ledger_without_redoing_work(

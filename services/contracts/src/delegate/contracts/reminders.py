@@ -73,6 +73,10 @@ class ReminderCommand(BusModel):
     spec: ReminderSpec | None = None  # set, change
     include_done: bool = False  # list
     reason: str = Field(default="", max_length=500)  # cancel
+    # The asker's own id for this request (the agent's tool call id): a request asked again is
+    # answered with what the first one did, never a second reminder.
+    request_id: str | None = Field(default=None, min_length=1, max_length=200)
+    parent_id: str | None = Field(default=None, max_length=64)  # the event that asked (a tool.call)
 
     @model_validator(mode="after")
     def _fits_op(self) -> "ReminderCommand":

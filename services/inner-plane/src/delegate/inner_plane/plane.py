@@ -14,6 +14,7 @@ from .follower import LedgerFollower
 from .idle import IdleTimer
 from .memory import MemoryExtractor
 from .model import Model
+from .reminders import Reminders
 from .settings import Settings
 from .state import StateFile
 
@@ -30,6 +31,7 @@ class InnerPlane:
         self.memory = MemoryExtractor(self.ctx)
         self.capsule = CapsuleRefresher(self.ctx)
         self.broker = AttentionBroker(self.ctx)
+        self.reminders = Reminders(self.ctx)
         self.follower = LedgerFollower(self.ctx, self.apply)
         self.failed = asyncio.Event()  # a worker ended by itself: the process must restart
 
@@ -41,9 +43,11 @@ class InnerPlane:
             if event.kind == "conversation.ended":
                 if state.current_conversation_id == event.conversation_id:
                     state.current_conversation_id = None
-            elif event.kind != "inner.signal":
+            elif event.kind not in ("inner.signal", "inner.decision"):
+                # The broker's own events name the conversation they were written in: never
+                # one that ended meanwhile.
                 state.current_conversation_id = event.conversation_id
-        for component in (self.idle, self.memory, self.capsule, self.broker):
+        for component in (self.idle, self.memory, self.capsule, self.reminders, self.broker):
             component.on_event(event)
 
     def ready(self) -> bool:
@@ -56,6 +60,7 @@ class InnerPlane:
         for work in (self.follower.run(), self.idle.run(), self.memory.run(), self.capsule.run(), self.broker.run()):
             bus.spawn(work).add_done_callback(self._worker_ended)
         self._consumer = bus.spawn(self.broker.consume(self.ctx.stop))
+        await self.reminders.start(self._worker_ended)
 
     def _worker_ended(self, task: "asyncio.Task[None]") -> None:
         # A worker only ends by itself on a bug or a fault it cannot ride out (a state file
@@ -71,3 +76,4 @@ class InnerPlane:
         subscription cancelled mid-fetch is left behind and stalls the connection's drain."""
         with contextlib.suppress(Exception):
             await asyncio.wait_for(asyncio.shield(self._consumer), timeout=2.0)
+        await self.reminders.stop()

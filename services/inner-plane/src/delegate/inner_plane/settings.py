@@ -1,8 +1,12 @@
 """The inner plane's one settings class (env var names as in interfaces.md)."""
 
-from pydantic import Field
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import Field, field_validator, model_validator
 
 from delegate.runtime.settings import ServiceSettings
+
+from .quiet_hours import QuietHours
 
 
 class Settings(ServiceSettings):
@@ -28,6 +32,15 @@ class Settings(ServiceSettings):
     owner_timezone: str = "UTC"  # OWNER_TIMEZONE (an IANA name, e.g. Europe/Berlin)
     # "22:00-07:00" (HH:MM[:SS]-HH:MM[:SS], may wrap midnight); empty: none. Non-urgent signals wait.
     quiet_hours: str = ""  # QUIET_HOURS
+    # The attention broker: a signal whose dedup key came within this window is a duplicate;
+    # related signals wait this long to join one activation (urgent ones never wait).
+    inner_dedup_window_s: float = Field(default=600.0, ge=0)  # INNER_DEDUP_WINDOW_S
+    inner_coalesce_s: float = Field(default=2.0, ge=0)  # INNER_COALESCE_S
+    # The interruption budget: proactive activations per owner-local day, seconds between wakes.
+    inner_daily_budget: int = Field(default=10, ge=0)  # INNER_DAILY_BUDGET
+    inner_min_wake_gap_s: float = Field(default=60.0, ge=0)  # INNER_MIN_WAKE_GAP_S
+    # A user message still unanswered after this long no longer counts as the owner mid-turn.
+    inner_turn_stale_s: float = Field(default=900.0, gt=0)  # INNER_TURN_STALE_S
     # The follower re-reads the ledger this often when no live event arrives, so a lost
     # notification of the newest event is noticed without waiting for the next one.
     inner_resync_seconds: float = Field(default=5.0, gt=0)  # INNER_RESYNC_SECONDS
@@ -36,6 +49,24 @@ class Settings(ServiceSettings):
     inner_queue_max: int = Field(default=1000, ge=1)  # INNER_QUEUE_MAX
     # Tries of a committed event whose processing raised, with backoff, before it is dead-lettered.
     inner_event_attempts: int = Field(default=3, ge=1)  # INNER_EVENT_ATTEMPTS
+
+    @field_validator("owner_timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise ValueError(f"OWNER_TIMEZONE {value!r} is not an IANA time zone (e.g. Europe/Berlin)") from exc
+        return value
+
+    @model_validator(mode="after")
+    def _readable_quiet_hours(self) -> "Settings":
+        QuietHours.parse(self.quiet_hours, self.zone)  # raises with what is wrong
+        return self
+
+    @property
+    def zone(self) -> ZoneInfo:
+        return ZoneInfo(self.owner_timezone)
 
     @property
     def capsule_line(self) -> float:

@@ -13,8 +13,11 @@ import os
 import threading
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from delegate.contracts.reminders import Reminder
 
 log = logging.getLogger(__name__)
 
@@ -57,21 +60,59 @@ class CheckpointRef(_Model):
     through_seq: int
 
 
+class SignalHold(_Model):
+    """The broker's latest ``hold`` of a signal: why, and until when (None: until the owner's turn ends)."""
+
+    reason: str
+    until: datetime | None = None
+
+
 class PendingSignal(_Model):
+    """A committed signal without a final decision (act, coalesce or drop) yet."""
+
     id: str
     seq: int
+    ts: datetime  # the signal's own time (the dedup window and coalescing read it)
+    kind: str
     source: str
-    type: str
-    priority: int
-    data: dict[str, object] = Field(default_factory=dict)
+    urgency: str = "normal"
+    dedup_key: str | None = None
+    expires_at: datetime | None = None
+    signal: dict[str, Any] = Field(default_factory=dict)  # the signal as raised (its JSON)
+    duplicate_of: str | None = None  # the first signal with its dedup key inside the window
+    decisions: int = 0  # decisions committed about it so far (the n in their derived ids)
+    last_decision: str | None = None  # its newest decision's event id (applied once)
+    hold: SignalHold | None = None
+
+    @property
+    def urgent(self) -> bool:
+        return self.urgency == "urgent"
+
+
+class DedupEntry(_Model):
+    signal_id: str
     ts: datetime
 
 
 class ActivationBatch(_Model):
     activation_id: str
     signal_ids: list[str]
-    signals: list[dict[str, object]]
-    sent_at: datetime
+    signals: list[dict[str, Any]]
+    sent_at: datetime  # the act decision's time; the outcome timeout counts from it
+    urgent: bool = False
+    reply_via: str | None = None
+
+
+class BrokerState(_Model):
+    """The attention broker's view, derived only from committed events (signals, decisions, turns)."""
+
+    pending: dict[str, PendingSignal] = Field(default_factory=dict)  # in seq order
+    dedup: dict[str, DedupEntry] = Field(default_factory=dict)  # dedup key -> the first signal
+    wakes: list[datetime] = Field(default_factory=list)  # proactive (non-urgent) acts, newest last
+    batch: ActivationBatch | None = None  # the activation in flight
+    # The owner mid-turn: user messages (id -> ts) without their answer, voice sessions open.
+    open_turns: dict[str, datetime] = Field(default_factory=dict)
+    open_sessions: dict[str, datetime] = Field(default_factory=dict)
 
 
 class InnerState(_Model):
@@ -84,8 +125,9 @@ class InnerState(_Model):
     capsule: Capsule | None = None
     capsule_request: CapsuleRequest | None = None  # kept until a capsule accounts for it
     checkpoints: list[CheckpointRef] = Field(default_factory=list)  # waiting for memory extraction
-    signals: list[PendingSignal] = Field(default_factory=list)  # waiting for an activation
-    batch: ActivationBatch | None = None  # the activation in flight
+    broker: BrokerState = Field(default_factory=BrokerState)
+    # Every reminder by id, as its committed reminder.* / reminder.due events say (reminders.store).
+    reminders: dict[str, Reminder] = Field(default_factory=dict)
 
     def open_span_of(self, conversation_id: str | None) -> str | None:
         for span in self.spans.values():
