@@ -7,7 +7,9 @@ so a crash at any point leaves a ledger the next leader can continue from.
 
 The parts, one concept each: ``spans`` (conversations, spans, idle checkpoints), ``turn`` (the
 model loop and its live text), ``redelivery`` (what a previous leader already answered),
-``compaction`` (Compact now); ``core`` holds the state they share.
+``activation`` (an activation's span, answer and outcome; ``composer``, ``activation_reply``
+and ``silence`` serve it), ``away`` (email when the owner is away), ``compaction`` (Compact
+now); ``core`` holds the state they share.
 
 Fencing, and the window it leaves: every event carries the term's fencing token and the ledger
 refuses a deposed term's, so a leader paused past its lease can write nothing once its
@@ -35,7 +37,7 @@ from typing import Any
 
 from nats.aio.msg import Msg
 
-from delegate.contracts.events import ActivationOutcome, ConversationEnded, Event, Message, SpanType, make_event
+from delegate.contracts.events import ConversationEnded, Event, Message, SpanType, make_event
 from delegate.contracts.messages import (
     ActivationInput,
     AgentCommand,
@@ -50,13 +52,15 @@ from delegate.contracts.messages import (
 from delegate.runtime.bus import BusUnavailable, DomainError, Retryable, in_progress, nak
 from delegate.runtime.working_context import RESPONSES_CHANNELS
 
+from .activation import Activations
+from .away import AwayEmail
 from .compaction import Compaction
 from .conversation_state import ConversationState, state_from_resume
+from .core import Deposed
 from .ledger import PAGE, LedgerUnavailable
 from .outbound import REPLY_CHANNELS, NotLeading, Outbound, reply_to_outcome
-from .prompts import activation_item, user_item
-from .redelivery import Redelivery
-from .turn import ChainPoint, Turn, Turns, failure_id, settle_opening
+from .prompts import user_item
+from .turn import ChainPoint, Turn, failure_id, settle_opening
 
 log = logging.getLogger(__name__)
 
@@ -67,13 +71,7 @@ VOICE_CHANNELS = frozenset({"browser_voice", "phone"})
 BUSY = "A response or a compaction is running; try again when it is done."
 
 
-class Deposed(Retryable):
-    """The lease is not (or no longer provably) ours: hand the input back to the next leader."""
-
-    delay = 0.0
-
-
-class Agent(Turns, Redelivery, Compaction):
+class Agent(Activations, AwayEmail, Compaction):
     # ---- start / takeover -----------------------------------------------------------------
 
     async def restore(self) -> ResumeState:
@@ -141,6 +139,8 @@ class Agent(Turns, Redelivery, Compaction):
                 failed = await self._give_up(msg)
                 if failed is not None and isinstance(msg, UserInput):
                     await self._notify_failure(msg, failed)
+                elif failed is not None and isinstance(msg, ActivationInput):
+                    await self._activation_given_up(msg, failed)
         except asyncio.CancelledError:
             # Stepping down (or stopping) mid-input: hand it back now, not after ack_wait.
             await nak(raw)
@@ -186,6 +186,8 @@ class Agent(Turns, Redelivery, Compaction):
                     # Published again: a no-op (the same msg_id) when the previous leader got
                     # to it, the delivery when it died between the answer and the publish.
                     return reply_to_outcome(found[0], msg.meta)
+            if await self._defer_email(msg):
+                return None  # EMAIL_WHEN_AWAY=signal: the inner plane decides when it is answered
             span_type = SPAN_FOR_CHANNEL.get(msg.channel, "interaction")
             conversation_id, span = self._open_ids(msg.channel, span_type)
             user_message = make_event(
@@ -211,7 +213,7 @@ class Agent(Turns, Redelivery, Compaction):
                 raise
             finally:
                 await settle_opening(opening)
-            return reply_to_outcome(result.event, msg.meta)
+            return reply_to_outcome(result.event, msg.meta) if result.event is not None else None
 
     def _start_before(self, turn_id: str | None) -> ChainPoint | None:
         """Where an edit or a regenerate of ``turn_id`` continues: where that turn started.
@@ -266,7 +268,7 @@ class Agent(Turns, Redelivery, Compaction):
             # The new answer has its own id, so it goes out as a new message in an sms/email turn.
             # A failed attempt sends nothing: it was asked for in the web client, which shows it.
             result = await self._answer(turn)
-            return reply_to_outcome(result.event, _meta(target)) if result.answered else None
+            return reply_to_outcome(result.event, _meta(target)) if result.answered and result.event else None
 
     async def _reply_again(self, outcome: Event) -> Outbound | None:
         """A regenerate a previous leader answered: its outbound again, threaded on its question."""
@@ -274,32 +276,6 @@ class Agent(Turns, Redelivery, Compaction):
             return None
         question = await self.ledger.get(outcome.parent_id)
         return reply_to_outcome(outcome, _meta(question) if question is not None else None)
-
-    async def _activation(self, msg: ActivationInput, delivery: int) -> None:
-        async with self._turn_slot():
-            if delivery > 1:
-                found = await self._recorded_answers(
-                    msg.id, ("activation.outcome", "message", "turn.failed"), anchored=False
-                )
-                if found:
-                    await self._finish_recorded_activation(msg, found)
-                    return
-            s = self.state
-            if s.span is not None and s.span.type != "activation":
-                await self._close_span("superseded")
-            conversation_id, span = await self._ensure_open("inner", "activation", msg.ts)
-            turn = Turn(msg.id, "inner", conversation_id, span.id, activation_item(msg), delivery)
-            result = await self._answer(turn)
-            await self.ledger.append(
-                make_event(
-                    ActivationOutcome(status="completed" if result.answered else "failed", summary=result.text[:1000]),
-                    conversation_id=conversation_id,
-                    span_id=span.id,
-                    channel="inner",
-                    parent_id=msg.id,
-                )
-            )
-            await self._close_span("completed")
 
     # ---- commands ---------------------------------------------------------------------------------
 

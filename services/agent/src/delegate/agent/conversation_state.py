@@ -22,6 +22,7 @@ class SpanRef:
     id: str
     type: SpanType
     channel: Channel
+    activation_id: str | None = None  # an activation span's: the input it answers
 
 
 @dataclass
@@ -70,7 +71,7 @@ def state_from_resume(resume: ResumeState) -> ConversationState:
     # A call's span belongs to the voice service, which closes it (a killed one's successor too).
     if opened is not None and opened.span_id and opened.payload.get("type") not in ("voice", "phone"):
         span_type = opened.payload.get("type", "interaction")
-        state.span = SpanRef(opened.span_id, span_type, opened.channel)
+        state.span = SpanRef(opened.span_id, span_type, opened.channel, opened.payload.get("activation_id"))
     if resume.last_usage is not None:
         state.input_tokens = int(resume.last_usage.payload.get("input_tokens") or 0)
 

@@ -16,7 +16,7 @@ from delegate.contracts import topics
 from delegate.contracts.events import Event
 from delegate.contracts.ids import utcnow
 from delegate.contracts.messages import AgentState, CapsuleState, Usage
-from delegate.runtime.bus import Bus
+from delegate.runtime.bus import Bus, Retryable
 from delegate.runtime.working_context import build_working_context, capsule_through_seq
 
 from .conversation_state import ConversationState
@@ -32,6 +32,12 @@ if TYPE_CHECKING:
     from .turn import Turn
 
 log = logging.getLogger(__name__)
+
+
+class Deposed(Retryable):
+    """The lease is not (or no longer provably) ours: hand the input back to the next leader."""
+
+    delay = 0.0
 
 
 class AgentCore:

@@ -1,9 +1,9 @@
-"""What the model is told: the base instructions and how inputs become input items."""
+"""What the model is told: the base instructions and how a user's input becomes an input item.
 
-import json
+An activation's signals are composed elsewhere (``composer.py``): they are never user input.
+"""
+
 from typing import Any
-
-from delegate.contracts.messages import ActivationInput
 
 BASE_INSTRUCTIONS = """\
 You are Delegate, a personal assistant for one person. You and they share one continuous \
@@ -17,21 +17,10 @@ plainly when something failed or you are not sure. \
 Never invent facts about the person: ask, or check your notes and tools.
 
 Sometimes you are woken without a message from the person ("inner activity"): a reminder fired, \
-a task changed, or a memory became relevant. Then decide whether anything needs doing now; act \
-with tools if so, and answer with a short account of what you did or why nothing was needed."""
-
-MAX_SIGNAL_CHARS = 4000
+a task changed, an email came, or a memory became relevant. Then decide whether anything needs \
+doing or saying now; act with tools if so, and answer with what the person should know. When \
+nothing needs saying, use the nothing_to_do tool instead of answering."""
 
 
 def user_item(text: str) -> dict[str, Any]:
     return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
-
-
-def activation_item(activation: ActivationInput) -> dict[str, Any]:
-    """The claimed signals, presented as inner context (developer role), never as the user's words."""
-    lines = ["[inner activity] You were woken by these signals:"]
-    for signal in activation.signals or [{"id": sid} for sid in activation.signal_ids]:
-        lines.append("- " + json.dumps(signal, ensure_ascii=False, default=str)[:MAX_SIGNAL_CHARS])
-    if len(lines) == 1:
-        lines.append("- (no details were attached)")
-    return {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "\n".join(lines)}]}

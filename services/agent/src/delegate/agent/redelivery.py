@@ -8,7 +8,7 @@ as ``turn.failed`` so the owner is told instead of waiting forever.
 
 import logging
 
-from delegate.contracts.events import ActivationOutcome, Channel, Event, TurnFailed, make_event
+from delegate.contracts.events import Channel, Event, TurnFailed, make_event
 from delegate.contracts.messages import ActivationInput, QueryRequest, UserInput
 from delegate.runtime.bus import BusUnavailable
 
@@ -41,24 +41,6 @@ class Redelivery(Spans):
         if found:
             log.info("input %s was already answered before a takeover: %s", turn_id, [e.kind for e in found])
         return found
-
-    async def _finish_recorded_activation(self, msg: ActivationInput, found: list[Event]) -> None:
-        """A previous leader answered this activation: add what it did not get to, run nothing again."""
-        if not any(e.kind == "activation.outcome" for e in found):
-            first = found[0]
-            failed = next((e for e in found if e.kind == "turn.failed"), None)
-            summary = str((failed or first).payload.get("message" if failed else "text") or "")
-            await self.ledger.append(
-                make_event(
-                    ActivationOutcome(status="failed" if failed else "completed", summary=summary[:1000]),
-                    conversation_id=first.conversation_id,
-                    span_id=first.span_id,
-                    channel="inner",
-                    parent_id=msg.id,
-                )
-            )
-        if self.state.span is not None and self.state.span.type == "activation":
-            await self._close_span("completed")
 
     async def _give_up(self, msg: UserInput | ActivationInput) -> Event | None:
         """Record ``turn.failed`` for an input that keeps failing; the event, if it was recorded."""

@@ -1,5 +1,7 @@
 """The agent's one settings class; env var names as in interfaces.md, agent-only ones prefixed."""
 
+from typing import Literal
+
 from pydantic import model_validator
 
 from delegate.runtime.settings import ServiceSettings
@@ -26,6 +28,15 @@ class Settings(ServiceSettings):
     agent_max_deliver: int = 30  # AGENT_MAX_DELIVER: deliveries before an input ends as turn.failed
     agent_lease_ttl: float = 3.0  # AGENT_LEASE_TTL: a standby takes over this long after the leader dies
     agent_lease_renew: float = 1.0  # AGENT_LEASE_RENEW: how often the leader renews the lease
+
+    # Activations (the inner plane woke the agent) and inbound email while the owner is away.
+    owner_timezone: str = "UTC"  # OWNER_TIMEZONE: due times in an activation are shown in it
+    # ACTIVATION_CALLS: an urgent batch may phone the owner (call_owner); a signal's own
+    # reply_via=call always may. Off by default: a call is the loudest interruption there is.
+    activation_calls: bool = False
+    # EMAIL_WHEN_AWAY: reply (answer at once, as always) or signal (an email arriving while the
+    # owner is in no conversation is recorded and raised as an email.received signal instead).
+    email_when_away: Literal["reply", "signal"] = "reply"
 
     @model_validator(mode="after")
     def _offline_without_a_key(self) -> "Settings":

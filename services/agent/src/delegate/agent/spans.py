@@ -42,8 +42,12 @@ class Spans(AgentCore):
         span = s.span or SpanRef(new_id(), span_type, channel)
         return conversation_id, span
 
-    async def _publish_opening(self, conversation_id: str, span: SpanRef, ts: datetime, *then: Event) -> None:
+    async def _publish_opening(
+        self, conversation_id: str, span: SpanRef, ts: datetime, *then: Event, opened: SpanOpened | None = None
+    ) -> None:
         """Open the conversation and span if they are new, just before ``ts``; then publish ``then``.
+
+        ``opened``: the span's opening payload when it says more than its type (an activation's batch).
 
         One publish at a time, each acked before the next: a retried publish can never land
         behind a later one. The state takes each id only once its event is acked.
@@ -60,7 +64,7 @@ class Spans(AgentCore):
         if s.span is None:
             await self.ledger.append(
                 make_event(
-                    SpanOpened(type=span.type), conversation_id=conversation_id, span_id=span.id,
+                    opened or SpanOpened(type=span.type), conversation_id=conversation_id, span_id=span.id,
                     channel=span.channel, ts=ts - TICK,
                 )
             )

@@ -10,6 +10,7 @@ result (recorded here, so the timeline stays complete).
 
 import json
 import logging
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from delegate.contracts.events import ToolCall, ToolResult, make_event
@@ -25,6 +26,9 @@ from .tools import ConfigError, ToolRegistry
 log = logging.getLogger(__name__)
 
 AGENT_NAME = "base"
+
+# A tool a turn provides itself (an activation's nothing_to_do): run here, recorded like any.
+OwnHandler = Callable[[dict[str, Any]], Awaitable[ToolCallReply]]
 
 
 class Toolbox:
@@ -70,8 +74,12 @@ class Toolbox:
         span_id: str | None,
         channel: Any,
         parent_id: str,
+        own: Mapping[str, OwnHandler] | None = None,
     ) -> dict[str, Any]:
-        """Run one function call; always returns its ``function_call_output`` item."""
+        """Run one function call; always returns its ``function_call_output`` item.
+
+        ``own``: the turn's own tools, which win over a registry tool of the same name.
+        """
         try:
             parsed = json.loads(call.arguments or "{}")
             arguments = parsed if isinstance(parsed, dict) else {"value": parsed}
@@ -92,6 +100,9 @@ class Toolbox:
             reply = ToolCallReply(
                 ok=False, output=f"arguments are not valid JSON: {bad_json}", error_code="invalid_arguments"
             )
+            await self._record(request, reply)
+        elif own is not None and call.name in own:
+            reply = await own[call.name](arguments)
             await self._record(request, reply)
         elif self.registry is None:
             reply = ToolCallReply(

@@ -11,7 +11,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from delegate.contracts import topics
 from delegate.contracts.events import (
@@ -33,6 +33,9 @@ from .model import ChainLost, ModelError, StreamBroken
 from .prompts import BASE_INSTRUCTIONS
 from .spans import Spans
 
+if TYPE_CHECKING:
+    from .silence import Silence
+
 log = logging.getLogger(__name__)
 
 # Room for local attempts inside one delivery: attempt numbers never repeat across deliveries.
@@ -47,11 +50,14 @@ class TurnStopped(Exception):
 
 
 class TurnResult(NamedTuple):
-    """How a turn ended: ``event`` is the recorded assistant message or ``turn.failed``."""
+    """How a turn ended: ``event`` is the recorded assistant message or ``turn.failed``.
+
+    None only for an activation that chose to say nothing (``Silence``): no message is recorded.
+    """
 
     answered: bool
     text: str
-    event: Event
+    event: Event | None
 
 
 @dataclass(frozen=True)
@@ -92,6 +98,8 @@ class Turn:
     answer_id: str | None = None
     start: ChainPoint | None = None
     stop: asyncio.Event = field(default_factory=asyncio.Event, compare=False)
+    # An activation's nothing_to_do: offered to the model, and whether it was chosen.
+    silence: "Silence | None" = field(default=None, compare=False)
 
     async def opened(self) -> None:
         if self.opening is not None:
@@ -205,6 +213,13 @@ class Turns(Spans):
             return TurnResult(False, message, failed)
         finally:
             self.running = None
+        if turn.silence is not None and turn.silence.chosen:
+            # Said nothing, on purpose: no message. The chain still moves on (the model saw the
+            # signals); after a restart it continues from the last answer that was said.
+            self.state.chain_id = response_id
+            self.state.replacement = None
+            log.info("turn %s: nothing to say (%s)", turn.id, turn.silence.reason)
+            return TurnResult(True, "", None)
         answer = await self._record_answer(turn, Message(text=text.committed, response_id=response_id))
         # Only now is this response the chain head: a failed turn leaves the last good one.
         self.state.chain_id = response_id
@@ -214,7 +229,11 @@ class Turns(Spans):
 
     def _turn_text(self, turn: Turn) -> TurnText:
         first = (turn.attempt - 1) * DELTA_ATTEMPTS_PER_TURN_ATTEMPT + (turn.delivery - 1) * ATTEMPTS_PER_DELIVERY + 1
-        return TurnText(self.bus, turn.id, first, live=self.live)
+        silence = turn.silence
+        if silence is None:
+            return TurnText(self.bus, turn.id, first, live=self.live)
+        # Once an activation chose to say nothing, whatever text follows is not shown live either.
+        return TurnText(self.bus, turn.id, first, live=lambda: self.live() and not silence.chosen)
 
     async def _record_answer(self, turn: Turn, message: Message) -> Event:
         if turn.attempt > 1:
@@ -278,6 +297,9 @@ class Turns(Spans):
         s = self.state
         settings = self.settings
         tools = self.toolbox.definitions()
+        own = turn.silence.handlers() if turn.silence is not None else {}
+        if turn.silence is not None:
+            tools = [t for t in tools if t.get("name") not in own] + turn.silence.definitions()
         instructions = compose_instructions(
             BASE_INSTRUCTIONS, capsule=s.capsule, channel=turn.channel, now=utcnow(), with_markers=True
         )
@@ -338,7 +360,7 @@ class Turns(Spans):
             outputs = [
                 await self.toolbox.run(
                     call, conversation_id=turn.conversation_id, span_id=turn.span_id, channel=turn.channel,
-                    parent_id=turn.id,
+                    parent_id=turn.id, own=own,
                 )
                 for call in result.calls
             ]

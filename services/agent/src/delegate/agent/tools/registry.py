@@ -50,6 +50,7 @@ from .config import (
 from .local import local_tools
 from .local.call import Caller
 from .local.owner import Outbox
+from .local.reminders import BusReminderDesk
 from .mcp import McpServer
 from .settings import ToolSettings
 
@@ -103,7 +104,8 @@ class ToolRegistry:
         self._stamps = {POLICIES_FILE: file_stamp(policies_path), MCP_FILE: file_stamp(mcp_path)}
         self.policies, self.policies_from_file = load_policies(self.runtime_dir)
         self.mcp_config = load_mcp_config(self.runtime_dir)
-        tools, self._closers = local_tools(self.runtime_dir, self.settings, self.outbox, self.caller)
+        reminders = BusReminderDesk(self.bus) if self.bus is not None else None
+        tools, self._closers = local_tools(self.runtime_dir, self.settings, self.outbox, self.caller, reminders)
         for tool in tools:
             self._local[tool.name] = tool
         for name, config in self.mcp_config.servers.items():

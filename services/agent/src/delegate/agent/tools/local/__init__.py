@@ -10,11 +10,16 @@ from .github import github_tools
 from .memory import memory_tools
 from .notes import note_tools
 from .owner import Outbox, email_tool, sms_tool
+from .reminders import ReminderDesk, reminder_tools
 from .web_search import web_search_tool
 
 
 def local_tools(
-    runtime_dir: Path, settings: ToolSettings, outbox: Outbox | None = None, caller: Caller | None = None
+    runtime_dir: Path,
+    settings: ToolSettings,
+    outbox: Outbox | None = None,
+    caller: Caller | None = None,
+    reminders: ReminderDesk | None = None,
 ) -> tuple[list[Tool], list[Callable[[], Awaitable[None]]]]:
     """The tools and the closers of the clients they hold.
 
@@ -32,6 +37,8 @@ def local_tools(
         tools.append(email_tool(settings, outbox))
     if caller is not None and settings.sms_configured:  # the same Twilio number and owner phone
         tools.append(call_tool(caller))
+    if reminders is not None:  # the inner plane keeps them: only with a bus to ask it on
+        tools.extend(reminder_tools(reminders))
     if settings.github_token:
         gh_tools, gh = github_tools(settings)
         tools.extend(gh_tools)
