@@ -10,12 +10,15 @@ start) is still one committed signal. Only that committed signal moves the remin
 (``store.apply``), and only then is its next occurrence scheduled.
 """
 
+import asyncio
 import logging
+import time
 from datetime import UTC
 
 from nats.aio.msg import Msg
 
 from delegate.contracts import streams, topics
+from delegate.contracts.events import Event
 from delegate.contracts.ids import utcnow
 from delegate.contracts.reminders import Reminder, ReminderFire
 from delegate.contracts.signals import ReminderDue, ReminderDuePayload
@@ -29,6 +32,7 @@ from .schedules import Schedules
 log = logging.getLogger(__name__)
 
 SOURCE = "reminders"
+FIRE_BATCH = 100
 
 
 class LedgerAway(Retryable):
@@ -76,33 +80,49 @@ def due_signal(reminder: Reminder, fire: ReminderFire) -> ReminderDue:
 
 
 class FireConsumer:
+    """Fires a batch at a time: reminders due in the same second (a whole team's 9:00) are
+    claimed together, their signals published in flight, and acked with one ack-all."""
+
+    # Delivered fires are purged now and then, not after each one: only the stream's size
+    # depends on it, and a purge per fire would halve the rate of a burst.
+    CLEAR_EVERY_S = 30.0
+
     def __init__(self, ctx: Context, schedules: Schedules) -> None:
         self.ctx = ctx
         self.schedules = schedules
+        self._cleared_at = 0.0
 
     async def run(self) -> None:
         """Until ``stop``; only once caught up, so every fire is judged against current knowledge."""
         await self.ctx.caught_up.wait()
-        await self.ctx.bus.consume(
-            topics.INNER_FIRE, self.on_fire, durable=streams.INNER_REMINDERS, stream="REMINDERS",
-            stop=self.ctx.stop,
+        await self.ctx.bus.consume_batches(
+            topics.INNER_FIRE, self.on_fires, durable=streams.INNER_REMINDERS, stream="REMINDERS",
+            stop=self.ctx.stop, batch=FIRE_BATCH,
         )
 
-    async def on_fire(self, fire: ReminderFire, _raw: Msg) -> None:
+    async def on_fires(self, batch: list[tuple[Msg, ReminderFire]]) -> None:
+        events = [event for _, fire in batch if (event := self.claim(fire)) is not None]
+        try:
+            await asyncio.gather(
+                *(self.ctx.bus.publish(topics.ledger_append("inner-plane"), e, deadline=10.0) for e in events)
+            )
+        except BusUnavailable as exc:
+            raise LedgerAway(str(exc)) from exc  # the whole batch again: each claim is stored once
+        if time.monotonic() - self._cleared_at > self.CLEAR_EVERY_S:
+            self._cleared_at = time.monotonic()
+            await quietly(self.schedules.clear_fired())
+
+    def claim(self, fire: ReminderFire) -> Event | None:
+        """The fire's claim (its reminder.due signal as an event), or None for a stale fire."""
         state = self.ctx.state
         reminder = state.reminders.get(fire.reminder_id)
         why = stale(reminder, fire)
         if why is not None:
             log.info("dropped the fire of reminder %s due %s: %s", fire.reminder_id, fire.due_at.isoformat(), why)
-            return
+            return None
         assert reminder is not None
         signal = due_signal(reminder, fire)
-        event = signal_event(signal, conversation_id=state.current_conversation_id)
-        try:
-            await self.ctx.bus.publish(topics.ledger_append("inner-plane"), event, deadline=10.0)
-        except BusUnavailable as exc:
-            raise LedgerAway(str(exc)) from exc
         log.info(
             "reminder %s fired for %s (late by %.1f s)", reminder.id, fire.due_at.isoformat(), signal.payload.late_by_s
         )
-        await quietly(self.schedules.clear_fired())
+        return signal_event(signal, conversation_id=state.current_conversation_id)
