@@ -40,4 +40,6 @@ export const api = {
     request("POST", "/api/messages", supersedes ? { text, client_msg_id: clientMsgId, supersedes } : { text, client_msg_id: clientMsgId }),
   compact: () => request("POST", "/api/compact"),
   endConversation: () => request("POST", "/api/conversation/end"),
+  reminders: () => request("GET", "/api/reminders"),
+  cancelReminder: (id) => request("DELETE", `/api/reminders/${encodeURIComponent(id)}`),
 };

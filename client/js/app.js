@@ -9,6 +9,8 @@ import { TimelineView } from "./render.js";
 import { mergeDelivery } from "./channels.js";
 import { searchEvents, toJSON, toMarkdown } from "./search.js";
 import { VoiceUI } from "./voice-ui.js";
+import { RemindersPanel } from "./reminders-ui.js";
+import { reminderText } from "./reminders.js";
 import {
   addEvents,
   addPending,
@@ -62,7 +64,7 @@ class App {
       onCopy: (text, button) => this.copy(text, button),
       onRegenerate: (ev) => this.regenerate(ev),
       onEdit: (ev) => this.startEdit(ev),
-      figures: (ev) => (ev.kind === "context.compacted" ? { before: compactionBefore(this.tl.order, ev) } : null),
+      figures: (ev) => this.figures(ev),
     });
     this.editing = null; // the user message being edited (its new version supersedes it)
     this.search = { query: "", hits: [], index: -1 };
@@ -79,6 +81,17 @@ class App {
     this.session = 0; // bumps on every sign-in/out so stale async work is dropped
     this.wire();
     this.voice = new VoiceUI(); // after wire(): the icons are in place
+    this.reminders = new RemindersPanel({
+      onUnauthorized: () => this.showSignIn(),
+      toast: (text, tone) => this.toast(text, tone),
+    });
+  }
+
+  /** What a row needs from the rest of the timeline to read well. */
+  figures(ev) {
+    if (ev.kind === "context.compacted") return { before: compactionBefore(this.tl.order, ev) };
+    if (ev.kind === "reminder.cancelled") return { text: reminderText(this.tl.order, ev.payload && ev.payload.reminder_id) };
+    return null;
   }
 
   // ---- boot and sign-in -----------------------------------------------------------
@@ -95,6 +108,7 @@ class App {
     }
     if (session !== this.session) return;
     this.showApp();
+    this.reminders.refresh();
     await this.hydrate(session);
     if (session !== this.session) return;
     this.connect();
@@ -103,6 +117,7 @@ class App {
   showSignIn(message) {
     this.session += 1;
     if (this.voice) this.voice.stop();
+    if (this.reminders) this.reminders.clear();
     if (this.conn) this.conn.stop();
     this.conn = null;
     this.tl = createTimeline();
@@ -246,7 +261,10 @@ class App {
     switch (frame.type) {
       case "event": {
         const fresh = addEvents(this.tl, [frame.event]);
-        for (const ev of fresh) this.voice.committed(ev);
+        for (const ev of fresh) {
+          this.voice.committed(ev);
+          this.reminders.eventArrived(ev);
+        }
         if (fresh.length) {
           this.freshLive.push(...fresh);
           if (frame.event.kind === "context.capsule") this.clearNotice();
@@ -302,6 +320,7 @@ class App {
     // Anything still unconfirmed may have been lost with the old socket: send it again
     // over HTTP (the same client_msg_id is stored once).
     for (const p of [...this.tl.pending.values()]) if (p.status !== "sent") this.postMessage(p.client_msg_id);
+    this.reminders.refresh(); // whatever changed while the socket was away
     try {
       this.applyState(await api.state());
     } catch {

@@ -80,15 +80,30 @@ export function innerSummary(ev, figures = null) {
         tone: p.ok ? "ok" : "warn",
       };
     case "inner.signal":
-      return { label: "Inner signal", text: `${p.source || "inner"} · ${p.type || "signal"}`, tone: "" };
+      return signalSummary(p);
+    case "inner.decision":
+      return decisionSummary(p);
     case "checkpoint":
       return { label: "Checkpoint", text: `${plural(p.turn_count || 0, "turn")} saved for memory`, tone: "" };
-    case "activation.outcome":
-      return {
-        label: "Activation",
-        text: `${p.status || "done"}${p.summary ? ` · ${clip(p.summary, 80)}` : ""}`,
-        tone: p.status === "failed" ? "warn" : "ok",
-      };
+    case "activation.outcome": {
+      const parts = [OUTCOME_WORDS[p.status] || p.status || "done"];
+      if (p.summary) parts.push(clip(p.summary, 80));
+      if (p.reason && p.status !== "completed") parts.push(clip(p.reason, 80));
+      if (p.reply_channel) parts.push(`answered by ${channelInfo(p.reply_channel).label}`);
+      return { label: "Activation", text: parts.join(" · "), tone: p.status === "failed" ? "warn" : p.status === "completed" ? "ok" : "" };
+    }
+    case "reminder.set":
+    case "reminder.changed": {
+      const spec = (p.spec && typeof p.spec === "object" && p.spec) || {};
+      const when = reminderSchedule(spec);
+      const text = [clip(spec.text, 80), when].filter(Boolean).join(" · ");
+      return { label: kind === "reminder.set" ? "Reminder set" : "Reminder changed", text, tone: "", variant: "reminder" };
+    }
+    case "reminder.cancelled": {
+      // The cancel event names the reminder only; the page looks its text up (`figures.text`).
+      const what = figures && figures.text ? clip(figures.text, 80) : "";
+      return { label: "Reminder cancelled", text: [what, clip(p.reason, 80)].filter(Boolean).join(" · "), tone: "", variant: "reminder" };
+    }
     case "delivery": {
       const d = mergeDelivery([ev]);
       return { label: "Delivery", text: d ? d.words : String(p.status || ""), tone: d && d.tone === "bad" ? "warn" : "" };
@@ -122,6 +137,126 @@ export function innerSummary(ev, figures = null) {
       }
       return { label: kind || "Event", text: "", tone: "" };
   }
+}
+
+const OUTCOME_WORDS = { completed: "completed", failed: "failed", nothing_to_do: "nothing to do", ignored: "ignored" };
+
+/** What kind of signal, in words. */
+export const SIGNAL_WORDS = {
+  "reminder.due": "reminder",
+  "email.received": "email",
+  "task.finished": "task finished",
+  "task.failed": "task failed",
+  "memory.relevant": "memory",
+  script: "script",
+};
+
+/** The signal's own words: what it says, whichever kind it is. */
+function signalText(kind, sp) {
+  switch (kind) {
+    case "email.received":
+      return [sp.sender, sp.subject].filter(Boolean).join(": ");
+    case "task.finished":
+      return [sp.goal, sp.summary].filter(Boolean).join(": ") || sp.task_id || "";
+    case "task.failed":
+      return [sp.goal, sp.error].filter(Boolean).join(": ") || sp.task_id || "";
+    default:
+      return typeof sp.text === "string" ? sp.text : "";
+  }
+}
+
+/**
+ * An `inner.signal` row: kind, source and text in one compact line; a fired reminder reads as
+ * the reminder itself, with "late by X" when it fired past its grace. Signals written before
+ * signals were typed carry only `source`/`type`.
+ */
+export function signalSummary(p) {
+  const sig = (p.signal && typeof p.signal === "object" && p.signal) || {};
+  const kind = p.signal_kind || sig.kind || "";
+  const sp = (sig.payload && typeof sig.payload === "object" && sig.payload) || {};
+  const urgent = (p.urgency || sig.urgency) === "urgent";
+  if (!kind) return { label: "Inner signal", text: `${p.source || "inner"} · ${p.type || "signal"}`, tone: "", variant: "signal" };
+  if (kind === "reminder.due") {
+    const late = reminderLateness(sp);
+    const text = [clip(sp.text, 100), late ? `late by ${late}` : "", urgent ? "urgent" : ""].filter(Boolean).join(" · ");
+    return { label: "Reminder", text, tone: late ? "warn" : "ok", variant: "reminder-due", late };
+  }
+  const words = SIGNAL_WORDS[kind] || kind;
+  const text = [words, p.source || sig.source || "", clip(signalText(kind, sp), 100), urgent ? "urgent" : ""].filter(Boolean).join(" · ");
+  return { label: "Signal", text, tone: urgent || kind === "task.failed" ? "warn" : "", variant: "signal" };
+}
+
+/** "3 min" when a fired reminder was later than its grace allows, else "". */
+export function reminderLateness(sp) {
+  const late = Number(sp && sp.late_by_s);
+  const grace = Number.isFinite(Number(sp && sp.grace_s)) ? Number(sp.grace_s) : 60;
+  return Number.isFinite(late) && late > grace ? durationWords(late) : "";
+}
+
+const DECISION_WORDS = { act: "acting", hold: "held", drop: "dropped", coalesce: "batched" };
+const REASON_WORDS = {
+  duplicate: "a duplicate",
+  expired: "expired",
+  quiet_hours: "quiet hours",
+  budget: "interruption budget used up",
+  min_gap: "too soon after the last one",
+  mid_turn: "waiting for your turn to end",
+  late: "too late",
+  stale: "out of date",
+};
+
+/** An `inner.decision` row, small and muted: "held: quiet hours until 07:00". */
+export function decisionSummary(p) {
+  const word = DECISION_WORDS[p.decision] || p.decision || "decided";
+  let why = String(p.detail || REASON_WORDS[p.reason] || String(p.reason || "").replace(/_/g, " "));
+  if (p.until && !/\buntil\b/i.test(why)) why = `${why} until ${formatTime(p.until)}`.trim();
+  if (p.decision === "hold" && !p.until && !why) why = "until your turn ends";
+  return { label: "Decision", text: why ? `${word}: ${clip(why, 140)}` : word, tone: "", variant: "decision" };
+}
+
+/** 42 → "42 s", 190 → "3 min", 7500 → "2 h 5 min", 180000 → "2 days 2 h". */
+export function durationWords(seconds) {
+  const s = Math.max(0, Math.round(Number(seconds) || 0));
+  if (s < 60) return `${s} s`;
+  // Rounded first, so 3,599 s reads "1 h", never "60 min".
+  const minutes = Math.round(s / 60);
+  if (minutes < 60) return `${minutes} min`;
+  if (minutes < 24 * 60) return `${Math.floor(minutes / 60)} h${minutes % 60 ? ` ${minutes % 60} min` : ""}`;
+  const hours = Math.round(s / 3600);
+  const d = Math.floor(hours / 24);
+  return `${d} day${d === 1 ? "" : "s"}${hours % 24 ? ` ${hours % 24} h` : ""}`;
+}
+
+const FREQ_WORDS = { SECONDLY: "second", MINUTELY: "minute", HOURLY: "hour", DAILY: "day", WEEKLY: "week", MONTHLY: "month", YEARLY: "year" };
+const DAY_WORDS = { MO: "Mon", TU: "Tue", WE: "Wed", TH: "Thu", FR: "Fri", SA: "Sat", SU: "Sun" };
+
+/** "FREQ=DAILY;BYHOUR=9;BYMINUTE=30" → "every day at 09:30"; an odd rule reads as itself. */
+export function repeatWords(rrule) {
+  const parts = {};
+  for (const pair of String(rrule || "").replace(/^RRULE:/i, "").split(";")) {
+    const [k, v] = pair.split("=");
+    if (k && v) parts[k.trim().toUpperCase()] = v.trim().toUpperCase();
+  }
+  const unit = FREQ_WORDS[parts.FREQ];
+  if (!unit) return String(rrule || "");
+  const n = Number.parseInt(parts.INTERVAL || "1", 10);
+  let text = n > 1 ? `every ${n} ${unit}s` : `every ${unit}`;
+  if (parts.BYDAY) text += ` on ${parts.BYDAY.split(",").map((d) => DAY_WORDS[d.slice(-2)] || d).join(", ")}`;
+  if (parts.BYHOUR && !parts.BYHOUR.includes(",")) {
+    const minute = parts.BYMINUTE && !parts.BYMINUTE.includes(",") ? parts.BYMINUTE : "0";
+    text += ` at ${parts.BYHOUR.padStart(2, "0")}:${minute.padStart(2, "0")}`;
+  }
+  if (parts.COUNT) text += `, ${parts.COUNT} times`;
+  return text;
+}
+
+/** When a reminder spec fires, in words: a time, "every day at 09:00", or its cron line. */
+export function reminderSchedule(spec) {
+  if (!spec || typeof spec !== "object") return "";
+  if (spec.at) return formatTime(spec.at);
+  if (spec.rrule) return repeatWords(spec.rrule);
+  if (spec.cron) return `cron ${spec.cron}`;
+  return "";
 }
 
 const CALL_END_WORDS = {

@@ -240,7 +240,7 @@ function failureNode(ev) {
   );
 }
 
-function innerNode(ev, figures) {
+export function innerNode(ev, figures) {
   const s = innerSummary(ev, figures);
   const detail = h("div", { class: "inner-detail" });
   const rows = innerDetail(ev);
@@ -264,10 +264,12 @@ function innerNode(ev, figures) {
   const node = h(
     "div",
     {
-      class: `inner${s.tone ? ` tone-${s.tone}` : ""}`,
+      // A variant (signal, decision, reminder) gives its row its own compact look.
+      class: `inner${s.variant ? ` inner-${s.variant}` : ""}${s.tone ? ` tone-${s.tone}` : ""}`,
       "data-event-id": ev.id,
       "data-kind": ev.kind,
       "data-seq": ev.seq ?? "",
+      "data-signal-kind": ev.kind === "inner.signal" ? (ev.payload && ev.payload.signal_kind) || null : null,
     },
     h(
       "details",

@@ -15,8 +15,12 @@ export const INNER_KINDS = new Set([
   "tool.call",
   "tool.result",
   "inner.signal",
+  "inner.decision",
   "checkpoint",
   "activation.outcome",
+  "reminder.set",
+  "reminder.changed",
+  "reminder.cancelled",
   "session.started",
   "session.ended",
   "voice.timing",
@@ -436,6 +440,8 @@ const ACTIVITY_WORDS = [
   ["memory.extracted", "memory saved", "memories saved"],
   ["checkpoint", "checkpoint", "checkpoints"],
   ["voice.timing", "answer timing", "answer timings"],
+  ["inner.signal", "signal", "signals"],
+  ["inner.decision", "decision", "decisions"],
 ];
 
 /** "3 steps: memory lookup, context check, carry-over note": plain words, no jargon. */

@@ -230,15 +230,6 @@ class ReminderCancelled(Payload):
     reason: str = Field(default="", max_length=500)
 
 
-class ReminderScheduled(Payload):
-    """The next occurrence of a reminder was handed to JetStream (or none is left: ``due_at`` None)."""
-
-    KIND: ClassVar[str] = "reminder.scheduled"
-    reminder_id: str = Field(min_length=1, max_length=64)
-    revision: int = Field(ge=1)
-    due_at: datetime | None = None
-
-
 class TermStarted(Payload):
     """A process took a singleton (the agent lease): who holds it from now on.
 
@@ -387,7 +378,7 @@ PAYLOADS: dict[str, type[Payload]] = {
         ConversationOpened, ConversationEnded, SpanOpened, SpanClosed, Checkpoint, Message,
         TurnFailed, ToolCall, ToolResult, MemoryRetrieved, MemoryExtracted, ContextUsage,
         ContextCompacted, ContextCapsule, InnerSignal, InnerDecision, ActivationOutcome, ReminderDefined,
-        ReminderChanged, ReminderCancelled, ReminderScheduled, TermStarted, TermEnded,
+        ReminderChanged, ReminderCancelled, TermStarted, TermEnded,
         InboundRefused, Delivery, MailProgress, AttachmentStored, SessionStarted, SessionEnded, VoiceTiming,
     )
 }

@@ -15,7 +15,7 @@ from starlette.staticfiles import StaticFiles
 
 from delegate.runtime.bus import Bus
 
-from . import browser_call_ws, call_ws, chat_ws, http, twilio_voice, twilio_webhooks
+from . import browser_call_ws, call_ws, chat_ws, http, reminders_api, signals_api, twilio_voice, twilio_webhooks
 from .auth import OwnerAuth, load_or_create_token
 from .channels import ChannelsCache
 from .deps import GatewayContext
@@ -63,6 +63,8 @@ def create_app(settings: Settings, bus: Bus | None = None) -> FastAPI:
     app.include_router(twilio_voice.router)
     app.include_router(call_ws.router)
     app.include_router(browser_call_ws.router)
+    app.include_router(signals_api.router)
+    app.include_router(reminders_api.router)
     # Later routers (/api/tasks) are included here.
     # Static files last: every route above wins over a file of the same name.
     app.mount("/", ClientFiles(directory=settings.client_dir, html=True, check_dir=False), name="client")
