@@ -3,6 +3,7 @@
 import asyncio
 import os
 import secrets
+import signal
 import threading
 import time
 from collections.abc import Iterable
@@ -17,6 +18,11 @@ from .nats import role_env, start_nats
 
 # A service process must log in with the identity System gives it, never one inherited.
 _INHERITED = ("OPENAI_", "TWILIO_", "IMAP_", "SMTP_", "NATS_")
+
+# Stopped as the launcher stops them (delegate.launcher.run.STOP_STAGES): the gateway first,
+# then every other service together, the ledger (which commits what they sent) after them.
+FIRST_TO_STOP = ("gateway",)
+LAST_TO_STOP = ("ledger",)
 
 MODULES = {
     "ledger": "delegate.ledger",
@@ -62,6 +68,7 @@ class System:
         self.token = secrets.token_urlsafe(16)
         self.extra_env = env or {}
         self.procs: dict[str, ManagedProcess] = {}
+        self.services: dict[str, str] = {}  # instance -> the service it runs
         self._counter = 0
 
     @property
@@ -109,42 +116,54 @@ class System:
         env = {**self.env, "INSTANCE_NAME": key, **role_env(self.nats, name), **self.extra_env}
         proc = python_module(key, MODULES[name], env, self.logs / f"{key}.{self._counter}.log").start()
         self.procs[key] = proc
+        self.services[key] = name
         return proc
 
     def wait_ready(self, names: Iterable[str], timeout: float = 30.0) -> None:
-        names = list(names)
+        run_sync(self._wait_ready(list(names), timeout))
+
+    async def _wait_ready(self, names: list[str], timeout: float) -> None:
+        # One probe connection for the whole wait (not one per poll), polled often: a service
+        # is typically ready within a second, and every test that starts one waits for it.
+        assert self.nats is not None
         deadline = time.monotonic() + timeout
         pending = set(names)
-        while pending and time.monotonic() < deadline:
-            for name in list(pending):
-                proc = self.procs.get(name)
-                if proc is not None and not proc.alive():
-                    raise RuntimeError(f"{name} died during start:\n{proc.log_text()[-4000:]}")
-                if self._ready(name):
-                    pending.discard(name)
-            if pending:
-                time.sleep(0.1)
+        bus: Bus | None = None
+        try:
+            async with httpx.AsyncClient(timeout=0.5) as http:
+                while pending and time.monotonic() < deadline:
+                    for name in sorted(pending):
+                        proc = self.procs.get(name)
+                        if proc is not None and not proc.alive():
+                            raise RuntimeError(f"{name} died during start:\n{proc.log_text()[-4000:]}")
+                        if name == "gateway":
+                            ready = await self._gateway_ready(http)
+                        else:
+                            bus = bus or await Bus.connect(self.nats.url, "test-probe")
+                            ready = await self._pong(bus, name)
+                        if ready:
+                            pending.discard(name)
+                    if pending:
+                        await asyncio.sleep(0.05)
+        finally:
+            if bus is not None:
+                await bus.nc.close()
         if pending:
             logs = "\n".join(f"--- {n}\n{self.procs[n].log_text()[-3000:]}" for n in pending if n in self.procs)
             raise TimeoutError(f"not ready after {timeout}s: {sorted(pending)}\n{logs}")
 
-    def _ready(self, name: str) -> bool:
-        if name == "gateway":
-            try:
-                return httpx.get(f"{self.http}/healthz", timeout=0.5).status_code == 200
-            except httpx.HTTPError:
-                return False
-        return bool(run_sync(self._ping(name)))
+    async def _gateway_ready(self, http: httpx.AsyncClient) -> bool:
+        try:
+            return (await http.get(f"{self.http}/healthz")).status_code == 200
+        except httpx.HTTPError:
+            return False
 
-    async def _ping(self, name: str) -> bool:
-        assert self.nats is not None
-        bus = await Bus.connect(self.nats.url, "test-probe")
+    @staticmethod
+    async def _pong(bus: Bus, name: str) -> bool:
         try:
             return (await bus.ping(name, timeout=0.5)).ready
         except Exception:
             return False
-        finally:
-            await bus.nc.close()
 
     def kill(self, name: str) -> None:
         self.procs[name].kill()
@@ -156,8 +175,17 @@ class System:
             self.wait_ready([name])
 
     def stop(self) -> None:
-        for proc in reversed(list(self.procs.values())):
-            proc.stop()
+        """Stage by stage, each stage's processes signalled together (their exits overlap), NATS last."""
+        first = [k for k in self.procs if self.services.get(k) in FIRST_TO_STOP]
+        last = [k for k in self.procs if self.services.get(k) in LAST_TO_STOP]
+        middle = [k for k in reversed(list(self.procs)) if k not in first and k not in last]
+        for stage in (first, middle, last):
+            for key in stage:
+                proc = self.procs[key]
+                if proc.alive() and proc.proc is not None:
+                    proc.proc.send_signal(signal.SIGTERM)
+            for key in stage:
+                self.procs[key].stop()
         if self.nats is not None:
             self.nats.stop()
 
