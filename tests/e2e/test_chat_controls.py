@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.agent.chat import ChatClient, api
-from tests.agent.conftest import make_system, probe_for, standin  # noqa: F401 - fixtures
+from tests.agent.conftest import make_system, probe_for  # noqa: F401 - fixtures (standin: conftest.py)
 from tests.agent.rig import input_texts, response_bodies
 
 pytestmark = [pytest.mark.integration]

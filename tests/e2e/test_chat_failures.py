@@ -3,7 +3,7 @@
 import pytest
 
 from tests.agent.chat import ChatClient
-from tests.agent.conftest import make_system, probe_for, standin  # noqa: F401 - fixtures
+from tests.agent.conftest import make_system, probe_for  # noqa: F401 - fixtures (standin: conftest.py)
 from tests.agent.rig import response_bodies
 
 pytestmark = [pytest.mark.integration]

@@ -4,7 +4,7 @@ import pytest
 
 from delegate.contracts.events import ContextCapsule, make_event
 from tests.agent.chat import ChatClient, api, timeline
-from tests.agent.conftest import make_system, probe_for, standin  # noqa: F401 - fixtures
+from tests.agent.conftest import make_system, probe_for  # noqa: F401 - fixtures (standin: conftest.py)
 from tests.agent.rig import Probe, input_texts, response_bodies
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

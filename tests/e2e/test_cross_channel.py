@@ -15,7 +15,7 @@ from delegate.contracts import subjects
 from delegate.contracts.channels import OUTBOUND_ADAPTER, OutboundSms
 from delegate.contracts.messages import UserInput
 from tests.agent.chat import ChatClient, api
-from tests.agent.conftest import make_system, probe_for, standin  # noqa: F401 - fixtures
+from tests.agent.conftest import make_system, probe_for  # noqa: F401 - fixtures (standin: conftest.py)
 from tests.agent.rig import Probe, input_texts, response_bodies
 
 pytestmark = [pytest.mark.integration]

@@ -28,7 +28,7 @@ import websockets
 
 from delegate.contracts.events import ContextCapsule, make_event
 from tests.agent.chat import ChatClient, api, timeline
-from tests.agent.conftest import make_system, probe_for, standin  # noqa: F401 - fixtures
+from tests.agent.conftest import make_system, probe_for  # noqa: F401 - fixtures (standin: conftest.py)
 from tests.agent.rig import Probe, input_texts, response_bodies
 from tests.support.speech import phone_audio
 from tests.support.standin import StandinProcess
@@ -227,7 +227,7 @@ def first_session_update(session: dict[str, Any]) -> dict[str, Any]:
 
 async def test_a_call_knows_the_chat_is_cut_off_by_the_caller_and_lands_in_the_timeline(
     make_system: Callable[..., System], probe_for: Callable[[System], Awaitable[Probe]],  # noqa: F811
-    standin: StandinProcess,  # noqa: F811
+    standin: StandinProcess,
 ) -> None:
     system = make_system(**voice_env()).start(*SERVICES)
     probe: Probe = await probe_for(system)

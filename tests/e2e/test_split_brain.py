@@ -18,7 +18,7 @@ from delegate.contracts.events import Event
 from delegate.contracts.messages import DeadLetter
 from delegate.runtime.lease import LEASE_KEY
 from tests.agent.chat import ChatClient
-from tests.agent.conftest import make_system, probe_for, standin  # noqa: F401 - fixtures
+from tests.agent.conftest import make_system, probe_for  # noqa: F401 - fixtures (standin: conftest.py)
 from tests.agent.rig import Probe, term_rows
 from tests.support.system import System
 

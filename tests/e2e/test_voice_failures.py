@@ -10,7 +10,8 @@ next call and closes the dead session's span.
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,7 +19,8 @@ import websockets
 from websockets.exceptions import InvalidStatus
 
 from tests.agent.chat import api, timeline
-from tests.agent.conftest import make_system, standin  # noqa: F401 - fixtures
+from tests.agent.conftest import make_system  # noqa: F401 - fixtures (standin: conftest.py)
+from tests.agent.rig import agent_env, dump_on_failure
 from tests.e2e.test_phone_call import (
     AUTH_TOKEN,
     PUBLIC,
@@ -51,6 +53,41 @@ LONG_ANSWER = (
 )
 
 
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def started_system(tmp_path_factory: pytest.TempPathFactory, standin_process: StandinProcess) -> Iterator[System]:
+    system = System(tmp_path_factory.mktemp("phone"), env=agent_env(standin_process, **voice_env()))
+    yield system.start(*SERVICES)
+    system.stop()
+
+
+@pytest.fixture
+def shared_standin(standin_process: StandinProcess) -> StandinProcess:
+    return standin_process  # reset by ``phone_system`` once the previous call has ended
+
+
+@pytest.fixture
+async def phone_system(
+    started_system: System, shared_standin: StandinProcess, request: pytest.FixtureRequest
+) -> AsyncIterator[System]:
+    """Every service started once for the tests that leave it whole: each gets it back with no
+    call in progress and a reset stand-in (calls are told apart by their session ids)."""
+    deadline = time.monotonic() + 40
+    while True:  # a previous test's last call may still be ending (or, prepared, timing out)
+        async with api(started_system) as http:
+            if (await http.get("/api/state")).json()["voice"]["active"] is False:
+                break
+        assert time.monotonic() < deadline, "the previous test's call never ended"
+        await asyncio.sleep(0.1)
+    shared_standin.reset()
+    yield started_system
+    rep = getattr(request.node, "rep_call", None)
+    if rep is not None and rep.failed:
+        dump_on_failure(started_system, shared_standin, ROOT / "test-output" / "logs" / request.node.name)
+
+
 def user_words(events: list[dict[str, Any]]) -> list[str]:
     return [e["payload"]["text"] for e in events if e["kind"] == "message" and e["role"] == "user"]
 
@@ -61,9 +98,9 @@ def session_end(history: list[dict[str, Any]], session_id: str) -> dict[str, Any
 
 
 async def test_forged_and_unsigned_webhooks_and_streams_get_403(
-    make_system: Callable[..., System], standin: StandinProcess  # noqa: F811
+    phone_system: System, shared_standin: StandinProcess
 ) -> None:
-    system = make_system(**voice_env()).start(*SERVICES)
+    system = phone_system
     # Webhooks that Twilio did not sign, or signed with another account's token.
     unsigned = await post_twiml(system, new_sid("CA"), signature="")
     assert unsigned.status_code == 403, unsigned.text
@@ -89,20 +126,55 @@ async def test_forged_and_unsigned_webhooks_and_streams_get_403(
     # None of it reached the voice service: no session was prepared, nothing is in the ledger.
     async with api(system) as http:
         assert (await http.get("/api/state")).json()["voice"]["active"] is False
-    assert not standin.realtime_sessions()
+    assert not shared_standin.realtime_sessions()
     history = await timeline(system)
     assert not [e for e in history if e["kind"] in ("session.started", "span.opened") and e["channel"] == "phone"]
 
 
-async def test_a_second_call_while_one_is_live_is_rejected_busy(
-    make_system: Callable[..., System], standin: StandinProcess  # noqa: F811
+async def test_the_realtime_socket_dropping_mid_answer_ends_the_call_cleanly(
+    phone_system: System, shared_standin: StandinProcess
 ) -> None:
-    system = make_system(**voice_env()).start(*SERVICES)
+    system = phone_system
+    call: FakeTwilioCall | None = None
+    try:
+        shared_standin.realtime_script({"transcript": QUESTION, "answer": LONG_ANSWER, "disconnect_after_deltas": 3})
+        call, stream = await start_call(system)
+        session_id = stream.params["session"]
+        await hear_everything(call, shared_standin, 1, "the greeting")
+        greeting_frames = media_count(call)
+        await call.speak(phone_audio(QUESTION))
+        await keep_line_open(call, lambda: media_count(call) > greeting_frames, "the answer to start")
+        # Our side ends the call: Twilio then plays the apology after </Connect>.
+        await keep_line_open(call, lambda: call.closed.is_set(), "the gateway to close the stream", timeout=15)
+
+        history = await wait_ledger(system, lambda h: session_end(h, session_id) and h, "session.ended")
+        ended = session_end(history, session_id)
+        assert ended is not None and ended["payload"]["reason"] == "realtime_lost"
+        span = phone_span_id(history, session_id)
+        assert span is not None
+        events = await wait_ledger(
+            system, lambda h: (e := span_events(h, span)) and e[-1]["kind"] == "span.closed" and e, "span.closed"
+        )
+        assert QUESTION in user_words(events)
+        cut = [e for e in events if e["kind"] == "message" and e["role"] == "assistant"
+               and e["payload"]["meta"].get("interrupted")]
+        assert all(LONG_ANSWER.startswith(e["payload"]["text"]) for e in cut)
+        async with api(system) as http:
+            assert (await http.get("/api/state")).json()["voice"]["active"] is False
+    finally:
+        if call is not None:
+            await call.close()
+
+
+async def test_a_second_call_while_one_is_live_is_rejected_busy(
+    phone_system: System, shared_standin: StandinProcess
+) -> None:
+    system = phone_system
     call: FakeTwilioCall | None = None
     try:
         # One call at a time: a second one while the first is live is rejected busy.
         call, stream = await start_call(system)
-        await hear_everything(call, standin, 1, "the greeting")
+        await hear_everything(call, shared_standin, 1, "the greeting")
         second = twiml_root(await post_twiml(system, new_sid("CA")))
         assert [(c.tag, c.attrib) for c in second] == [("Reject", {"reason": "busy"})]
         async with api(system) as http:
@@ -129,41 +201,6 @@ async def test_a_second_call_while_one_is_live_is_rejected_busy(
                 break
             await asyncio.sleep(0.1)
         assert again[0].tag == "Connect"
-    finally:
-        if call is not None:
-            await call.close()
-
-
-async def test_the_realtime_socket_dropping_mid_answer_ends_the_call_cleanly(
-    make_system: Callable[..., System], standin: StandinProcess  # noqa: F811
-) -> None:
-    system = make_system(**voice_env()).start(*SERVICES)
-    call: FakeTwilioCall | None = None
-    try:
-        standin.realtime_script({"transcript": QUESTION, "answer": LONG_ANSWER, "disconnect_after_deltas": 3})
-        call, stream = await start_call(system)
-        session_id = stream.params["session"]
-        await hear_everything(call, standin, 1, "the greeting")
-        greeting_frames = media_count(call)
-        await call.speak(phone_audio(QUESTION))
-        await keep_line_open(call, lambda: media_count(call) > greeting_frames, "the answer to start")
-        # Our side ends the call: Twilio then plays the apology after </Connect>.
-        await keep_line_open(call, lambda: call.closed.is_set(), "the gateway to close the stream", timeout=15)
-
-        history = await wait_ledger(system, lambda h: session_end(h, session_id) and h, "session.ended")
-        ended = session_end(history, session_id)
-        assert ended is not None and ended["payload"]["reason"] == "realtime_lost"
-        span = phone_span_id(history, session_id)
-        assert span is not None
-        events = await wait_ledger(
-            system, lambda h: (e := span_events(h, span)) and e[-1]["kind"] == "span.closed" and e, "span.closed"
-        )
-        assert QUESTION in user_words(events)
-        cut = [e for e in events if e["kind"] == "message" and e["role"] == "assistant"
-               and e["payload"]["meta"].get("interrupted")]
-        assert all(LONG_ANSWER.startswith(e["payload"]["text"]) for e in cut)
-        async with api(system) as http:
-            assert (await http.get("/api/state")).json()["voice"]["active"] is False
     finally:
         if call is not None:
             await call.close()

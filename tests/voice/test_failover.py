@@ -14,7 +14,7 @@ from tests.voice.peer import Caller, events_until, ledger_events, wait_for
 async def test_sigkill_mid_call_then_the_next_prepare_closes_the_stale_session(
     make_system: Callable[..., System], connect: Any, standin: StandinProcess
 ) -> None:
-    system = make_system("voice", VOICE_LOCK_TTL_S="2")
+    system = make_system("voice", fresh=True, VOICE_LOCK_TTL_S="2")  # its voice is killed
     bus, caller = await connect(system)
     standin.realtime_script({"transcript": "remember the blue door", "answer": "I will remember the blue door."})
     assert (await caller.prepare("phone")).ok

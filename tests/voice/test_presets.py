@@ -14,7 +14,7 @@ from tests.voice.peer import events_until, session_updates, voice_state, wait_fo
 async def test_presets_reload_and_a_broken_file_keeps_the_last_good_one(
     make_system: Callable[..., System], connect: Any, standin: StandinProcess
 ) -> None:
-    system = make_system("voice")
+    system = make_system("voice", fresh=True)  # the preset files it writes are its own
     bus, caller = await connect(system)
     assert (await voice_state(bus)).presets == ["quiet"]
 

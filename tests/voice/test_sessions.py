@@ -11,6 +11,10 @@ from tests.support.standin import StandinProcess
 from tests.support.system import System
 from tests.voice.peer import events_until, poll_state, session_updates, voice_state, wait_for
 
+# Short enough to wait out: an unclaimed session's end, a silent gateway. One System serves
+# both tests (each of them meets only the timing it is about).
+SHORT_TIMEOUTS = {"VOICE_PREWARM_TIMEOUT_S": "2", "VOICE_LOST_AFTER_S": "1.5"}
+
 
 async def test_prepare_attach_single_use_token_and_busy(
     make_system: Callable[..., System], connect: Any, standin: StandinProcess
@@ -83,7 +87,7 @@ async def test_a_lost_voice_lock_ends_the_session(make_system: Callable[..., Sys
 
 
 async def test_shutdown_mid_call_ends_it_cleanly(make_system: Callable[..., System], connect: Any) -> None:
-    system = make_system("voice")
+    system = make_system("voice", fresh=True)  # its voice is stopped
     bus, caller = await connect(system)
     assert (await caller.prepare("phone")).ok
     assert (await caller.attach()).ok
@@ -97,7 +101,7 @@ async def test_shutdown_mid_call_ends_it_cleanly(make_system: Callable[..., Syst
 
 
 async def test_unclaimed_session_ends_and_frees_the_lock(make_system: Callable[..., System], connect: Any) -> None:
-    system = make_system("voice", VOICE_PREWARM_TIMEOUT_S="2")
+    system = make_system("voice", **SHORT_TIMEOUTS)
     bus, caller = await connect(system)
     assert (await caller.prepare("phone")).ok
     events = await events_until(bus, caller.session_id, "span.closed")
@@ -108,7 +112,7 @@ async def test_unclaimed_session_ends_and_frees_the_lock(make_system: Callable[.
 
 
 async def test_gateway_silence_ends_the_session(make_system: Callable[..., System], connect: Any) -> None:
-    system = make_system("voice", VOICE_LOST_AFTER_S="1.5")
+    system = make_system("voice", **SHORT_TIMEOUTS)
     bus, caller = await connect(system)
     assert (await caller.prepare("phone")).ok
     assert (await caller.attach(heartbeat=False)).ok  # and then nothing: the gateway died
