@@ -2,8 +2,10 @@
 transcripts and answers, audio deltas in the session's output format and pace."""
 
 import base64
+from collections.abc import Iterator
 from typing import Any
 
+import pytest
 from openai import AsyncOpenAI
 
 from tests.support.standin import (
@@ -23,6 +25,20 @@ PHONE_SESSION: dict[str, Any] = {
         "output": {"format": ULAW},
     },
 }
+
+
+@pytest.fixture(scope="module")
+def instant_process() -> Iterator[StandinProcess]:
+    with start_standin(env={"STANDIN_REALTIME_PACE": "instant"}) as fast:
+        yield fast
+
+
+@pytest.fixture
+def instant(instant_process: StandinProcess) -> StandinProcess:
+    """A stand-in sending answer audio all at once: for the tests of what is sent, not when
+    (the pace is the session-wide stand-in's business, and the interrupt tests')."""
+    instant_process.reset()
+    return instant_process
 
 
 async def _configured(conn: Any, session: dict[str, Any]) -> RealtimeEvents:
@@ -86,12 +102,10 @@ async def test_scripted_transcripts_and_answers_apply_to_turns_in_order(
     assert standin.realtime_pending_script() == []
 
 
-async def test_audio_deltas_are_the_output_format_in_100_ms_chunks(
-    aclient: AsyncOpenAI, standin: StandinProcess
-) -> None:
+async def test_audio_deltas_are_the_output_format_in_100_ms_chunks(instant: StandinProcess) -> None:
     answer = "x" * 30  # 60 ms per character: 1.8 s of audio
-    standin.realtime_script({"answer": answer}, {"answer": answer})
-    async with aclient.realtime.connect(model="gpt-realtime") as conn:
+    instant.realtime_script({"answer": answer}, {"answer": answer})
+    async with instant.async_client().realtime.connect(model="gpt-realtime") as conn:
         events = await _configured(conn, {"type": "realtime", "audio": {"input": {"turn_detection": None}}})
         chunks: dict[str, list[bytes]] = {}
         for fmt in (ULAW, PCM24):
@@ -183,13 +197,12 @@ async def test_manual_commit_of_pcm16_audio(aclient: AsyncOpenAI) -> None:
     assert "response.created" not in events.types()
 
 
-async def test_instant_pace_sends_the_same_deltas() -> None:
-    with start_standin(env={"STANDIN_REALTIME_PACE": "instant"}) as fast:
-        fast.realtime_script({"answer": "y" * 100})  # 6 s of audio, not paced
-        async with fast.async_client().realtime.connect(model="gpt-realtime") as conn:
-            events = await _configured(conn, PHONE_SESSION)
-            await append_audio(conn, speech_audio(400, 700))
-            await events.until("response.done")
+async def test_instant_pace_sends_the_same_deltas(instant: StandinProcess) -> None:
+    instant.realtime_script({"answer": "y" * 100})  # 6 s of audio, not paced
+    async with instant.async_client().realtime.connect(model="gpt-realtime") as conn:
+        events = await _configured(conn, PHONE_SESSION)
+        await append_audio(conn, speech_audio(400, 700))
+        await events.until("response.done")
     assert events.types().count("response.output_audio.delta") == 60
 
 
@@ -254,9 +267,10 @@ async def test_item_create_places_items_and_refuses_unknown_neighbours(aclient: 
     assert retrieved["item"]["content"] == [{"type": "input_text", "text": "a"}]
 
 
-async def test_the_offline_demo_tells_a_caller_how_to_connect_a_real_model(standin: StandinProcess) -> None:
+async def test_the_offline_demo_tells_a_caller_how_to_connect_a_real_model(instant: StandinProcess) -> None:
     # The key `make run` gives the services without OPENAI_API_KEY: someone is trying Delegate.
-    demo = AsyncOpenAI(api_key="offline-standin", base_url=standin.base_url, max_retries=0)
+    # (What it says is checked, not its pace: the instant stand-in saves the ~8 s it takes to say.)
+    demo = AsyncOpenAI(api_key="offline-standin", base_url=instant.base_url, max_retries=0)
     async with demo, demo.realtime.connect(model="gpt-realtime") as conn:
         events = await _configured(conn, PHONE_SESSION)
         await append_audio(conn, speech_audio(400, 700))

@@ -27,7 +27,8 @@ OWNER = "owner@example.com"
 
 @pytest.fixture
 def imap(tmp_path: Path) -> Iterator[ImapServer]:
-    server = ImapServer(tmp_path / "logs" / "pymap.log").start()
+    # launched only: ``rig`` waits for it once its own processes are started too
+    server = ImapServer(tmp_path / "logs" / "pymap.log").launch()
     yield server
     server.stop()
 
@@ -110,6 +111,7 @@ class Rig:
 async def rig(tmp_path: Path, imap: ImapServer, request: pytest.FixtureRequest) -> AsyncIterator[Rig]:
     system = System(tmp_path)
     system.start("ledger")
+    imap.wait_listening()
     assert system.nats is not None
     bus = await Bus.connect(system.nats.url, "test")
     await bus.ensure_streams(all_owners=True)  # the agent is not running: create its stream for it

@@ -35,13 +35,22 @@ class ImapServer:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 15.0) -> "ImapServer":
+        return self.launch().wait_listening(timeout)
+
+    def launch(self) -> "ImapServer":
+        """The process, not yet waited for: a caller starts other processes meanwhile, then
+        ``wait_listening`` (their start-ups overlap instead of adding up)."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = self.log_path.open("ab")
-        self.proc = subprocess.Popen(
-            [_pymap(), "--host", self.host, "--port", str(self.port), "--no-tls", "dict",
-             "--demo-user", USER, "--demo-password", PASSWORD],
-            stdout=log, stderr=subprocess.STDOUT,
-        )
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen(
+                [_pymap(), "--host", self.host, "--port", str(self.port), "--no-tls", "dict",
+                 "--demo-user", USER, "--demo-password", PASSWORD],
+                stdout=log, stderr=subprocess.STDOUT,
+            )
+        return self
+
+    def wait_listening(self, timeout: float = 15.0) -> "ImapServer":
+        assert self.proc is not None, "launch() first"
         try:
             # pymap's asyncio server greets every connection as soon as it listens
             wait_for_port(self.port, timeout, proc=self.proc)
