@@ -11,6 +11,7 @@ wedge the follower, nor vanish without a trace.
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 
 from delegate.contracts import topics
@@ -26,6 +27,7 @@ from .ledger import read_range
 log = logging.getLogger(__name__)
 
 PAGE = 500
+PERSIST_EVERY_S = 0.25
 # The dead-letter source (``dead.evt.<source>``) of events the follower could not process;
 # named in contracts, where the permission to publish there comes from.
 DEAD_LETTER_SOURCE = INNER_FOLLOWER
@@ -52,18 +54,34 @@ class LedgerFollower:
         await self.catch_up()
         self.ctx.caught_up.set()
         log.info("caught up with the ledger at seq %d", self.ctx.state.last_seq)
+        # Live events are persisted at most every PERSIST_EVERY_S (and as soon as the queue is
+        # quiet that long): the whole state is one file, and writing it after every event of a
+        # burst cost more than the events. What is not on disk yet is only replayed after a
+        # crash (apply is idempotent); a component persists itself before any side effect.
+        persisted_at = time.monotonic()
+        dirty = False
         while not self.ctx.stop.is_set():
+            wait = self.ctx.settings.inner_resync_seconds
+            if dirty:
+                wait = max(0.0, PERSIST_EVERY_S - (time.monotonic() - persisted_at))
             try:
-                first = await asyncio.wait_for(self.queue.get(), timeout=self.ctx.settings.inner_resync_seconds)
+                first = await asyncio.wait_for(self.queue.get(), timeout=wait)
             except TimeoutError:
-                await self.catch_up()
+                if dirty:
+                    await self.ctx.persist()
+                    persisted_at, dirty = time.monotonic(), False
+                else:
+                    await self.catch_up()
                 continue
             events = [first]
             while not self.queue.empty():
                 events.append(self.queue.get_nowait())
             for event in events:
                 await self._take(event)
-            await self.ctx.persist()
+            dirty = True
+            if time.monotonic() - persisted_at >= PERSIST_EVERY_S:
+                await self.ctx.persist()
+                persisted_at, dirty = time.monotonic(), False
 
     async def _take(self, event: Event) -> None:
         if event.seq is None or event.seq <= self.ctx.state.last_seq:
