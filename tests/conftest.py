@@ -7,6 +7,7 @@ import pytest
 
 from delegate.launcher.procs import NatsServer
 from tests.support.nats import start_nats
+from tests.support.standin import StandinProcess
 from tests.support.system import System
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,6 +30,17 @@ def nats_server(tmp_path: Path) -> Iterator[NatsServer]:
 def nats_url(nats_server: NatsServer) -> str:
     """The server as the test identity (the URL carries user and password)."""
     return nats_server.url
+
+
+@pytest.fixture(scope="session")
+def shared_standin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandinProcess]:
+    """One OpenAI stand-in process for the whole run; tests take it through a ``standin``
+    fixture that resets it (no script, no recorded requests, no Realtime sessions). A test's
+    System is stopped before the next one starts, so nothing of one test reaches the next; a
+    test that needs a stand-in started with other settings starts its own."""
+    process = StandinProcess(log_dir=tmp_path_factory.mktemp("standin")).start()
+    yield process
+    process.stop()
 
 
 @pytest.fixture

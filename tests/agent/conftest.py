@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.agent.rig import Probe, agent_env, dump_on_failure, start_standin
+from tests.agent.rig import Probe, agent_env, dump_on_failure
 from tests.support.standin import StandinProcess
 from tests.support.system import System
 
@@ -13,10 +13,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def standin(tmp_path: Path) -> Iterator[StandinProcess]:
-    process = start_standin(tmp_path)
-    yield process
-    process.stop()
+def standin(shared_standin: StandinProcess) -> StandinProcess:
+    """The run's one stand-in (tests/conftest.py), reset: no script, no recorded requests."""
+    shared_standin.reset()
+    return shared_standin
 
 
 @pytest.fixture

@@ -60,10 +60,6 @@ def term_rows(system: System) -> list[dict[str, Any]]:
     return [dict(zip(TERM_COLUMNS, row, strict=True)) for row in found]
 
 
-def start_standin(root: Path) -> StandinProcess:
-    return StandinProcess(log_dir=root / "standin").start()
-
-
 def dump_on_failure(system: System, standin: StandinProcess, out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "services.log").write_text(system.dump_logs() + "\n===== standin\n" + standin.log_text()[-6000:])

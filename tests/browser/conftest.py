@@ -7,7 +7,7 @@ Locally a missing Chromium skips these tests; with CI set it fails them.
 import asyncio
 import os
 import shutil
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -63,12 +63,10 @@ async def browser(chromium: str) -> AsyncIterator[Browser]:
 
 
 @pytest.fixture
-def standin(tmp_path: Path) -> Iterator[StandinProcess]:
-    proc = StandinProcess(log_dir=tmp_path / "standin-logs").start()
-    try:
-        yield proc
-    finally:
-        proc.stop()
+def standin(shared_standin: StandinProcess) -> StandinProcess:
+    """The run's one stand-in (tests/conftest.py), reset: no script, no recorded requests."""
+    shared_standin.reset()
+    return shared_standin
 
 
 DelegateFactory = Callable[..., Awaitable[System]]

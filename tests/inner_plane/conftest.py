@@ -1,7 +1,5 @@
 """Fixtures for the inner plane: a real stand-in process beside the shared ``system`` fixture."""
 
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -9,7 +7,7 @@ from tests.support.standin import StandinProcess
 
 
 @pytest.fixture
-def standin(tmp_path: Path) -> Iterator[StandinProcess]:
-    process = StandinProcess(log_dir=tmp_path / "standin").start()
-    yield process
-    process.stop()
+def standin(shared_standin: StandinProcess) -> StandinProcess:
+    """The run's one stand-in (tests/conftest.py), reset: no script, no recorded requests."""
+    shared_standin.reset()
+    return shared_standin
