@@ -57,15 +57,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def started_system(tmp_path_factory: pytest.TempPathFactory, standin_process: StandinProcess) -> Iterator[System]:
-    system = System(tmp_path_factory.mktemp("phone"), env=agent_env(standin_process, **voice_env()))
+def started_system(tmp_path_factory: pytest.TempPathFactory, shared_standin: StandinProcess) -> Iterator[System]:
+    # shared_standin (tests/conftest.py) is reset by ``phone_system`` once the previous call has ended
+    system = System(tmp_path_factory.mktemp("phone"), env=agent_env(shared_standin, **voice_env()))
     yield system.start(*SERVICES)
     system.stop()
-
-
-@pytest.fixture
-def shared_standin(standin_process: StandinProcess) -> StandinProcess:
-    return standin_process  # reset by ``phone_system`` once the previous call has ended
 
 
 @pytest.fixture

@@ -37,7 +37,7 @@ async def _stream_names(bus: Bus) -> set[str]:
     [
         ("ledger", {"LEDGER", "DEAD"}),
         ("agent:host-1:standby", {"AGENT"}),  # the role is the name before the first ':'
-        ("inner-plane", {"INNER"}),
+        ("inner-plane", {"INNER", "REMINDERS"}),
         ("gateway", set()),  # owns none: uses the others' streams, creates nothing
     ],
 )
