@@ -11,7 +11,6 @@ import random
 import re
 from collections.abc import AsyncIterator, Iterator
 from datetime import datetime, timedelta
-from pathlib import Path
 
 import pytest
 
@@ -24,20 +23,19 @@ from tests.agent.rig import agent_env
 from tests.inner_plane.harness import Harness, eventually, plane_env
 from tests.inner_plane.reminders_rig import ask, ask_when_ready, barrier, due_at, fired, fires
 from tests.support.standin import StandinProcess
-from tests.support.system import System
+from tests.support.system import System, module_system
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parents[2]
 RESTARTS = 20
 EVERY_S = 2
 
 
 @pytest.fixture(scope="module")
-def standin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandinProcess]:
-    process = StandinProcess(log_dir=tmp_path_factory.mktemp("standin")).start()
-    yield process
-    process.stop()
+def standin(shared_standin: StandinProcess) -> StandinProcess:
+    """The run's one stand-in (tests/conftest.py), reset once for this module's tests."""
+    shared_standin.reset()
+    return shared_standin
 
 
 @pytest.fixture(scope="module")
@@ -45,16 +43,11 @@ def running(
     tmp_path_factory: pytest.TempPathFactory, standin: StandinProcess, request: pytest.FixtureRequest
 ) -> Iterator[System]:
     env = {**plane_env(standin), **agent_env(standin), "OWNER_TIMEZONE": "UTC", "IDLE_SPAN_SECONDS": "600"}
-    system = System(tmp_path_factory.mktemp("reminder-tools"), env=env)
-    try:
-        system.start("ledger", "agent", "inner-plane")
+    with module_system(
+        tmp_path_factory.mktemp("reminder-tools"), request, "ledger", "agent", "inner-plane", env=env,
+        extra_log=lambda: "\n===== standin\n" + standin.log_text()[-6000:],
+    ) as system:
         yield system
-    finally:
-        system.stop()
-        if request.session.testsfailed:
-            out = ROOT / "test-output" / "logs" / "test_reminder_tools"
-            out.mkdir(parents=True, exist_ok=True)
-            (out / "services.log").write_text(system.dump_logs() + "\n===== standin\n" + standin.log_text()[-6000:])
 
 
 @pytest.fixture

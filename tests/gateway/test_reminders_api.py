@@ -6,7 +6,6 @@ lists the upcoming ones and cancels. The last test stops the inner plane to see 
 
 from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
-from pathlib import Path
 
 import httpx
 import pytest
@@ -15,25 +14,17 @@ from delegate.contracts.ids import utcnow
 from delegate.contracts.reminders import ReminderSpec
 from delegate.runtime.bus import Bus
 from tests.inner_plane.reminders_rig import ask, ask_when_ready
-from tests.support.system import System
+from tests.support.system import System, module_system
 
 pytestmark = [pytest.mark.integration]
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
 @pytest.fixture(scope="module")
 def running(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[System]:
-    system = System(tmp_path_factory.mktemp("reminders-api"), env={"OWNER_TIMEZONE": "UTC"})
-    try:
-        system.start("ledger", "inner-plane", "gateway")
+    with module_system(
+        tmp_path_factory.mktemp("reminders-api"), request, "ledger", "inner-plane", "gateway",
+        env={"OWNER_TIMEZONE": "UTC"},
+    ) as system:
         yield system
-    finally:
-        system.stop()
-        if request.session.testsfailed:
-            out = ROOT / "test-output" / "logs" / "test_reminders_api"
-            out.mkdir(parents=True, exist_ok=True)
-            (out / "services.log").write_text(system.dump_logs())
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ event; every bad one gets its clear 4xx and leaves the stream exactly as it was.
 import json
 from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -17,26 +16,17 @@ from delegate.contracts.ids import format_ts, utcnow
 from delegate.contracts.signals import OWNER_SIGNAL_KINDS
 from delegate.runtime.bus import Bus
 from tests.inner_plane.harness import eventually
-from tests.support.system import System
+from tests.support.system import System, module_system
 
 pytestmark = [pytest.mark.integration]
-
-ROOT = Path(__file__).resolve().parents[2]
-
 
 @pytest.fixture(scope="module")
 def running(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[System]:
     """One system for the module: no test here changes anything another one reads."""
-    system = System(tmp_path_factory.mktemp("signals-api"))
-    try:
-        system.start("ledger", "inner-plane", "gateway")
+    with module_system(
+        tmp_path_factory.mktemp("signals-api"), request, "ledger", "inner-plane", "gateway"
+    ) as system:
         yield system
-    finally:
-        system.stop()
-        if request.session.testsfailed:
-            out = ROOT / "test-output" / "logs" / "test_signals_api"
-            out.mkdir(parents=True, exist_ok=True)
-            (out / "services.log").write_text(system.dump_logs())
 
 
 @pytest.fixture

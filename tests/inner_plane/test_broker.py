@@ -8,7 +8,6 @@ file order: the budget test first, while the ledger holds no wakes yet.
 import json
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,13 +19,12 @@ from delegate.contracts.messages import ActivationInput, DeadLetter, UserInput
 from delegate.contracts.signals import ScriptPayload, ScriptSignal
 from delegate.contracts.streams import INNER_BROKER
 from tests.support.standin import StandinProcess
-from tests.support.system import System
+from tests.support.system import System, module_system
 
 from .harness import Harness, eventually, plane_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parents[2]
 # Settings every test starts from; a test overrides what it is about.
 BASE = {
     "OWNER_TIMEZONE": "UTC",
@@ -40,26 +38,20 @@ BASE = {
 
 
 @pytest.fixture(scope="module")
-def standin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandinProcess]:
-    process = StandinProcess(log_dir=tmp_path_factory.mktemp("standin")).start()
-    yield process
-    process.stop()
+def standin(shared_standin: StandinProcess) -> StandinProcess:
+    """The run's one stand-in (tests/conftest.py), reset once for this module's tests."""
+    shared_standin.reset()
+    return shared_standin
 
 
 @pytest.fixture(scope="module")
 def running(
     tmp_path_factory: pytest.TempPathFactory, standin: StandinProcess, request: pytest.FixtureRequest
 ) -> Iterator[System]:
-    system = System(tmp_path_factory.mktemp("broker"), env={**plane_env(standin), **BASE})
-    try:
-        system.start("ledger", "agent", "inner-plane")
+    with module_system(
+        tmp_path_factory.mktemp("broker"), request, "ledger", "agent", "inner-plane", env={**plane_env(standin), **BASE}
+    ) as system:
         yield system
-    finally:
-        system.stop()
-        if request.session.testsfailed:
-            out = ROOT / "test-output" / "logs" / "test_broker"
-            out.mkdir(parents=True, exist_ok=True)
-            (out / "services.log").write_text(system.dump_logs())
 
 
 @pytest.fixture

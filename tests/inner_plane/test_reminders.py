@@ -9,7 +9,6 @@ reminders, so they share the system; the kill and restart tests leave it running
 import asyncio
 from collections.abc import AsyncIterator, Iterator
 from datetime import datetime, timedelta
-from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -18,21 +17,20 @@ from delegate.contracts.ids import utcnow
 from delegate.contracts.reminders import ReminderSpec
 from delegate.runtime.bus import RemoteError
 from tests.support.standin import StandinProcess
-from tests.support.system import System
+from tests.support.system import System, module_system
 
 from .harness import Harness, plane_env
 from .reminders_rig import ask, ask_when_ready, barrier, due_at, fired, fires, set_at, soon
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def standin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandinProcess]:
-    process = StandinProcess(log_dir=tmp_path_factory.mktemp("standin")).start()
-    yield process
-    process.stop()
+def standin(shared_standin: StandinProcess) -> StandinProcess:
+    """The run's one stand-in (tests/conftest.py), reset once for this module's tests."""
+    shared_standin.reset()
+    return shared_standin
 
 
 @pytest.fixture(scope="module")
@@ -40,16 +38,8 @@ def running(
     tmp_path_factory: pytest.TempPathFactory, standin: StandinProcess, request: pytest.FixtureRequest
 ) -> Iterator[System]:
     env = {**plane_env(standin), "OWNER_TIMEZONE": "Europe/Berlin", "IDLE_SPAN_SECONDS": "600"}
-    system = System(tmp_path_factory.mktemp("reminders"), env=env)
-    try:
-        system.start("ledger", "inner-plane")
+    with module_system(tmp_path_factory.mktemp("reminders"), request, "ledger", "inner-plane", env=env) as system:
         yield system
-    finally:
-        system.stop()
-        if request.session.testsfailed:
-            out = ROOT / "test-output" / "logs" / "test_reminders"
-            out.mkdir(parents=True, exist_ok=True)
-            (out / "services.log").write_text(system.dump_logs())
 
 
 @pytest.fixture

@@ -6,8 +6,10 @@ import secrets
 import signal
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -191,3 +193,30 @@ class System:
 
     def dump_logs(self) -> str:
         return "\n".join(f"===== {k}\n{p.log_text()[-6000:]}" for k, p in self.procs.items())
+
+
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-output" / "logs"
+
+
+@contextmanager
+def module_system(
+    root: Path,
+    request: Any,
+    *services: str,
+    env: dict[str, str] | None = None,
+    extra_log: Callable[[], str] = lambda: "",
+) -> Iterator[System]:
+    """A System shared by a whole test module (``request`` is the module fixture's): started
+    here, stopped at the end, its logs kept under test-output/logs/<module> when a test of the
+    module failed."""
+    failed = request.session.testsfailed
+    system = System(root, env=env)
+    try:
+        system.start(*services)
+        yield system
+    finally:
+        system.stop()
+        if request.session.testsfailed > failed:
+            out = ARTIFACTS / request.module.__name__.rsplit(".", 1)[-1]
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "services.log").write_text(system.dump_logs() + extra_log())

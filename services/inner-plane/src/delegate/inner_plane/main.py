@@ -1,6 +1,9 @@
 """``python -m delegate.inner_plane``: settings -> bus -> the inner plane until SIGTERM."""
 
 import asyncio
+import logging
+import os
+import threading
 
 from delegate.runtime.bus import Bus
 from delegate.runtime.service import run_service
@@ -9,7 +12,16 @@ from .model import Model
 from .plane import InnerPlane
 from .settings import Settings
 
+log = logging.getLogger(__name__)
+
 SERVICE = "inner-plane"
+EXIT_DEADLINE_S = 10.0
+
+
+def _exit_now() -> None:
+    log.error("clean-up after a failed worker did not finish in %.0f s; exiting now", EXIT_DEADLINE_S)
+    logging.shutdown()
+    os._exit(1)
 
 
 async def serve(settings: Settings, stop: asyncio.Event) -> None:
@@ -25,7 +37,14 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
         for waiter in ended:
             waiter.cancel()
         if plane.failed.is_set():
-            raise SystemExit(1)  # the supervisor (make run, compose) restarts us
+            # The supervisor (make run, compose) restarts us. Leave even if a clean-up below
+            # hangs (one CI run saw a failed plane linger after its worker ended): a process
+            # that answers nothing must not stay up; the ledger holds everything it knew.
+            # A thread, not the loop: it also fires if the hang is in the interpreter's exit.
+            watchdog = threading.Timer(EXIT_DEADLINE_S, _exit_now)
+            watchdog.daemon = True
+            watchdog.start()
+            raise SystemExit(1)
         await plane.stop()
     finally:
         await bus.close()
