@@ -43,6 +43,13 @@ def shared_standin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standin
     process.stop()
 
 
+@pytest.fixture(scope="module")
+def module_standin(shared_standin: StandinProcess) -> StandinProcess:
+    """The run's stand-in for a module that shares one System: reset once, when the module starts."""
+    shared_standin.reset()
+    return shared_standin
+
+
 @pytest.fixture
 def system(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[System]:
     """Real processes for end-to-end tests; logs are kept under test-output/ on failure."""

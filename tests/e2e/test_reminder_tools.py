@@ -32,20 +32,15 @@ EVERY_S = 2
 
 
 @pytest.fixture(scope="module")
-def standin(shared_standin: StandinProcess) -> StandinProcess:
-    """The run's one stand-in (tests/conftest.py), reset once for this module's tests."""
-    shared_standin.reset()
-    return shared_standin
-
-
-@pytest.fixture(scope="module")
 def running(
-    tmp_path_factory: pytest.TempPathFactory, standin: StandinProcess, request: pytest.FixtureRequest
+    tmp_path_factory: pytest.TempPathFactory, module_standin: StandinProcess, request: pytest.FixtureRequest
 ) -> Iterator[System]:
-    env = {**plane_env(standin), **agent_env(standin), "OWNER_TIMEZONE": "UTC", "IDLE_SPAN_SECONDS": "600"}
+    env = {
+        **plane_env(module_standin), **agent_env(module_standin), "OWNER_TIMEZONE": "UTC", "IDLE_SPAN_SECONDS": "600",
+    }
     with module_system(
         tmp_path_factory.mktemp("reminder-tools"), request, "ledger", "agent", "inner-plane", env=env,
-        extra_log=lambda: "\n===== standin\n" + standin.log_text()[-6000:],
+        extra_log=lambda: "\n===== standin\n" + module_standin.log_text()[-6000:],
     ) as system:
         yield system
 
@@ -57,9 +52,11 @@ async def h(running: System) -> AsyncIterator[Harness]:
     await harness.close()
 
 
-async def test_a_reminder_set_through_the_agents_tool_fires_once_on_time(h: Harness, standin: StandinProcess) -> None:
+async def test_a_reminder_set_through_the_agents_tool_fires_once_on_time(
+    h: Harness, module_standin: StandinProcess
+) -> None:
     at = (utcnow() + timedelta(seconds=6)).replace(microsecond=0)
-    standin.script(
+    module_standin.script(
         {"action": "tool_call", "name": "set_reminder", "call_id": "call_remind_1",
          "arguments": {"text": "Stretch your legs", "at": at.isoformat()}},
         {"action": "text", "text": "I'll remind you.", "match": {"has_tool_output": True}},
@@ -87,7 +84,9 @@ async def test_a_reminder_set_through_the_agents_tool_fires_once_on_time(h: Harn
     assert fire.payload["signal"]["payload"]["text"] == "Stretch your legs"
 
 
-async def test_the_model_sets_changes_lists_and_cancels_through_the_tools(h: Harness, standin: StandinProcess) -> None:
+async def test_the_model_sets_changes_lists_and_cancels_through_the_tools(
+    h: Harness, module_standin: StandinProcess
+) -> None:
     # The tool call id is the request id: the reminder's id follows from it, before it exists.
     reminder_id = derived_id("reminder", "call_rent_set")
     calls = [
@@ -97,7 +96,7 @@ async def test_the_model_sets_changes_lists_and_cancels_through_the_tools(h: Har
         ("call_rent_list", "list_reminders", {}),
         ("call_rent_cancel", "cancel_reminder", {"reminder_id": reminder_id, "reason": "paid by standing order"}),
     ]
-    standin.script(
+    module_standin.script(
         *({"action": "tool_call", "name": name, "call_id": call_id, "arguments": arguments,
            "match": {"has_tool_output": n > 0, "has_tool": name}}
           for n, (call_id, name, arguments) in enumerate(calls)),

@@ -38,18 +38,12 @@ BASE = {
 
 
 @pytest.fixture(scope="module")
-def standin(shared_standin: StandinProcess) -> StandinProcess:
-    """The run's one stand-in (tests/conftest.py), reset once for this module's tests."""
-    shared_standin.reset()
-    return shared_standin
-
-
-@pytest.fixture(scope="module")
 def running(
-    tmp_path_factory: pytest.TempPathFactory, standin: StandinProcess, request: pytest.FixtureRequest
+    tmp_path_factory: pytest.TempPathFactory, module_standin: StandinProcess, request: pytest.FixtureRequest
 ) -> Iterator[System]:
     with module_system(
-        tmp_path_factory.mktemp("broker"), request, "ledger", "agent", "inner-plane", env={**plane_env(standin), **BASE}
+        tmp_path_factory.mktemp("broker"), request, "ledger", "agent", "inner-plane",
+        env={**plane_env(module_standin), **BASE},
     ) as system:
         yield system
 
@@ -229,10 +223,12 @@ async def test_quiet_hours_hold_a_calm_signal_until_their_end_while_an_urgent_on
 
 
 async def test_an_activation_that_arrives_mid_turn_waits_for_the_turn_to_end(
-    running: System, standin: StandinProcess, h: Harness
+    running: System, module_standin: StandinProcess, h: Harness
 ) -> None:
     marker = f"slow question {new_id()}"
-    standin.script({"action": "stall", "seconds": 4, "text": "A slow answer.", "match": {"input_contains": marker}})
+    module_standin.script(
+        {"action": "stall", "seconds": 4, "text": "A slow answer.", "match": {"input_contains": marker}}
+    )
     question = UserInput(text=marker)
     await h.bus.publish(topics.AGENT_INPUT, question)
     asked = await h.committed(question.id)

@@ -27,17 +27,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
-def standin(shared_standin: StandinProcess) -> StandinProcess:
-    """The run's one stand-in (tests/conftest.py), reset once for this module's tests."""
-    shared_standin.reset()
-    return shared_standin
-
-
-@pytest.fixture(scope="module")
 def running(
-    tmp_path_factory: pytest.TempPathFactory, standin: StandinProcess, request: pytest.FixtureRequest
+    tmp_path_factory: pytest.TempPathFactory, module_standin: StandinProcess, request: pytest.FixtureRequest
 ) -> Iterator[System]:
-    env = {**plane_env(standin), "OWNER_TIMEZONE": "Europe/Berlin", "IDLE_SPAN_SECONDS": "600"}
+    env = {**plane_env(module_standin), "OWNER_TIMEZONE": "Europe/Berlin", "IDLE_SPAN_SECONDS": "600"}
     with module_system(tmp_path_factory.mktemp("reminders"), request, "ledger", "inner-plane", env=env) as system:
         yield system
 
