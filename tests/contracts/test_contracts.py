@@ -64,10 +64,12 @@ def test_every_kind_has_a_payload_model_that_round_trips(kind: str) -> None:
                "sender": "+15550001111", "outbox_id": "o", "channel": "sms", "mailbox": "INBOX", "uidvalidity": 7,
                "uid": 3, "outcome": "input", "content_type": "image/png", "stored": False,
                "session_id": "v", "decision": "drop", "reminder_id": "r", "revision": 1,
-               "spec": {"text": "t", "at": "2026-12-01T09:00:00Z"}}
+               "spec": {"text": "t", "at": "2026-12-01T09:00:00Z"}, "fact_id": "f",
+               "valid_at": "2026-12-01T09:00:00Z", "event_ids": ["e"], "import_id": "i", "format": "ndjson",
+               "lines": 2, "conversations": 1, "events": 4}
     overrides = {"term.started": {"type": "agent"}, "inbound.refused": {"reason": "not_owner"},
                  "delivery": {"status": "sent"}, "session.started": {"type": "phone"},
-                 "session.ended": {"type": "voice", "reason": "hangup"}}
+                 "session.ended": {"type": "voice", "reason": "hangup"}, "import.finished": {"status": "done"}}
     payload = model.model_validate({k: overrides.get(kind, {}).get(k, samples[k]) for k in required})
     role = "user" if kind == "message" else None
     event = make_event(payload, conversation_id="c", span_id="s", channel="text", role=role)

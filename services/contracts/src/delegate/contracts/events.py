@@ -36,9 +36,22 @@ class Payload(BaseModel):
     OMIT_WHEN_NONE: ClassVar[frozenset[str]] = frozenset()
 
 
+class Imported(BaseModel):
+    """Where an imported event came from (``POST /api/import``): never produced by a model turn."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    import_id: str = Field(min_length=1, max_length=64)
+    line: int | None = Field(default=None, ge=1)  # the line of the NDJSON body (or the item of an export)
+    ref: str | None = Field(default=None, max_length=500)  # the source's own id of the line (e.g. a dia_id)
+    speaker: str | None = Field(default=None, max_length=200)  # a display name, indexed for search
+    conversation: str | None = Field(default=None, max_length=500)  # the source's conversation key
+
+
 class ConversationOpened(Payload):
     KIND: ClassVar[str] = "conversation.opened"
-    reason: str = "first_input"
+    reason: str = "first_input"  # "import": a past conversation brought in by an import
+    imported: Imported | None = None
+    OMIT_WHEN_NONE: ClassVar[frozenset[str]] = frozenset({"imported"})
 
 
 class ConversationEnded(Payload):
@@ -52,12 +65,13 @@ class SpanOpened(Payload):
     # An activation span opens with the whole claimed batch it answers.
     activation_id: str | None = None
     signals: list[dict[str, Any]] | None = None
-    OMIT_WHEN_NONE: ClassVar[frozenset[str]] = frozenset({"activation_id", "signals"})
+    imported: Imported | None = None
+    OMIT_WHEN_NONE: ClassVar[frozenset[str]] = frozenset({"activation_id", "signals", "imported"})
 
 
 class SpanClosed(Payload):
     KIND: ClassVar[str] = "span.closed"
-    reason: Literal["idle", "conversation_ended", "completed", "superseded"] = "idle"
+    reason: Literal["idle", "conversation_ended", "completed", "superseded", "imported"] = "idle"
     summary: str | None = None
 
 
@@ -87,7 +101,11 @@ class Message(Payload):
     regenerates: str | None = Field(default=None, max_length=64)
     # an edited user message names the user message it supersedes (answered like any message).
     supersedes: str | None = Field(default=None, max_length=64)
-    OMIT_WHEN_NONE: ClassVar[frozenset[str]] = frozenset({"stopped", "attempt", "regenerates", "supersedes"})
+    # Brought in by an import (original ts kept; no model turn ran for it).
+    imported: Imported | None = None
+    OMIT_WHEN_NONE: ClassVar[frozenset[str]] = frozenset(
+        {"stopped", "attempt", "regenerates", "supersedes", "imported"}
+    )
 
 
 class TurnFailed(Payload):
@@ -117,15 +135,134 @@ class ToolResult(Payload):
 
 
 class MemoryRetrieved(Payload):
+    """What memory was given to one model request, and why (``parent_id``: the turn or activation).
+
+    ``items`` are ``contracts.memory.MemoryResult`` dicts (kind, id, text, score, why, event_ids).
+    ``late``: the search finished after the request had started; such results are offered to
+    the next request of the same span only when they are novel (``surfaced``), else dropped
+    with ``reason`` ``not_novel``.
+    """
+
     KIND: ClassVar[str] = "memory.retrieved"
     query: str = ""
     items: list[dict[str, Any]] = Field(default_factory=list)
+    purpose: Literal["turn", "voice", "activation"] | None = None
+    tokens: int | None = Field(default=None, ge=0)  # the estimate of what was given
+    budget_tokens: int | None = Field(default=None, ge=0)  # MEMORY_CONTEXT_TOKENS
+    late: bool | None = None
+    surfaced: bool | None = None
+    reason: str | None = Field(default=None, max_length=200)
+    dropped: list[dict[str, Any]] | None = None  # {id, why}: left out (duplicate of context, budget)
+    elapsed_ms: float | None = Field(default=None, ge=0)
+    OMIT_WHEN_NONE: ClassVar[frozenset[str]] = frozenset(
+        {"purpose", "tokens", "budget_tokens", "late", "surfaced", "reason", "dropped", "elapsed_ms"}
+    )
 
 
 class MemoryExtracted(Payload):
+    """One checkpoint's episode (the episodic layer) and the facts the model read in it.
+
+    The episode is the summary of exactly the checkpoint's range (``after_seq`` exclusive,
+    ``through_seq`` inclusive, ``turn_ids``), so it can always be opened back into its turns.
+    ``items`` are the facts nominated at the checkpoint; the memory service reconciles them
+    with what per-turn extraction already stored.
+    """
+
     KIND: ClassVar[str] = "memory.extracted"
     checkpoint_id: str | None = None
     items: list[dict[str, Any]] = Field(default_factory=list)
+    summary: str | None = Field(default=None, max_length=8000)
+    decisions: list[str] | None = None
+    open_loops: list[str] | None = None
+    after_seq: int | None = Field(default=None, ge=0)
+    through_seq: int | None = Field(default=None, ge=0)
+    turn_ids: list[str] | None = None
+    OMIT_WHEN_NONE: ClassVar[frozenset[str]] = frozenset(
+        {"summary", "decisions", "open_loops", "after_seq", "through_seq", "turn_ids"}
+    )
+
+
+# ---- semantic memory: every change is one of these events, the index is their projection ----
+
+# "adaptation": how the owner wants to be addressed or answered; always shapes the instructions.
+FactType = Literal["fact", "preference", "commitment", "adaptation"]
+FactOrigin = Literal["turn", "checkpoint", "owner", "tool"]
+
+
+class MemoryFactAdded(Payload):
+    """A new semantic fact, citing the ledger events it came from.
+
+    ``supersedes``: the facts it retires (a correction). The model only nominates them; the
+    memory service's code decides, and a retired fact's ``invalid_at`` is this one's
+    ``valid_at`` (bi-temporal: what was true, and since when it no longer is).
+    """
+
+    KIND: ClassVar[str] = "memory.fact.added"
+    fact_id: str = Field(min_length=1, max_length=64)
+    type: FactType = "fact"
+    text: str = Field(min_length=1, max_length=2000)
+    valid_at: datetime
+    event_ids: list[str] = Field(default_factory=list, max_length=200)
+    origin: FactOrigin = "turn"
+    supersedes: list[str] = Field(default_factory=list, max_length=20)
+    subject: str | None = Field(default=None, max_length=200)  # what it is about, as the model named it
+    OMIT_WHEN_NONE: ClassVar[frozenset[str]] = frozenset({"subject"})
+
+
+class MemoryFactCited(Payload):
+    """The same fact stated again (an exact or near duplicate): merged, its citations added."""
+
+    KIND: ClassVar[str] = "memory.fact.cited"
+    fact_id: str = Field(min_length=1, max_length=64)
+    event_ids: list[str] = Field(min_length=1, max_length=200)
+    text: str = Field(default="", max_length=2000)  # the duplicate's own wording
+    similarity: float = Field(default=1.0, ge=0, le=1)
+
+
+class MemoryFactEdited(Payload):
+    """The owner (or the assistant on their word) rewrote a fact; its citations stay."""
+
+    KIND: ClassVar[str] = "memory.fact.edited"
+    fact_id: str = Field(min_length=1, max_length=64)
+    text: str = Field(min_length=1, max_length=2000)
+    type: FactType | None = None
+    OMIT_WHEN_NONE: ClassVar[frozenset[str]] = frozenset({"type"})
+
+
+class MemoryFactForgotten(Payload):
+    """Forget a fact: it (and the turns it was read from) is never retrieved again."""
+
+    KIND: ClassVar[str] = "memory.fact.forgotten"
+    fact_id: str = Field(min_length=1, max_length=64)
+    reason: str = Field(default="", max_length=500)
+
+
+# ---- imports -----------------------------------------------------------------------------
+
+
+class ImportLineError(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    line: int = Field(ge=0)  # 1-based line of the NDJSON body (0: the body as a whole)
+    message: str = Field(max_length=500)
+
+
+class ImportStarted(Payload):
+    KIND: ClassVar[str] = "import.started"
+    import_id: str = Field(min_length=1, max_length=64)
+    format: Literal["ndjson", "chatgpt"]
+    lines: int = Field(ge=0)
+    conversations: int = Field(ge=0)
+    events: int = Field(ge=0)  # how many events the import will write
+
+
+class ImportFinished(Payload):
+    KIND: ClassVar[str] = "import.finished"
+    import_id: str = Field(min_length=1, max_length=64)
+    status: Literal["done", "failed"]
+    events: int = Field(ge=0)  # written
+    conversations: int = Field(ge=0)
+    errors: list[ImportLineError] = Field(default_factory=list, max_length=100)
+    message: str = Field(default="", max_length=2000)
 
 
 class ContextUsage(Payload):
@@ -380,6 +517,7 @@ PAYLOADS: dict[str, type[Payload]] = {
         ContextCompacted, ContextCapsule, InnerSignal, InnerDecision, ActivationOutcome, ReminderDefined,
         ReminderChanged, ReminderCancelled, TermStarted, TermEnded,
         InboundRefused, Delivery, MailProgress, AttachmentStored, SessionStarted, SessionEnded, VoiceTiming,
+        MemoryFactAdded, MemoryFactCited, MemoryFactEdited, MemoryFactForgotten, ImportStarted, ImportFinished,
     )
 }
 

@@ -79,8 +79,9 @@ ROLES: dict[str, Role] = {
             consumes=(Consumer("AGENT", streams.AGENT_WORKER, topics.AGENT_INPUT),),
             # the call_owner tool asks the voice service to place the call
             # the reminder tools ask the inner plane, which owns reminders
+            # memory: retrieval before each turn, and the remember/forget tools
             requests=(topics.LEDGER_RESUME, topics.LEDGER_GET, topics.LEDGER_QUERY, topics.VOICE_CALL_OWNER,
-                      topics.INNER_REMINDERS),
+                      topics.INNER_REMINDERS, topics.MEMORY_SEARCH, topics.MEMORY_FACTS),
             serves=(topics.AGENT_STATE_GET, topics.AGENT_COMPACT, topics.AGENT_END, topics.AGENT_STOP,
                     topics.TOOLS_LIST, topics.TOOLS_CALL, topics.PINGS["agent"]),
             buckets=(s.AGENT_LEASE_BUCKET,),
@@ -97,7 +98,8 @@ ROLES: dict[str, Role] = {
             requests=(topics.LEDGER_PAGE, topics.LEDGER_QUERY, topics.LEDGER_GET, topics.AGENT_STATE_GET,
                       topics.AGENT_COMPACT, topics.AGENT_END, topics.AGENT_STOP, topics.PINGS["ledger"],
                       topics.PINGS["agent"], topics.PINGS["voice"], topics.POLLERS_STATE, topics.VOICE_PREPARE,
-                      topics.VOICE_ATTACH_ANY, topics.VOICE_STATE_GET, topics.INNER_REMINDERS),
+                      topics.VOICE_ATTACH_ANY, topics.VOICE_STATE_GET, topics.INNER_REMINDERS,
+                      topics.MEMORY_SEARCH, topics.MEMORY_FACTS, topics.MEMORY_IMPORT, topics.PINGS["memory"]),
             buckets=(s.GATEWAY_SESSIONS_BUCKET,),
             reads_streams=("AGENT",),  # the original of a duplicate input, by its sequence
         ),
@@ -124,7 +126,7 @@ ROLES: dict[str, Role] = {
             emits=(topics.VOICE_OUT_ANY, topics.VOICE_STATE),
             subscribes=(topics.VOICE_IN_ANY,),
             requests=(topics.TOOLS_LIST, topics.TOOLS_CALL, topics.LEDGER_RESUME, topics.LEDGER_QUERY,
-                      topics.LEDGER_GET),
+                      topics.LEDGER_GET, topics.MEMORY_SEARCH),
             serves=(topics.VOICE_PREPARE, topics.VOICE_ATTACH_ANY, topics.VOICE_STATE_GET,
                     topics.VOICE_CALL_OWNER, topics.PINGS["voice"]),
             buckets=(s.VOICE_LEASE_BUCKET,),
@@ -143,6 +145,16 @@ ROLES: dict[str, Role] = {
             requests=(topics.LEDGER_GET, topics.LEDGER_QUERY),
             serves=(topics.POLLERS_STATE, topics.PINGS["pollers"]),
             watches=(("LEDGER", streams.LEDGER_WRITER),),  # waits until the ledger has caught up
+        ),
+        Role(
+            "memory",
+            # facts it reconciles (per turn, at checkpoints, the owner's edits) go to the ledger;
+            # its index is a projection of the committed events it follows
+            publishes=(_own_append("memory"),),
+            subscribes=(topics.LEDGER_COMMITTED,),
+            requests=(topics.LEDGER_QUERY, topics.LEDGER_GET),
+            serves=(topics.MEMORY_SEARCH, topics.MEMORY_FACTS, topics.MEMORY_IMPORT, topics.PINGS["memory"]),
+            parks=(streams.MEMORY_FOLLOWER,),
         ),
     )
 }

@@ -57,6 +57,12 @@ def inner_schedule(reminder_id: str) -> str:
     return f"reminders.evt.at.{reminder_id}"
 
 
+# memory: the index of facts, episodes and messages (a projection of ledger events)
+MEMORY_SEARCH = "memory.cmd.search"  # hybrid search; the agent's retrieval before each turn too
+MEMORY_FACTS = "memory.cmd.facts"  # list, get, edit, forget, remember
+MEMORY_IMPORT = "memory.cmd.import"  # an import's progress (what the index has taken in)
+MEMORY_PING = "memory.cmd.ping"
+
 # voice: one Realtime session at a time (the voice lock), its audio relayed live per session
 VOICE_LEASE_BUCKET = "voice_lease"  # the voice lock: a singleton fenced like the agent's
 VOICE_PREPARE = "voice.cmd.prepare"  # take the lock and pre-warm a session

@@ -9,6 +9,14 @@ from pydantic import BaseModel, TypeAdapter
 from . import subjects as s
 from .channels import ChannelsState, ChannelsStateRequest, MediaFetch, OutboundEmail, OutboundSms
 from .events import Event
+from .memory import (
+    ImportStatus,
+    ImportStatusRequest,
+    MemoryFactsCommand,
+    MemoryFactsReply,
+    MemorySearchReply,
+    MemorySearchRequest,
+)
 from .messages import (
     AgentCommand,
     AgentInput,
@@ -116,6 +124,9 @@ VOICE_ATTACH_ANY = Query(s.VOICE_ATTACH_ANY, AttachSession, AttachReply, timeout
 VOICE_STATE_GET = Query(s.VOICE_STATE_GET, VoiceStateRequest, VoiceState, timeout=1.0)
 VOICE_CALL_OWNER = Query(s.VOICE_CALL_OWNER, CallOwner, CallOwnerReply, timeout=30.0)
 INNER_REMINDERS = Query(s.INNER_REMINDERS, ReminderCommand, ReminderReply, timeout=5.0)
+MEMORY_SEARCH = Query(s.MEMORY_SEARCH, MemorySearchRequest, MemorySearchReply, timeout=5.0)
+MEMORY_FACTS = Query(s.MEMORY_FACTS, MemoryFactsCommand, MemoryFactsReply, timeout=10.0)
+MEMORY_IMPORT = Query(s.MEMORY_IMPORT, ImportStatusRequest, ImportStatus, timeout=5.0)
 TOOLS_LIST = Query(s.TOOLS_LIST, ToolListRequest, ToolListReply)
 TOOLS_CALL = Query(s.TOOLS_CALL, ToolCallRequest, ToolCallReply, timeout=300.0)
 
@@ -127,6 +138,7 @@ PINGS: dict[str, Query[Ping, Pong]] = {
         "inner-plane": s.INNER_PING,
         "voice": s.VOICE_PING,
         "pollers": s.POLLERS_PING,
+        "memory": s.MEMORY_PING,
     }.items()
 }
 
