@@ -18,11 +18,13 @@ class StreamSpec:
     max_age_s: float = 0.0  # 0: keep until the limits policy says otherwise
     max_msg_size: int = 1024 * 1024
     schedules: bool = False  # JetStream message schedules (Nats-Schedule) allowed
+    atomic: bool = False  # atomic batch publish (Nats-Batch-Id) allowed: all of a batch or none
 
 
 STREAMS: tuple[StreamSpec, ...] = (
     # The ledger is the durable copy; the stream only needs to outlive a ledger outage.
-    StreamSpec("LEDGER", (s.LEDGER_ALL,), "ledger", max_age_s=7 * DAY),
+    # Atomic batches: an import writes each past conversation whole or not at all.
+    StreamSpec("LEDGER", (s.LEDGER_ALL,), "ledger", max_age_s=7 * DAY, atomic=True),
     # A day-long window makes a repeated client_msg_id a no-op even after a long reconnect.
     StreamSpec("AGENT", (s.AGENT_ALL,), "agent", duplicate_window_s=DAY, max_age_s=7 * DAY),
     StreamSpec("INNER", (s.INNER_ALL,), "inner-plane", max_age_s=7 * DAY),

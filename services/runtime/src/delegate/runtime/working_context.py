@@ -9,7 +9,11 @@ ledger events, so every protocol starts from the same account of the relationshi
   user or assistant message);
 - message events newer than the capsule (``seq > through_seq``), from every channel, follow
   as verbatim turns, newest kept first within a count and character budget, each marked with
-  its channel and time so the model knows where and when it was said.
+  its channel and time so the model knows where and when it was said; imported history
+  (``payload.imported``: brought in by ``POST /api/import``) is never a recent turn;
+- memory retrieved for the request (``MemoryContext``) goes into the instructions too: the
+  owner's adaptations ("How the owner wants to be answered") and the retrieved items ("Memory"),
+  each with its kind, date and source, so every protocol is given memory the same way.
 """
 
 from collections.abc import Iterable
@@ -18,6 +22,9 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from delegate.contracts.events import Event
+from delegate.contracts.memory import MemoryResult
+
+from .memory_context import MemoryContext
 
 CHANNEL_NAMES = {
     "text": "text chat",
@@ -109,6 +116,8 @@ def select_recent_turns(
             continue
         if event.id in seen or (event.seq is not None and event.seq <= through):
             continue
+        if event.payload.get("imported"):
+            continue  # history from elsewhere, stored late: memory offers it, not the recent turns
         text = str(event.payload.get("text") or "").strip()
         if not text:
             continue
@@ -156,6 +165,59 @@ def capsule_section(text: str) -> str:
     )
 
 
+MEMORY_HEADING = "## Memory"
+ADAPTATIONS_HEADING = "## How the owner wants to be answered"
+MEMORY_NOTE = (
+    "Retrieved from your long-term memory for this request: facts, past episodes and earlier "
+    "messages, each marked with its kind, date and source. It is your own background knowledge, "
+    "not something the user just said: use what is relevant, prefer the current conversation and "
+    "newer items where they disagree, and do not mention the retrieval itself. A fact's id is "
+    "what memory_forget takes when the owner asks you to forget it."
+)
+ADAPTATIONS_NOTE = "The owner asked for these; follow them unless they ask otherwise now."
+
+
+def source_marker(item: MemoryResult) -> str:
+    """Where an item came from, in a word or two: the channel, the speaker, an import."""
+    parts = [CHANNEL_NAMES.get(item.channel, item.channel) if item.channel else None, item.speaker]
+    if item.refs:
+        parts.append("imported")
+    return ", ".join(p for p in parts if p)
+
+
+def memory_line(item: MemoryResult) -> str:
+    """``- [preference · 2026-05-01 · SMS] text (id …)``: kind, date and source first."""
+    kind = item.type if item.kind == "fact" and item.type and item.type != "fact" else item.kind
+    head = [kind, item.ts.astimezone(UTC).strftime("%Y-%m-%d")]
+    source = source_marker(item)
+    if source:
+        head.append(source)
+    tail = f" (id {item.id})" if item.kind == "fact" else ""
+    return f"- [{' · '.join(head)}] {' '.join(item.text.split())}{tail}"
+
+
+def memory_section(items: Iterable[MemoryResult]) -> str | None:
+    lines = [memory_line(i) for i in items]
+    if not lines:
+        return None
+    return f"{MEMORY_HEADING}\n{MEMORY_NOTE}\n\n" + "\n".join(lines)
+
+
+def adaptations_section(adaptations: Iterable[MemoryResult]) -> str | None:
+    lines = [f"- {' '.join(a.text.split())}" for a in adaptations]
+    if not lines:
+        return None
+    return f"{ADAPTATIONS_HEADING}\n{ADAPTATIONS_NOTE}\n\n" + "\n".join(lines)
+
+
+def memory_sections(memory: MemoryContext | None) -> list[str]:
+    """Adaptations first (they shape every answer), then the retrieved items."""
+    if not memory:
+        return []
+    sections = [adaptations_section(memory.adaptations), memory_section(memory.items)]
+    return [s for s in sections if s]
+
+
 # How an answer must look on the channel it goes out on. Said in the instructions of every
 # request (not a separate code path), so a tool round or a retried request keeps the rule, and
 # a chain that moves between channels is told the current one each time.
@@ -187,8 +249,9 @@ def compose_instructions(
     channel: str,
     now: datetime,
     with_markers: bool = False,
+    memory: MemoryContext | None = None,
 ) -> str:
-    """Instructions for one request: base text, the capsule when there is one, channel and time.
+    """Instructions for one request: base text, the capsule when there is one, memory, channel and time.
 
     Sent on every request: the Responses API does not carry instructions along a chain.
     """
@@ -196,6 +259,7 @@ def compose_instructions(
     text = capsule_text(capsule)
     if text:
         parts.append(capsule_section(text))
+    parts.extend(memory_sections(memory))
     if with_markers:
         parts.append(MARKER_NOTE)
     parts.append(now_note(channel, now))
@@ -212,13 +276,14 @@ def build_working_context(
     max_turns: int = DEFAULT_MAX_TURNS,
     max_chars: int = DEFAULT_MAX_CHARS,
     exclude_ids: Iterable[str] = (),
+    memory: MemoryContext | None = None,
 ) -> WorkingContext:
-    """Everything a fresh working context needs: instructions (with capsule) and recent turns as items."""
+    """Everything a fresh working context needs: instructions (capsule, memory) and recent turns as items."""
     turns = select_recent_turns(
         messages, capsule, max_turns=max_turns, max_chars=max_chars, exclude_ids=exclude_ids
     )
     instructions = compose_instructions(
-        base_instructions, capsule=capsule, channel=channel, now=now, with_markers=bool(turns)
+        base_instructions, capsule=capsule, channel=channel, now=now, with_markers=bool(turns), memory=memory
     )
     return WorkingContext(
         instructions=instructions,

@@ -6,20 +6,24 @@ One concept per module:
 - ``consumer``: the one-at-a-time durable consumer and its ack policy;
 - ``batches``: the pipelined batch consumer on an ack-all consumer;
 - ``dead_letters``: parking what can never be processed;
+- ``atomic``: atomic batch publish (all of a batch stored, or none);
 - ``acks``: settling a delivery, with failures reported;
 - ``errors``: what can go wrong, by what the caller does about it.
 """
 
 from .acks import in_progress, nak
+from .atomic import MAX_BATCH, BatchRefused
 from .connection import MSG_ID, PUBLISH_RETRY, Bus
 from .dead_letters import DEAD_LETTER_DATA_LIMIT
 from .errors import TRANSIENT, BusUnavailable, DomainError, RemoteError, Retryable, describe
 
 __all__ = [
     "DEAD_LETTER_DATA_LIMIT",
+    "MAX_BATCH",
     "MSG_ID",
     "PUBLISH_RETRY",
     "TRANSIENT",
+    "BatchRefused",
     "Bus",
     "BusUnavailable",
     "DomainError",

@@ -29,6 +29,7 @@ from delegate.contracts.topics import PINGS, Query, Topic
 
 from ..credentials import connect_options, identity_role
 from ..retry import retrying
+from .atomic import publish_atomic
 from .batches import BatchConsumer
 from .consumer import consume
 from .dead_letters import DeadLetters
@@ -108,6 +109,7 @@ class Bus:
                 max_age=spec.max_age_s or None,
                 max_msg_size=spec.max_msg_size,
                 allow_msg_schedules=spec.schedules or None,
+                allow_atomic=spec.atomic or None,
             )
             try:
                 await self.js.add_stream(config)
@@ -134,6 +136,12 @@ class Bus:
         except PUBLISH_RETRY as exc:
             raise BusUnavailable(f"publish to {topic.subject} failed: {exc!r}") from exc
         raise AssertionError("unreachable: retrying() returns or raises")
+
+    async def publish_batch(
+        self, topic: Topic[M], msgs: Sequence[M], *, msg_ids: Sequence[str], deadline: float = 30.0
+    ) -> PubAck:
+        """Durable publish of ``msgs`` as one atomic batch: the stream stores all or none (``atomic``)."""
+        return await publish_atomic(self, topic, msgs, msg_ids=msg_ids, deadline=deadline)
 
     async def emit(self, topic: Topic[M], msg: M) -> None:
         """Live, fire-and-forget (core NATS). Lost if nobody listens; that is the point."""
