@@ -9,7 +9,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 SERVICES = {
     "ledger": "ledger", "gateway": "gateway", "agent": "agent", "voice": "voice",
-    "inner-plane": "inner_plane", "pollers": "pollers", "openai-standin": "openai_standin",
+    "inner-plane": "inner_plane", "memory": "memory", "pollers": "pollers", "openai-standin": "openai_standin",
 }
 LIBRARIES = ("contracts", "runtime")
 # A member, not a service: `make run` on one machine. No Dockerfile and no compose entry (compose
@@ -80,12 +80,13 @@ def _settings_classes() -> list[type]:
     from delegate.gateway.settings import Settings as Gateway
     from delegate.inner_plane.settings import Settings as InnerPlane
     from delegate.ledger.settings import Settings as Ledger
+    from delegate.memory.settings import Settings as Memory
     from delegate.openai_standin.settings import Settings as Standin
     from delegate.pollers.settings import Settings as Pollers
     from delegate.runtime.credentials import NatsCredentials
     from delegate.voice.settings import Settings as Voice
 
-    return [Agent, ToolSettings, Gateway, InnerPlane, Ledger, Standin, Pollers, Voice, NatsCredentials]
+    return [Agent, ToolSettings, Gateway, InnerPlane, Ledger, Memory, Standin, Pollers, Voice, NatsCredentials]
 
 
 def test_env_example_names_every_setting_of_every_service_and_nothing_else() -> None:

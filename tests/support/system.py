@@ -30,6 +30,7 @@ MODULES = {
     "ledger": "delegate.ledger",
     "agent": "delegate.agent",
     "inner-plane": "delegate.inner_plane",
+    "memory": "delegate.memory",
     "voice": "delegate.voice",
     "pollers": "delegate.pollers",
     "gateway": "delegate.gateway",

@@ -35,7 +35,7 @@ log = logging.getLogger("launch")
 # stops after them; the stand-in last. NATS is stopped after all of these, by `main`.
 STOP_STAGES: tuple[tuple[str, ...], ...] = (
     ("gateway",),
-    ("agent", "inner-plane", "voice", "pollers"),
+    ("agent", "inner-plane", "memory", "voice", "pollers"),
     ("ledger",),
     ("openai-standin",),
 )
@@ -46,6 +46,7 @@ SERVICES = (
     ("ledger", "delegate.ledger"),
     ("agent", "delegate.agent"),
     ("inner-plane", "delegate.inner_plane"),
+    ("memory", "delegate.memory"),
     ("voice", "delegate.voice"),
     ("pollers", "delegate.pollers"),
     ("gateway", "delegate.gateway"),

@@ -1,0 +1,34 @@
+"""The per-turn extraction prompt: one turn, and the stored facts it might repeat or correct."""
+
+from collections.abc import Sequence
+
+from delegate.contracts.ids import format_ts
+
+from .records import FactRow, PendingTurn
+
+# The stand-in recognizes this request by MARK (keep the phrase in the instructions).
+MARK = "remember from this single turn"
+
+TURN_INSTRUCTIONS = """\
+You decide what a personal assistant should remember from this single turn of a \
+conversation with its owner (the user). Keep only what will still matter later: facts about \
+the owner and their world, preferences, commitments (by either side, with dates), and \
+adaptations: how the owner wants to be addressed or answered ("call me Sam", "keep answers \
+short"). Skip small talk, questions, and what the assistant merely said.
+The KNOWN FACTS are what is stored already, each with its id. Restating one is fine (it is \
+merged). When the turn corrects or replaces a known fact (a new address, a changed plan, \
+"actually ..."), list that fact's id in "contradicts"; never list a fact that is still true.
+Answer with JSON only, no prose: {"items": [{"type": "fact|preference|commitment|adaptation", \
+"text": "one self-contained sentence about the owner", "subject": "what it is about, in a \
+few words", "contradicts": ["known fact ids"]}]}. Answer {"items": []} when nothing is worth \
+remembering."""
+
+
+
+
+def turn_input(turn: PendingTurn, candidates: Sequence[FactRow]) -> str:
+    known = "\n".join(f"- {f.id}: {f.text}" for f in candidates) or "(none)"
+    lines = [f"[{format_ts(turn.ts)}] [{turn.channel}] user: {turn.text}"]
+    if turn.answer_text is not None:
+        lines.append(f"[{format_ts(turn.ts)}] [{turn.channel}] assistant: {turn.answer_text}")
+    return "KNOWN FACTS (id: text):\n" + known + "\n\nTURN:\n" + "\n".join(lines)

@@ -1,0 +1,127 @@
+"""The memory service in one object: the index, the follower that keeps it current, the bus
+handlers that answer from it, and (when installed) per-turn extraction."""
+
+import asyncio
+import importlib
+import logging
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from delegate.contracts import topics
+from delegate.contracts.events import Event
+from delegate.contracts.ids import utcnow
+from delegate.contracts.memory import ImportStatus, ImportStatusRequest, MemorySearchReply, MemorySearchRequest
+from delegate.contracts.messages import Ping, Pong
+from delegate.runtime.bus import Bus, DomainError
+
+from .commands import FactCommands
+from .follower import LedgerFollower
+from .index import MemoryIndex
+from .ranking import search
+from .settings import Settings
+
+log = logging.getLogger(__name__)
+
+SERVICE = "memory"
+
+
+class Worker(Protocol):
+    """What the service runs beside its follower (per-turn extraction)."""
+
+    def on_event(self, event: Event) -> None: ...
+
+    async def run(self) -> None: ...
+
+
+def _extractor(bus: Bus, index: MemoryIndex, settings: Settings, stop: asyncio.Event) -> Worker | None:
+    # Imported by name: the service runs (index and search only) where extraction is not installed.
+    try:
+        module = importlib.import_module(f"{__package__}.extraction")
+    except ImportError as exc:
+        log.warning("per-turn extraction is not available (%s): the index only", exc)
+        return None
+    worker: Worker = module.Extractor(bus=bus, index=index, settings=settings, stop=stop)
+    return worker
+
+
+class MemoryService:
+    def __init__(self, settings: Settings, bus: Bus, stop: asyncio.Event, *, extract: bool = True) -> None:
+        self.settings = settings
+        self.bus = bus
+        self.stop = stop
+        self.index = MemoryIndex(settings.index_path)
+        self.extractor = _extractor(bus, self.index, settings, stop) if extract else None
+        self.follower = LedgerFollower(bus, self.index, settings, stop, on_applied=self._applied)
+        self.commands = FactCommands(bus, self.index, self.follower)
+        self.failed = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def ready(self) -> bool:
+        return self.follower.caught_up.is_set() and not self.failed.is_set()
+
+    def _applied(self, events: Sequence[Event]) -> None:
+        if self.extractor is None:
+            return
+        for event in events:
+            try:
+                self.extractor.on_event(event)
+            except Exception:
+                log.exception("extraction failed to take event %s (%s)", event.id, event.kind)
+
+    async def start(self) -> None:
+        await self.follower.start()
+        await self.bus.serve(topics.MEMORY_SEARCH, self._search)
+        await self.bus.serve(topics.MEMORY_FACTS, self.commands.handle)
+        await self.bus.serve(topics.MEMORY_IMPORT, self._import_status)
+        await self.bus.serve(topics.PINGS[SERVICE], self._ping)
+        self._tasks.append(asyncio.create_task(self._guard("follower", self.follower.run())))
+        if self.extractor is not None:
+            self._tasks.append(asyncio.create_task(self._guard("extractor", self._extract())))
+
+    async def _extract(self) -> None:
+        # Extraction reads current knowledge only, never a half-replayed history.
+        await self.follower.caught_up.wait()
+        assert self.extractor is not None
+        await self.extractor.run()
+
+    async def _guard(self, name: str, work: Any) -> None:
+        try:
+            await work
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("%s failed", name)
+            self.failed.set()
+            return
+        if not self.stop.is_set():
+            log.error("%s ended before the service was stopped", name)
+            self.failed.set()
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self.index.close()
+
+    # ---- handlers --------------------------------------------------------------------------
+
+    async def _search(self, req: MemorySearchRequest) -> MemorySearchReply:
+        return search(self.index, req, req.now or utcnow(), self.settings.memory_context_tokens)
+
+    async def _import_status(self, req: ImportStatusRequest) -> ImportStatus:
+        status = self.index.import_status(req.import_id)
+        if status is None:
+            raise DomainError("not_found", f"no import {req.import_id} in the index")
+        return status
+
+    async def _ping(self, _: Ping) -> Pong:
+        through = self.index.last_seq
+        ready = self.ready()
+        if ready:
+            detail = f"indexed_through_seq={through}"
+        else:
+            detail = f"catching up: indexed_through_seq={through} of ledger seq {self.follower.ledger_seq}"
+        return Pong(
+            service=SERVICE, instance=self.bus.service, ready=ready, detail=detail,
+            counts={"indexed_through_seq": through, "ledger_seq": self.follower.ledger_seq},
+        )

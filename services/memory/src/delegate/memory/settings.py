@@ -1,0 +1,44 @@
+"""The memory service's one settings class (env var names as in interfaces.md)."""
+
+from pathlib import Path
+
+from pydantic import Field
+
+from delegate.runtime.settings import ServiceSettings
+
+
+class Settings(ServiceSettings):
+    # The search index: a projection of ledger events, rebuilt from them when it is missing.
+    memory_index_path: Path | None = None  # MEMORY_INDEX_PATH; empty: RUNTIME_DATA_DIR/memory/index.sqlite
+    # What a model request is given from memory when the request names no budget (tokens ≈ chars/4).
+    memory_context_tokens: int = Field(default=1500, ge=1)  # MEMORY_CONTEXT_TOKENS
+    # The follower re-reads the ledger this often when no live event arrives, so a lost
+    # notification of the newest event is noticed without waiting for the next one.
+    memory_resync_seconds: float = Field(default=5.0, gt=0)  # MEMORY_RESYNC_SECONDS
+    # Live notifications waiting for the follower; when full the subscription waits, and what
+    # NATS drops meanwhile is a gap the follower reads back from the ledger.
+    memory_queue_max: int = Field(default=5000, ge=1)  # MEMORY_QUEUE_MAX
+    # Tries of a committed event whose projection raised, before it is dead-lettered.
+    memory_event_attempts: int = Field(default=3, ge=1)  # MEMORY_EVENT_ATTEMPTS
+
+    # Per-turn extraction (one model call per turn, off the hot path).
+    openai_model: str = "gpt-5.5"  # OPENAI_MODEL
+    memory_model: str = ""  # MEMORY_MODEL; empty: OPENAI_MODEL
+    openai_timeout_seconds: float = Field(default=120.0, gt=0)  # OPENAI_TIMEOUT_SECONDS (per model call)
+    # A user turn is extracted with its answer once committed, or alone after this long without one.
+    memory_extract_wait_s: float = Field(default=3.0, ge=0)  # MEMORY_EXTRACT_WAIT_S
+    # Two wordings are one fact at this token-set Jaccard similarity (1.0: exact duplicates only).
+    memory_dedup_threshold: float = Field(default=0.8, gt=0, le=1)  # MEMORY_DEDUP_THRESHOLD
+    # Stored facts shown to the model with each turn (what it may repeat or correct).
+    memory_candidates: int = Field(default=8, ge=0, le=50)  # MEMORY_CANDIDATES
+    # A failed extraction is retried after base * 2^n seconds, capped; the turn stays pending.
+    memory_retry_seconds: float = Field(default=5.0, gt=0)  # MEMORY_RETRY_SECONDS
+    memory_retry_max_seconds: float = Field(default=300.0, gt=0)  # MEMORY_RETRY_MAX_SECONDS
+
+    @property
+    def memory_model_name(self) -> str:
+        return self.memory_model or self.openai_model
+
+    @property
+    def index_path(self) -> Path:
+        return self.memory_index_path or self.runtime_data_dir / "memory" / "index.sqlite"
