@@ -129,7 +129,10 @@ async def test_idle_span_gets_one_check_and_its_checkpoint_is_extracted_once(
     cp1 = await story.checkpoint_and_close(after_seq=0, through_seq=old.seq)
 
     # Second burst: its checkpoint must see only its own turns, never the earlier "green" one.
-    answer = {"items": [{"kind": "fact", "text": "Ana lives in Porto"}]}
+    answer = {
+        "summary": "Ana's move to Porto.", "decisions": ["Visit Ana in May"], "open_loops": ["Book a ferry"],
+        "items": [{"kind": "fact", "text": "Ana lives in Porto"}],
+    }
     only_porto = {"instructions_contains": MEMORY_MARK, "input_contains": "Porto"}
     standin.script({"action": "text", "text": json.dumps(answer), "match": only_porto})
     await story.span()
@@ -151,6 +154,13 @@ async def test_idle_span_gets_one_check_and_its_checkpoint_is_extracted_once(
     assert (first.span_id, first.parent_id, first.channel) == (first_span, cp1.id, "inner")
     assert (second.span_id, second.parent_id) == (second_span, cp2.id)
     assert second.payload["items"] == [{"kind": "fact", "text": "Ana lives in Porto"}]
+    # The episode: the summary of exactly the checkpoint's range, openable back into its turns.
+    assert (second.payload["summary"], second.payload["decisions"], second.payload["open_loops"]) == (
+        "Ana's move to Porto.", ["Visit Ana in May"], ["Book a ferry"]
+    )
+    assert (second.payload["after_seq"], second.payload["through_seq"]) == (old.seq, usage.seq)
+    assert second.payload["turn_ids"] == [ask.id, reply.id]
+    assert "summary" not in first.payload and first.payload["turn_ids"] == [old.id]  # a plain-text answer
     # The offline stand-in answers plain text: kept as one free-text item, not a failure.
     assert len(first.payload["items"]) == 1 and "green" in first.payload["items"][0]["text"]
 

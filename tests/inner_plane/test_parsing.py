@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from delegate.contracts.ids import utcnow
-from delegate.inner_plane.memory import _chunks, parse_items
+from delegate.inner_plane.memory import Episode, _chunks, parse_items
 from delegate.inner_plane.state import InnerState, OpenSpan, StateFile
 
 
@@ -47,3 +47,22 @@ async def test_state_file_round_trips_and_survives_garbage(tmp_path: Path) -> No
     assert store.path.parent.stat().st_mode & 0o777 == 0o700
     store.path.write_text("{not json")
     assert store.load() == InnerState()
+
+
+def test_a_checkpoint_answer_becomes_its_episode_and_items() -> None:
+    episode = Episode()
+    episode.add(
+        '```json\n{"summary": "Talked about Ana\'s move.", "decisions": ["Visit in May", ""],'
+        ' "open_loops": ["Book the ferry"], "items": [{"type": "fact", "text": "Ana lives in Porto"}]}\n```'
+    )
+    episode.add('{"summary": "Then about tea.", "decisions": "not a list", "items": []}')  # a second chunk
+    assert episode.summary == "Talked about Ana's move.\nThen about tea."
+    assert (episode.decisions, episode.open_loops) == (["Visit in May"], ["Book the ferry"])
+    assert episode.items == [{"type": "fact", "text": "Ana lives in Porto", "kind": "fact"}]
+
+
+def test_a_plain_text_checkpoint_answer_has_no_summary_but_keeps_its_note() -> None:
+    episode = Episode()
+    episode.add("Offline stand-in: I heard you.")
+    assert episode.summary is None and (episode.decisions, episode.open_loops) == ([], [])
+    assert episode.items == [{"kind": "note", "text": "Offline stand-in: I heard you."}]

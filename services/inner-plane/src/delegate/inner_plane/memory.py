@@ -82,14 +82,24 @@ class MemoryExtractor:
             after_seq=cp.after_seq, through_seq=cp.through_seq, conversation_id=cp.conversation_id, kinds=["message"]
         )
         turns = [event async for page in read_range(self.ctx.bus, query) for event in page]
-        items: list[dict[str, Any]] = []
+        episode = Episode()
+        # One model call per chunk (one per checkpoint unless its range is very long).
         for chunk in _chunks([turn_line(t) for t in turns], self.ctx.settings.memory_chunk_chars):
             answer = await self.ctx.model.complete(
                 model=self.ctx.settings.memory_model_name, instructions=MEMORY_INSTRUCTIONS, text=chunk
             )
-            items.extend(parse_items(answer))
+            episode.add(answer)
         event = make_event(
-            MemoryExtracted(checkpoint_id=cp.id, items=items),
+            MemoryExtracted(
+                checkpoint_id=cp.id,
+                items=episode.items,
+                summary=episode.summary,
+                decisions=episode.decisions,
+                open_loops=episode.open_loops,
+                after_seq=cp.after_seq,
+                through_seq=cp.through_seq,
+                turn_ids=[t.id for t in turns],
+            ),
             conversation_id=cp.conversation_id,
             span_id=cp.span_id,
             channel="inner",
@@ -97,7 +107,8 @@ class MemoryExtractor:
             id=event_id,
         )
         await self.ctx.bus.publish(topics.ledger_append("inner-plane"), event)
-        log.info("checkpoint %s: %d turns -> %d memory items", cp.id, len(turns), len(items))
+        log.info("checkpoint %s: %d turns -> episode of %d chars, %d memory items",
+                 cp.id, len(turns), len(episode.summary or ""), len(episode.items))
 
 
 def _chunks(lines: list[str], limit: int) -> list[str]:
@@ -118,6 +129,46 @@ def _chunks(lines: list[str], limit: int) -> list[str]:
 
 
 _FENCE = re.compile(r"^```[a-zA-Z]*\s*|\s*```$")
+SUMMARY_MAX = 8000  # MemoryExtracted.summary's limit
+LIST_MAX = 50  # decisions / open loops kept per checkpoint
+ENTRY_MAX = 1000
+
+
+class Episode:
+    """What the checkpoint's answers (one per chunk) say: the summary, decisions, open loops, items."""
+
+    def __init__(self) -> None:
+        self.summaries: list[str] = []
+        self.decisions: list[str] = []
+        self.open_loops: list[str] = []
+        self.items: list[dict[str, Any]] = []
+
+    def add(self, answer: str) -> None:
+        data = _json(answer)
+        if isinstance(data, dict):
+            if isinstance(data.get("summary"), str) and data["summary"].strip():
+                self.summaries.append(data["summary"].strip())
+            self.decisions += _strings(data.get("decisions"))
+            self.open_loops += _strings(data.get("open_loops"))
+        self.items.extend(parse_items(answer))
+
+    @property
+    def summary(self) -> str | None:
+        text = "\n".join(self.summaries)
+        return text[:SUMMARY_MAX] if text else None
+
+
+def _json(answer: str) -> Any:
+    try:
+        return json.loads(_FENCE.sub("", answer.strip()).strip())
+    except json.JSONDecodeError:
+        return None
+
+
+def _strings(value: Any) -> list[str]:
+    if not isinstance(value, list):
+        return []
+    return [" ".join(str(v).split())[:ENTRY_MAX] for v in value if str(v).strip()][:LIST_MAX]
 
 
 def parse_items(answer: str) -> list[dict[str, Any]]:

@@ -7,13 +7,18 @@ from delegate.contracts.ids import format_ts
 
 MEMORY_INSTRUCTIONS = """\
 You extract durable memories from a slice of a conversation between a person and their \
-personal assistant. Keep only what will still matter in later conversations: facts about \
-the person and their world, preferences, commitments and promises (by either side, with \
-dates), decisions, corrections of earlier facts. Skip small talk, one-off questions and \
+personal assistant, and summarize the slice as an episode.
+The episode: a short summary of what happened (a few sentences), the decisions made, and the \
+open loops (questions, tasks or promises left unresolved at the end of the slice).
+The memories: only what will still matter in later conversations: facts about the person and \
+their world, preferences, commitments and promises (by either side, with dates), adaptations \
+(how the person wants to be addressed or answered: "call me Sam", "keep answers short"), and \
+corrections of earlier facts (as the corrected fact). Skip small talk, one-off questions and \
 anything only relevant to this moment.
-Answer with JSON only, no prose: {"items": [{"kind": "fact|preference|commitment|decision|correction", \
-"text": "one self-contained sentence", "when": "date or time it refers to, if any"}]}. \
-Answer {"items": []} when nothing is worth remembering."""
+Answer with JSON only, no prose: {"summary": "...", "decisions": ["..."], "open_loops": ["..."], \
+"items": [{"type": "fact|preference|commitment|adaptation", "text": "one self-contained sentence", \
+"subject": "what it is about, in a few words", "when": "date or time it refers to, if any"}]}. \
+Use empty lists when there is nothing of a kind."""
 
 CAPSULE_INSTRUCTIONS = """\
 You maintain the continuity capsule of a personal assistant: a compact, self-contained \
