@@ -103,8 +103,6 @@ async def test_notes_survive_a_restart_of_the_registry(tmp_path: Path) -> None:
     assert made.ok
     note_id = json.loads(made.output.split(": ", 1)[1])["id"]
     assert (await first.call(_req("notes_update", {"id": note_id, "append": "book photo booth"}))).ok
-    remembered = await first.call(_req("memory_remember", {"text": "The owner's passport expires in May"}))
-    assert remembered.ok
     await first.aclose()
 
     second = ToolRegistry(rt, None, settings=tool_settings())
@@ -114,8 +112,6 @@ async def test_notes_survive_a_restart_of_the_registry(tmp_path: Path) -> None:
         assert note_id in listed.output and "Passport" in listed.output
         found = await second.call(_req("notes_search", {"query": "photo booth"}))
         assert "renew by May\\nbook photo booth" in found.output
-        recalled = await second.call(_req("memory_recall", {"query": "when does the passport expire"}))
-        assert "expires in May" in recalled.output
         gone = await second.call(_req("notes_delete", {"id": note_id}))
         assert gone.ok
         again = await second.call(_req("notes_delete", {"id": note_id}))
@@ -181,7 +177,8 @@ async def test_policy_reload_and_a_bad_reload_keeps_the_previous(
 
         await eventually(complained, what="the bad reload was logged")
         assert "memory_recall" in voice()  # still the last good configuration
-        assert (await registry.call(_req("memory_recall", {"query": "tea"}, agent="voice"))).ok
+        # Allowed (not denied); without a bus the memory service is simply not reachable.
+        assert (await registry.call(_req("memory_recall", {"query": "tea"}, agent="voice"))).error_code == "unavailable"
 
         policies.unlink()  # no file: back to the default (local tools for every agent)
 

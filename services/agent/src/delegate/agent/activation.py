@@ -25,7 +25,7 @@ from delegate.contracts.messages import ActivationInput
 from delegate.runtime.bus import BusUnavailable, RemoteError
 
 from .activation_reply import REPLY_CHANNEL, Route, activation_outbound, call_reason, choose_route, email_thread
-from .composer import activation_item, batch, batch_title, fallback_text, owner_zone
+from .composer import activation_item, batch, batch_title, fallback_text, owner_zone, signals_query
 from .conversation_state import SpanRef
 from .core import Deposed
 from .outbound import FAILURE_PREFIX, NotLeading
@@ -59,7 +59,10 @@ class Activations(Turns, Redelivery):
             route = await self._route(msg)
             silence = Silence()
             item = activation_item(msg, route=route.via, zone=self._zone)
-            turn = Turn(msg.id, "inner", conversation_id, span.id, item, delivery, silence=silence)
+            turn = Turn(
+                msg.id, "inner", conversation_id, span.id, item, delivery, silence=silence,
+                memory_query=signals_query(msg, self._zone), memory_purpose="activation",
+            )
             result = await self._answer(turn)
             await self._conclude(msg, route, result.event, silence.reason)
 

@@ -82,6 +82,7 @@ class Agent(Activations, AwayEmail, Compaction):
         if state.capsule is None:
             state.capsule = await self.ledger.newest(["context.capsule"])
         self.state = state
+        self.retrieval.carry_events(resume.recent_turns)  # what a resumed chain carries verbatim
         self.ready = True
         log.info(
             "resumed: conversation %s, span %s, chain %s%s, capsule %s",
@@ -97,6 +98,7 @@ class Agent(Activations, AwayEmail, Compaction):
         if command is not None and not command.done():
             command.cancel()
             await asyncio.gather(command, return_exceptions=True)
+        await self.retrieval.close()
 
     async def on_state(self, _: AgentCommand) -> AgentState:
         return self.snapshot()

@@ -149,6 +149,11 @@ def activation_item(activation: ActivationInput, *, route: str | None, zone: Zon
     return {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "\n".join(lines)}]}
 
 
+def signals_query(activation: ActivationInput, zone: ZoneInfo) -> str:
+    """What memory is searched for before an activation's request: the signals' own text."""
+    return "\n".join(render_batch(activation, zone))
+
+
 def batch_title(activation: ActivationInput) -> str:
     """A subject line for an activation's email that is not a reply on a thread."""
     signals = [s for s in (decode(raw) for raw in batch(activation)) if s is not None]

@@ -17,7 +17,7 @@ from delegate.contracts.events import Event
 from delegate.contracts.ids import utcnow
 from delegate.contracts.messages import AgentState, CapsuleState, Usage
 from delegate.runtime.bus import Bus, Retryable
-from delegate.runtime.working_context import build_working_context, capsule_through_seq
+from delegate.runtime.working_context import WorkingContext, build_working_context, capsule_through_seq
 
 from .conversation_state import ConversationState
 from .ledger import Ledger
@@ -113,6 +113,10 @@ class AgentCore:
 
     async def _fresh_items(self, turn: "Turn | None") -> list[dict[str, Any]]:
         """Recent verbatim turns not covered by the capsule, for a conversation without a chain."""
+        return (await self._fresh_context(turn)).items
+
+    async def _fresh_context(self, turn: "Turn | None") -> WorkingContext:
+        """The fresh working context itself: its items, and which turns they are."""
         capsule = self.state.capsule
         messages = await self.ledger.recent_messages(
             after_seq=capsule_through_seq(capsule), want=self.settings.agent_recent_turns + 1
@@ -128,7 +132,7 @@ class AgentCore:
             max_chars=self.settings.agent_recent_chars,
             exclude_ids=[turn.id] if turn else (),
         )
-        return context.items
+        return context
 
 
 def without_replaced(messages: list[Event], turn: "Turn | None") -> list[Event]:

@@ -29,6 +29,10 @@ class Settings(ServiceSettings):
     agent_lease_ttl: float = 3.0  # AGENT_LEASE_TTL: a standby takes over this long after the leader dies
     agent_lease_renew: float = 1.0  # AGENT_LEASE_RENEW: how often the leader renews the lease
 
+    # Memory before each turn (the memory service's memory.cmd.search).
+    memory_context_tokens: int = 1500  # MEMORY_CONTEXT_TOKENS: memory's budget in a request (0: none)
+    memory_retrieval_wait_ms: int = 300  # MEMORY_RETRIEVAL_WAIT_MS: longest wait for it; later is "late"
+
     # Activations (the inner plane woke the agent) and inbound email while the owner is away.
     owner_timezone: str = "UTC"  # OWNER_TIMEZONE: due times in an activation are shown in it
     # ACTIVATION_CALLS: an urgent batch may phone the owner (call_owner); a signal's own

@@ -1,9 +1,10 @@
 """One turn: the model loop that answers an input, its live text, and what it records.
 
 ``_answer`` runs the turn and records the assistant message or ``turn.failed``; ``_converse``
-is its loop (stream, record usage, run tools, continue), retrying a broken stream or a lost
-chain inside the turn. ``TurnText`` streams the deltas; it stops the moment the lease is in
-doubt, so a leader resumed after a pause shows nothing more of an answer its successor gives.
+is its loop (memory first, see ``retrieval``; then stream, record usage, run tools, continue),
+retrying a broken stream or a lost chain inside the turn. ``TurnText`` streams the deltas; it
+stops the moment the lease is in doubt, so a leader resumed after a pause shows nothing more of
+an answer its successor gives.
 """
 
 import asyncio
@@ -11,6 +12,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from delegate.contracts import topics
@@ -24,6 +26,7 @@ from delegate.contracts.events import (
     make_event,
 )
 from delegate.contracts.ids import utcnow
+from delegate.contracts.memory import Purpose
 from delegate.contracts.messages import CommandReply, Delta, TurnCommand
 from delegate.runtime.bus import Bus, BusUnavailable, DomainError, Retryable
 from delegate.runtime.working_context import compose_instructions
@@ -31,6 +34,7 @@ from delegate.runtime.working_context import compose_instructions
 from . import model as responses
 from .model import ChainLost, ModelError, StreamBroken
 from .prompts import BASE_INSTRUCTIONS
+from .retrieval import Retrieval, TurnMemory, item_text
 from .spans import Spans
 
 if TYPE_CHECKING:
@@ -100,6 +104,9 @@ class Turn:
     stop: asyncio.Event = field(default_factory=asyncio.Event, compare=False)
     # An activation's nothing_to_do: offered to the model, and whether it was chosen.
     silence: "Silence | None" = field(default=None, compare=False)
+    # What memory is searched for before the model request: None means the user item's text.
+    memory_query: str | None = None
+    memory_purpose: Purpose = "turn"
 
     async def opened(self) -> None:
         if self.opening is not None:
@@ -173,6 +180,12 @@ class TurnText:
 
 
 class Turns(Spans):
+    @cached_property
+    def retrieval(self) -> Retrieval:
+        return Retrieval(
+            self.bus, self.ledger, self.settings, open_span=lambda: self.state.span.id if self.state.span else None
+        )
+
     @asynccontextmanager
     async def _turn_slot(self) -> AsyncIterator[None]:
         try:
@@ -221,6 +234,7 @@ class Turns(Spans):
             log.info("turn %s: nothing to say (%s)", turn.id, turn.silence.reason)
             return TurnResult(True, "", None)
         answer = await self._record_answer(turn, Message(text=text.committed, response_id=response_id))
+        self.retrieval.carry(answer.id, text.committed)  # the chain carries the answer from now on
         # Only now is this response the chain head: a failed turn leaves the last good one.
         self.state.chain_id = response_id
         self.state.replacement = None
@@ -239,6 +253,7 @@ class Turns(Spans):
         if turn.attempt > 1:
             message = message.model_copy(update={"attempt": turn.attempt, "regenerates": turn.regenerates})
         await turn.opened()
+        await self.retrieval.settle(turn)
         return await self._append(
             make_event(
                 message,
@@ -274,6 +289,7 @@ class Turns(Spans):
 
     async def _fail(self, turn: Turn, code: str, message: str, *, retryable: bool) -> Event:
         await turn.opened()
+        await self.retrieval.settle(turn)
         return await self._append(
             make_event(
                 TurnFailed(code=code, message=message, retryable=retryable),
@@ -300,9 +316,6 @@ class Turns(Spans):
         own = turn.silence.handlers() if turn.silence is not None else {}
         if turn.silence is not None:
             tools = [t for t in tools if t.get("name") not in own] + turn.silence.definitions()
-        instructions = compose_instructions(
-            BASE_INSTRUCTIONS, capsule=s.capsule, channel=turn.channel, now=utcnow(), with_markers=True
-        )
         start = turn.start if turn.start is not None else ChainPoint(s.chain_id, s.replacement)
         # Where this turn started: a regenerate or an edit of it continues from here too.
         s.turn_base = (turn.id, start)
@@ -312,14 +325,16 @@ class Turns(Spans):
         elif start.previous:
             previous, items = start.previous, [turn.item]
         else:
-            previous, items = None, [*await self._fresh_items(turn), turn.item]
+            previous, items = None, [*await self._fresh_turns(turn), turn.item]
+        self.retrieval.carry(turn.id, item_text(turn.item))
+        memory = await self.retrieval.before_turn(turn, capsule=s.capsule, purpose=turn.memory_purpose)
         rounds = broken = 0
         while True:
             if turn.stop.is_set():
                 raise TurnStopped()
             request: dict[str, Any] = {
                 "model": settings.openai_model,
-                "instructions": instructions,
+                "instructions": self._instructions(turn, memory),
                 "input": items,
                 "store": True,
                 "context_management": [{"type": "compaction", "compact_threshold": settings.compact_threshold}],
@@ -339,7 +354,8 @@ class Turns(Spans):
                 log.warning("turn %s: %s; continuing from a fresh working context", turn.id, exc)
                 s.chain_id, s.replacement, fresh = None, None, True
                 s.turn_base = (turn.id, ChainPoint())
-                previous, items = None, [*await self._fresh_items(turn), turn.item]
+                previous, items = None, [*await self._fresh_turns(turn), turn.item]
+                self.retrieval.carry(turn.id, item_text(turn.item))
                 await text.restart()
                 continue
             except StreamBroken as exc:
@@ -365,6 +381,19 @@ class Turns(Spans):
                 for call in result.calls
             ]
             previous, items = result.response_id, outputs
+
+    async def _fresh_turns(self, turn: Turn) -> list[dict[str, Any]]:
+        """A fresh working context's items; the model carries exactly its turns from now on."""
+        context = await self._fresh_context(turn)
+        self.retrieval.carry_fresh(context.turns)
+        return context.items
+
+    def _instructions(self, turn: Turn, memory: TurnMemory) -> str:
+        """Every request's own instructions (a chain does not carry them): memory given so far included."""
+        return compose_instructions(
+            BASE_INSTRUCTIONS, capsule=self.state.capsule, channel=turn.channel, now=utcnow(), with_markers=True,
+            memory=memory.context(),
+        )
 
     async def _stream(self, turn: Turn, request: dict[str, Any], text: TurnText) -> responses.ModelResult:
         """One streamed request, cut short (closing its connection) the moment Stop is pressed."""

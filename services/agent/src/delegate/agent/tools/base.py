@@ -26,6 +26,7 @@ class CallContext:
     event_id: str  # the ``tool.call`` event's id
     conversation_id: str | None = None
     span_id: str | None = None
+    parent_id: str | None = None  # what the call answers: the turn's user message (or activation)
 
 
 # Set by the registry around each handler: handlers keep their one-argument signature, and the

@@ -49,6 +49,7 @@ from .config import (
 )
 from .local import local_tools
 from .local.call import Caller
+from .local.memory import BusMemoryDesk
 from .local.owner import Outbox
 from .local.reminders import BusReminderDesk
 from .mcp import McpServer
@@ -105,7 +106,10 @@ class ToolRegistry:
         self.policies, self.policies_from_file = load_policies(self.runtime_dir)
         self.mcp_config = load_mcp_config(self.runtime_dir)
         reminders = BusReminderDesk(self.bus) if self.bus is not None else None
-        tools, self._closers = local_tools(self.runtime_dir, self.settings, self.outbox, self.caller, reminders)
+        memory = BusMemoryDesk(self.bus) if self.bus is not None else None
+        tools, self._closers = local_tools(
+            self.runtime_dir, self.settings, self.outbox, self.caller, reminders, memory
+        )
         for tool in tools:
             self._local[tool.name] = tool
         for name, config in self.mcp_config.servers.items():
@@ -195,7 +199,9 @@ class ToolRegistry:
         # The call event is stored while the tool runs; the result is published only after the
         # call's ack, so the ledger stream always holds the call before its result.
         recording = asyncio.create_task(self._record(call_event))
-        context = CURRENT_CALL.set(CallContext(req.call_id, call_event.id, req.conversation_id, req.span_id))
+        context = CURRENT_CALL.set(
+            CallContext(req.call_id, call_event.id, req.conversation_id, req.span_id, req.parent_id)
+        )
         try:
             reply = await self._run(req)
         finally:

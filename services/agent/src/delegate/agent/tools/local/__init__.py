@@ -7,7 +7,7 @@ from ..base import Tool
 from ..settings import ToolSettings
 from .call import Caller, call_tool
 from .github import github_tools
-from .memory import memory_tools
+from .memory import MemoryDesk, memory_tools
 from .notes import note_tools
 from .owner import Outbox, email_tool, sms_tool
 from .reminders import ReminderDesk, reminder_tools
@@ -20,12 +20,14 @@ def local_tools(
     outbox: Outbox | None = None,
     caller: Caller | None = None,
     reminders: ReminderDesk | None = None,
+    memory: MemoryDesk | None = None,
 ) -> tuple[list[Tool], list[Callable[[], Awaitable[None]]]]:
     """The tools and the closers of the clients they hold.
 
     The owner-contact tools need the agent's outbox (the pollers send): without one, none.
+    The memory tools ask the memory service; without a bus to it they answer "unavailable".
     """
-    tools = [*note_tools(runtime_dir), *memory_tools(runtime_dir)]
+    tools = [*note_tools(runtime_dir), *memory_tools(memory)]
     closers: list[Callable[[], Awaitable[None]]] = []
     if settings.openai_api_key or settings.openai_base_url:
         search, client = web_search_tool(settings)

@@ -1,145 +1,142 @@
-"""Memory: remember / recall / forget, in SQLite with an FTS5 index under RUNTIME_DATA_DIR.
+"""memory_remember, memory_recall, memory_forget: the model's hands on the owner's memory.
 
-A deliberately simple store for now (the inner plane's extraction may feed it later): recall
-ranks by BM25 over the words of the query, any word matching.
+Memory lives in the memory service (``memory.cmd.*``), and every change to it is an event
+through the ledger, so these tools keep no store of their own. A remembered fact cites the
+turn it was said in (the user message the tool call answers); the tool call's id is the
+request id, so a call run again (a retried request of the same response) stores nothing twice.
 """
 
-import asyncio
 import json
-import re
-import sqlite3
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol
 
-from delegate.contracts.ids import format_ts, new_id, utcnow
+from delegate.contracts import topics
+from delegate.contracts.events import FactType
+from delegate.contracts.ids import format_ts
+from delegate.contracts.memory import (
+    MemoryFactsCommand,
+    MemoryFactsReply,
+    MemoryResult,
+    MemorySearchReply,
+    MemorySearchRequest,
+)
+from delegate.runtime.bus import Bus, BusUnavailable, RemoteError
 
-from ..base import FAILED, Tool, ToolError, object_schema
+from ..base import CURRENT_CALL, FAILED, UNAVAILABLE, Tool, ToolError, object_schema
 
-T = TypeVar("T")
-
-MEMORY_FILE = "memory.sqlite"
-WORD = re.compile(r"\w+", re.UNICODE)
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS memories (
-    id TEXT PRIMARY KEY,
-    text TEXT NOT NULL,
-    tags TEXT NOT NULL DEFAULT '[]',
-    created_at TEXT NOT NULL
-);
-CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(text, tags, content='memories', content_rowid='rowid');
-CREATE TRIGGER IF NOT EXISTS memories_ai AFTER INSERT ON memories BEGIN
-    INSERT INTO memories_fts(rowid, text, tags) VALUES (new.rowid, new.text, new.tags);
-END;
-CREATE TRIGGER IF NOT EXISTS memories_ad AFTER DELETE ON memories BEGIN
-    INSERT INTO memories_fts(memories_fts, rowid, text, tags) VALUES ('delete', old.rowid, old.text, old.tags);
-END;
-"""
+TAGS = ("local", "memory")
+FACT_TYPES: tuple[FactType, ...] = ("fact", "preference", "commitment", "adaptation")
+NOT_FOUND = ("not_found",)  # the memory service's code for an unknown fact id
 
 
-def fts_query(text: str) -> str | None:
-    """Any of the query's words, each quoted so FTS5 syntax in user text is inert."""
-    terms = sorted({w.lower() for w in WORD.findall(text)})
-    return " OR ".join(f'"{t}"' for t in terms) if terms else None
+class MemoryDesk(Protocol):
+    async def search(self, req: MemorySearchRequest) -> MemorySearchReply: ...
+
+    async def facts(self, cmd: MemoryFactsCommand) -> MemoryFactsReply: ...
 
 
-class MemoryStore:
-    def __init__(self, runtime_dir: Path) -> None:
-        self.path = runtime_dir / MEMORY_FILE
-        self._lock = asyncio.Lock()
-        self._ready = False
+class BusMemoryDesk:
+    """The memory service's queries, over the bus."""
 
-    def _connect(self) -> sqlite3.Connection:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(self.path, timeout=5.0)
-        # Rollback journal + FULL sync: safe on a mounted network volume too, and fast enough here.
-        conn.execute("PRAGMA synchronous=FULL")
-        if not self._ready:
-            conn.executescript(SCHEMA)
-            self._ready = True
-        return conn
+    def __init__(self, bus: Bus) -> None:
+        self.bus = bus
 
-    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
-        async with self._lock:
-            return await asyncio.to_thread(self._with_conn, fn, *args)
+    async def search(self, req: MemorySearchRequest) -> MemorySearchReply:
+        return await self.bus.request(topics.MEMORY_SEARCH, req)
 
-    def _with_conn(self, fn: Callable[..., T], *args: Any) -> T:
-        conn = self._connect()
-        try:
-            with conn:
-                return fn(conn, *args)
-        finally:
-            conn.close()
-
-    @staticmethod
-    def _remember(conn: sqlite3.Connection, text: str, tags: list[str]) -> dict[str, Any]:
-        item = {"id": new_id(), "text": text, "tags": tags, "created_at": format_ts(utcnow())}
-        conn.execute(
-            "INSERT INTO memories(id, text, tags, created_at) VALUES (?, ?, ?, ?)",
-            (item["id"], text, json.dumps(tags), item["created_at"]),
-        )
-        return item
-
-    @staticmethod
-    def _recall(conn: sqlite3.Connection, query: str, limit: int) -> list[dict[str, Any]]:
-        match = fts_query(query)
-        if match is None:
-            return []
-        rows = conn.execute(
-            "SELECT m.id, m.text, m.tags, m.created_at FROM memories_fts f JOIN memories m ON m.rowid = f.rowid "
-            "WHERE memories_fts MATCH ? ORDER BY bm25(memories_fts) LIMIT ?",
-            (match, limit),
-        ).fetchall()
-        return [{"id": r[0], "text": r[1], "tags": json.loads(r[2]), "created_at": r[3]} for r in rows]
-
-    @staticmethod
-    def _forget(conn: sqlite3.Connection, memory_id: str) -> dict[str, Any] | None:
-        row = conn.execute("SELECT id, text FROM memories WHERE id = ?", (memory_id,)).fetchone()
-        if row is None:
-            return None
-        conn.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
-        return {"id": row[0], "text": row[1]}
-
-    async def remember(self, text: str, tags: list[str] | None = None) -> dict[str, Any]:
-        return await self._run(self._remember, text, tags or [])
-
-    async def recall(self, query: str, limit: int = 10) -> list[dict[str, Any]]:
-        return await self._run(self._recall, query, limit)
-
-    async def forget(self, memory_id: str) -> dict[str, Any] | None:
-        return await self._run(self._forget, memory_id)
+    async def facts(self, cmd: MemoryFactsCommand) -> MemoryFactsReply:
+        return await self.bus.request(topics.MEMORY_FACTS, cmd)
 
 
-def memory_tools(runtime_dir: Path) -> list[Tool]:
-    store = MemoryStore(runtime_dir)
+def result_line(item: MemoryResult) -> str:
+    """One result for the model: kind, id, date, text, and what it stands for."""
+    shown: dict[str, Any] = {"kind": item.kind, "id": item.id, "date": format_ts(item.ts), "text": item.text}
+    if item.type:
+        shown["type"] = item.type
+    for key in ("channel", "speaker"):
+        if value := getattr(item, key):
+            shown[key] = value
+    if item.event_ids:
+        shown["event_ids"] = item.event_ids[:10]
+    if item.refs:
+        shown["refs"] = item.refs[:10]
+    return json.dumps(shown, ensure_ascii=False)
+
+
+def _unreachable(exc: Exception) -> ToolError:
+    return ToolError(UNAVAILABLE, f"the memory service cannot be reached right now ({exc}); try again later")
+
+
+def memory_tools(desk: MemoryDesk | None) -> list[Tool]:
+    """Always offered; without a bus to the memory service they say it is unavailable."""
+
+    def require() -> MemoryDesk:
+        if desk is None:
+            raise ToolError(UNAVAILABLE, "memory is not connected in this process")
+        return desk
 
     async def remember(args: dict[str, Any]) -> str:
-        item = await store.remember(args["text"], args.get("tags"))
-        return f"Remembered {item['id']}: {item['text']}"
+        call = CURRENT_CALL.get()
+        cites = [e for e in ((call.parent_id if call else None), (call.event_id if call else None)) if e]
+        cmd = MemoryFactsCommand(
+            op="remember", text=args["text"], type=args.get("type", "fact"),
+            request_id=call.call_id if call else None, event_ids=cites,
+            conversation_id=call.conversation_id if call else None, span_id=call.span_id if call else None,
+        )
+        try:
+            reply = await require().facts(cmd)
+        except BusUnavailable as exc:
+            raise _unreachable(exc) from exc
+        except RemoteError as exc:
+            raise ToolError(FAILED, exc.message or exc.code) from exc
+        fact = reply.fact
+        if fact is None:
+            return "Remembered."
+        return f"Remembered {fact.id} ({fact.type}): {fact.text}"
 
     async def recall(args: dict[str, Any]) -> str:
-        items = await store.recall(args["query"], args.get("limit", 10))
-        if not items:
+        req = MemorySearchRequest(query=args["query"], limit=args.get("limit", 10), purpose="turn")
+        try:
+            reply = await require().search(req)
+        except BusUnavailable as exc:
+            raise _unreachable(exc) from exc
+        except RemoteError as exc:
+            raise ToolError(FAILED, exc.message or exc.code) from exc
+        if not reply.results:
             return f"Nothing remembered about {args['query']!r}."
-        return "\n".join(json.dumps(i, ensure_ascii=False) for i in items)
+        return "\n".join(result_line(r) for r in reply.results)
 
     async def forget(args: dict[str, Any]) -> str:
-        item = await store.forget(args["id"])
-        if item is None:
-            raise ToolError(FAILED, f"no memory with id {args['id']!r}; use memory_recall to find ids")
-        return f"Forgot {item['id']}: {item['text']}"
+        call = CURRENT_CALL.get()
+        cmd = MemoryFactsCommand(
+            op="forget", fact_id=args["id"], reason=args.get("reason", ""),
+            request_id=call.call_id if call else None,
+        )
+        try:
+            reply = await require().facts(cmd)
+        except BusUnavailable as exc:
+            raise _unreachable(exc) from exc
+        except RemoteError as exc:
+            if exc.code in NOT_FOUND:
+                raise ToolError(FAILED, f"no fact with id {args['id']!r}; use memory_recall to find ids") from exc
+            raise ToolError(FAILED, exc.message or exc.code) from exc
+        # Only the id: repeating the forgotten text would put it back into the conversation.
+        return f"Forgot {reply.fact.id if reply.fact else args['id']}; it will not be recalled again."
 
-    tag = ("local", "memory")
-    tags = {"type": "array", "items": {"type": "string", "maxLength": 100}, "maxItems": 20}
+    kinds = {"type": "string", "enum": list(FACT_TYPES),
+             "description": "fact (default), preference, commitment, or adaptation (how the owner wants to be "
+                            "addressed or answered)"}
     return [
-        Tool("memory_remember", "Remember a fact, preference or commitment about the owner for later.",
-             object_schema({"text": {"type": "string", "minLength": 1, "maxLength": 4000}, "tags": tags}, ["text"]),
-             remember, tag),
-        Tool("memory_recall", "Recall remembered facts that share words with the query, best match first.",
-             object_schema({"query": {"type": "string", "minLength": 1},
+        Tool("memory_remember",
+             "Remember a durable fact, preference, commitment or adaptation about the owner, in their words.",
+             object_schema({"text": {"type": "string", "minLength": 1, "maxLength": 2000}, "type": kinds}, ["text"]),
+             remember, TAGS),
+        Tool("memory_recall",
+             "Search the owner's memory (facts, past episodes, earlier messages on every channel); best first, "
+             "each with its kind, id and date.",
+             object_schema({"query": {"type": "string", "minLength": 1, "maxLength": 4000},
                             "limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 10}}, ["query"]),
-             recall, tag),
-        Tool("memory_forget", "Forget one remembered fact by id.",
-             object_schema({"id": {"type": "string", "minLength": 1}}, ["id"]), forget, tag),
+             recall, TAGS),
+        Tool("memory_forget", "Forget one remembered fact by its id: it is never recalled or retrieved again.",
+             object_schema({"id": {"type": "string", "minLength": 1, "maxLength": 64},
+                            "reason": {"type": "string", "maxLength": 500}}, ["id"]), forget, TAGS),
     ]

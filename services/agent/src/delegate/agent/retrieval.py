@@ -1,0 +1,249 @@
+"""Retrieval before each turn: memory for the model request, recorded as ``memory.retrieved``.
+
+Before the first model request of a turn (a user message on any Responses channel, or an
+activation) the agent asks the memory service (``memory.cmd.search``) with the turn's text,
+excluding the verbatim turns the request already carries, and waits at most
+``MEMORY_RETRIEVAL_WAIT_MS``: the turn never stalls on memory, and without an answer (the
+service is down) it goes on without memory, logged once per outage.
+
+A search that answers after the wait is kept. What in it the model does not have yet (not
+given earlier in this span, not a verbatim turn, not in the capsule: by id and by normalized
+text) is given to the next model request of the same span: the turn's next tool round, or the
+next turn. If nothing in it is novel it is recorded as not surfaced and given to nobody.
+
+Every search that answered is recorded, also when it found nothing, so the timeline shows what
+memory was consulted: ``memory.retrieved`` with the turn as parent, in the turn's span, under
+the term's fence like every other event of the agent.
+"""
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Coroutine, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from delegate.contracts.events import Event, MemoryRetrieved, make_event
+from delegate.contracts.memory import MemoryResult, Purpose
+from delegate.runtime.bus import Bus
+from delegate.runtime.memory_context import (
+    MemoryContext,
+    MemoryLookup,
+    Outage,
+    Seen,
+    retrieved,
+    search_request,
+    split_novel,
+)
+from delegate.runtime.working_context import Turn as VerbatimTurn
+from delegate.runtime.working_context import capsule_text
+
+from .ledger import Ledger
+from .settings import Settings
+
+if TYPE_CHECKING:
+    from .turn import Turn
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class SpanMemory:
+    """The memory given in one span, and late results waiting for its next request."""
+
+    span_id: str
+    given: Seen = field(default_factory=Seen)
+    pending_items: list[MemoryResult] = field(default_factory=list)
+    pending_adaptations: list[MemoryResult] = field(default_factory=list)
+
+    def pending(self) -> Seen:
+        seen = Seen()
+        seen.add_items([*self.pending_items, *self.pending_adaptations])
+        return seen
+
+    def take_pending(self) -> tuple[list[MemoryResult], list[MemoryResult]]:
+        items, adaptations = self.pending_items, self.pending_adaptations
+        self.pending_items, self.pending_adaptations = [], []
+        return items, adaptations
+
+
+class TurnMemory:
+    """What the requests of one turn are given: its own search, plus late novel results of the span."""
+
+    def __init__(self, span: SpanMemory) -> None:
+        self.span = span
+        self.items: list[MemoryResult] = []
+        self.adaptations: list[MemoryResult] = []
+
+    def give(self, items: Iterable[MemoryResult], adaptations: Iterable[MemoryResult]) -> None:
+        have = {i.id for i in [*self.items, *self.adaptations]}
+        for target, new in ((self.items, items), (self.adaptations, adaptations)):
+            for item in new:
+                if item.id not in have:
+                    target.append(item)
+                    have.add(item.id)
+                    self.span.given.add(item.id, item.text)
+
+    def context(self) -> MemoryContext:
+        """The memory for the next request: late results that arrived meanwhile join it now."""
+        self.give(*self.span.take_pending())
+        return MemoryContext(tuple(self.items), tuple(self.adaptations))
+
+
+def item_text(item: dict[str, Any]) -> str:
+    """The text of an input message item, as the model reads it."""
+    content = item.get("content")
+    if isinstance(content, str):
+        return content
+    parts = content if isinstance(content, list) else []
+    return " ".join(str(p.get("text", "")) for p in parts if isinstance(p, dict))
+
+
+def turn_query(turn: "Turn") -> str:
+    """What to search memory for: the user's words, or what the turn names (an activation's signals)."""
+    if turn.memory_query is not None:
+        return turn.memory_query
+    return item_text(turn.item) if turn.item.get("role") == "user" else ""
+
+
+class Retrieval:
+    def __init__(
+        self, bus: Bus, ledger: Ledger, settings: Settings, open_span: Callable[[], str | None] = lambda: None
+    ) -> None:
+        self.bus = bus
+        self.ledger = ledger
+        self.settings = settings
+        self.open_span = open_span  # the agent's open span now: late results are only for it
+        self.outage = Outage("the agent")
+        # The verbatim turns the Responses chain (or the fresh working context) carries.
+        self.carried = Seen()
+        self._span: SpanMemory | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._records: dict[str, asyncio.Task[None]] = {}  # turn id -> its on-time record
+
+    # ---- what the model carries verbatim ----------------------------------------------------
+
+    def carry_fresh(self, turns: Iterable[VerbatimTurn]) -> None:
+        """A fresh working context: the model carries exactly these turns now."""
+        self.carried = Seen()
+        for t in turns:
+            self.carried.add(t.event_id, t.text)
+
+    def carry_events(self, events: Iterable[Event]) -> None:
+        """Messages a resumed chain carries (the resume state's recent turns)."""
+        for event in events:
+            if event.kind == "message":
+                self.carried.add(event.id, str(event.payload.get("text") or ""))
+
+    def carry(self, event_id: str | None, text: str) -> None:
+        self.carried.add(event_id, text)
+
+    # ---- before a turn -------------------------------------------------------------------
+
+    def _span_for(self, span_id: str) -> SpanMemory:
+        if self._span is None or self._span.span_id != span_id:
+            self._span = SpanMemory(span_id)  # a new span: what was given in the last one is gone
+        return self._span
+
+    async def before_turn(self, turn: "Turn", *, capsule: Event | None, purpose: Purpose) -> TurnMemory:
+        """Search, wait briefly, and return what this turn's requests are given."""
+        span = self._span_for(turn.span_id)
+        memory = TurnMemory(span)
+        request = search_request(
+            turn_query(turn), purpose=purpose, budget_tokens=self.settings.memory_context_tokens,
+            exclude_event_ids=[*self.carried.ids, turn.id],
+        )
+        if request is None:
+            return memory
+        lookup = MemoryLookup(self.bus, request)
+        wait = max(self.settings.memory_retrieval_wait_ms, 0) / 1000.0
+        try:
+            reply = await lookup.within(wait)
+        except Exception as exc:  # whatever it is, the turn goes on without memory
+            self.outage.failed(exc)
+            return memory
+        except asyncio.CancelledError:
+            lookup.cancel()
+            raise
+        if reply is None:
+            self._spawn(self._late(turn, lookup, span, capsule))
+            return memory
+        self.outage.answered()
+        seen = self.carried.merged()
+        seen.add_blob(capsule_text(capsule))
+        items, dropped = split_novel(reply.results, seen)
+        adaptations, _ = split_novel(reply.adaptations, Seen())
+        memory.give(items, adaptations)
+        given = MemoryContext(tuple(items), tuple(adaptations))
+        record = retrieved(
+            request, reply, given=given, elapsed_ms=lookup.elapsed_ms, late=False, surfaced=True, dropped=dropped
+        )
+        task = self._spawn(self._append(turn, record))
+        self._records[turn.id] = task
+        return memory
+
+    async def _late(self, turn: "Turn", lookup: MemoryLookup, span: SpanMemory, capsule: Event | None) -> None:
+        try:
+            reply = await lookup.task
+        except Exception as exc:  # whatever it is, the turn goes on without memory
+            self.outage.failed(exc)
+            return
+        self.outage.answered()
+        with contextlib.suppress(Exception):
+            await turn.opened()  # the turn's span is the agent's open span once its opening is out
+        seen = span.given.merged(span.pending(), self.carried)
+        seen.add_blob(capsule_text(capsule))
+        items, dropped = split_novel(reply.results, seen)
+        adaptations, dropped_adaptations = split_novel(reply.adaptations, seen)
+        dropped += dropped_adaptations
+        request = lookup.request
+        if self._span is not span or self.open_span() != span.span_id:
+            # The span closed meanwhile: there is no next request of it to give them to.
+            record = retrieved(request, reply, given=MemoryContext(), elapsed_ms=lookup.elapsed_ms, late=True,
+                               surfaced=False, reason="span_closed", dropped=dropped)
+        elif items or adaptations:
+            span.pending_items += items
+            span.pending_adaptations += adaptations
+            record = retrieved(request, reply, given=MemoryContext(tuple(items), tuple(adaptations)),
+                               elapsed_ms=lookup.elapsed_ms, late=True, surfaced=True, dropped=dropped)
+        else:
+            record = retrieved(request, reply, given=MemoryContext(), elapsed_ms=lookup.elapsed_ms, late=True,
+                               surfaced=False, reason="not_novel", dropped=dropped)
+        log.info("turn %s: late memory (%.0f ms): %s", turn.id, lookup.elapsed_ms,
+                 "surfaced" if record.surfaced else record.reason)
+        await self._append(turn, record)
+
+    async def _append(self, turn: "Turn", record: MemoryRetrieved) -> None:
+        """Recorded after the turn's opening events (its user message is the parent)."""
+        try:
+            await turn.opened()
+            await self.ledger.append(
+                make_event(record, conversation_id=turn.conversation_id, span_id=turn.span_id,
+                           channel=turn.channel, parent_id=turn.id)
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            # A lost record must not fail the turn: the answer matters more than its footnote.
+            log.warning("turn %s: could not record memory.retrieved: %r", turn.id, exc)
+
+    async def settle(self, turn: "Turn") -> None:
+        """Let the turn's on-time record be published before the turn's input is acknowledged."""
+        task = self._records.pop(turn.id, None)
+        if task is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(task)
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def close(self) -> None:
+        """Stepping down: late searches and their records stop (a successor leads now)."""
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._records.clear()
