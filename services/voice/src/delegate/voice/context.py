@@ -4,15 +4,46 @@ A Realtime session starts with no conversation of its own, so everything it shou
 into its instructions, read from the ledger after it caught up: the newest continuity capsule
 and the recent verbatim turns from every channel (``select_recent_turns``), rendered as a
 "Recent conversation" section of marked turns, then the preset's speaking style.
+
+Memory is offered the same way as to a text turn, through the same builder: before the session
+is configured, the memory service is asked (purpose ``voice``) with the words of the recent
+turns, and what it answers in time goes into the instructions ("Memory", "How the owner wants
+to be answered"). The search runs while the Realtime socket opens; it is waited for at most
+``MEMORY_RETRIEVAL_WAIT_MS`` from its start, and a later answer is only recorded (a session's
+instructions are set once). Either way the search is recorded as ``memory.retrieved``.
 """
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
 
-from delegate.contracts.events import Event
-from delegate.runtime.working_context import MARKER_NOTE, Turn, compose_instructions, select_recent_turns
+from delegate.contracts.events import Event, MemoryRetrieved
+from delegate.runtime.bus import Bus
+from delegate.runtime.memory_context import (
+    MemoryContext,
+    MemoryLookup,
+    Outage,
+    Seen,
+    retrieved,
+    search_request,
+    split_novel,
+)
+from delegate.runtime.working_context import (
+    MARKER_NOTE,
+    Turn,
+    capsule_text,
+    compose_instructions,
+    select_recent_turns,
+)
 
 from .presets import Preset
+
+QUERY_USER_TURNS = 4  # the newest user turns a session's memory query is made of
+MAX_QUERY_CHARS = 1000
+# With no recent turns at all (a first call), memory is still asked: its adaptations (how the
+# owner wants to be addressed) are always given, whatever the query.
+FIRST_CALL_QUERY = "the owner, their preferences and what is going on"
+OUTAGE = Outage("the voice service")
 
 BASE_INSTRUCTIONS = """\
 You are Delegate, the owner's personal assistant, speaking with them by voice. The same you \
@@ -47,10 +78,11 @@ def session_instructions(
     max_turns: int,
     max_chars: int,
     reason: str | None = None,
+    memory: MemoryContext | None = None,
 ) -> str:
-    """Base persona + capsule + channel and time, the recent turns, then the preset's style."""
+    """Base persona + capsule + memory + channel and time, the recent turns, then the preset's style."""
     turns = select_recent_turns(messages, capsule, max_turns=max_turns, max_chars=max_chars)
-    parts = [compose_instructions(BASE_INSTRUCTIONS, capsule=capsule, channel=channel, now=now)]
+    parts = [compose_instructions(BASE_INSTRUCTIONS, capsule=capsule, channel=channel, now=now, memory=memory)]
     recent = recent_section(turns)
     if recent is not None:
         parts.append(MARKER_NOTE)
@@ -63,3 +95,73 @@ def session_instructions(
     if preset.style.strip():
         parts.append(f"## Speaking style\n{preset.style.strip()}")
     return "\n\n".join(parts)
+
+
+def memory_query(turns: Iterable[Turn]) -> str:
+    """The words of the newest user turns (the conversation the call continues), newest last."""
+    listed = list(turns)
+    said = [t.text for t in listed if t.role == "user"][-QUERY_USER_TURNS:] or [t.text for t in listed][-2:]
+    query = " ".join(" ".join(said).split())
+    return query[-MAX_QUERY_CHARS:] if query else FIRST_CALL_QUERY
+
+
+@dataclass
+class SessionMemory:
+    """One session's search: started before the socket is open, settled before it is configured."""
+
+    lookup: MemoryLookup | None
+    seen: Seen  # the verbatim turns and the capsule the instructions carry anyway
+
+    @classmethod
+    def start(
+        cls, bus: Bus, *, capsule: Event | None, messages: Iterable[Event], max_turns: int, max_chars: int,
+        budget_tokens: int,
+    ) -> "SessionMemory":
+        turns = select_recent_turns(messages, capsule, max_turns=max_turns, max_chars=max_chars)
+        seen = Seen()
+        for t in turns:
+            seen.add(t.event_id, t.text)
+        seen.add_blob(capsule_text(capsule))
+        request = search_request(
+            memory_query(turns), purpose="voice", budget_tokens=budget_tokens,
+            exclude_event_ids=[t.event_id for t in turns],
+        )
+        return cls(MemoryLookup(bus, request) if request is not None else None, seen)
+
+    async def settle(self, wait_ms: float) -> tuple[MemoryContext | None, MemoryRetrieved | None]:
+        """What the session is given, and its record; (None, None) when memory did not answer in time."""
+        lookup = self.lookup
+        if lookup is None:
+            return None, None
+        try:
+            reply = await lookup.within(max(wait_ms - lookup.elapsed_ms, 0.0) / 1000.0)
+        except Exception as exc:  # whatever it is, the call goes on without memory
+            OUTAGE.failed(exc)
+            return None, None
+        if reply is None:
+            return None, None
+        OUTAGE.answered()
+        items, dropped = split_novel(reply.results, self.seen)
+        adaptations, _ = split_novel(reply.adaptations, Seen())
+        given = MemoryContext(tuple(items), tuple(adaptations))
+        return given, retrieved(lookup.request, reply, given=given, elapsed_ms=lookup.elapsed_ms, late=False,
+                                surfaced=True, dropped=dropped)
+
+    async def late(self) -> MemoryRetrieved | None:
+        """A search that answered after the session was configured: recorded, not given."""
+        lookup = self.lookup
+        if lookup is None:
+            return None
+        try:
+            reply = await lookup.task
+        except Exception as exc:  # whatever it is, the call goes on without memory
+            OUTAGE.failed(exc)
+            return None
+        OUTAGE.answered()
+        return retrieved(lookup.request, reply, given=MemoryContext(), elapsed_ms=lookup.elapsed_ms, late=True,
+                         surfaced=False, reason="session_started")
+
+    def cancel(self) -> None:
+        if self.lookup is not None and not self.lookup.task.done():
+            self.lookup.cancel()
+

@@ -52,7 +52,7 @@ from delegate.contracts.voice import (
 from delegate.runtime.bus import Bus
 from delegate.runtime.working_context import capsule_through_seq
 
-from .context import session_instructions
+from .context import SessionMemory, session_instructions
 from .ledger import LedgerUnavailable, VoiceLedger
 from .lock import VoiceLock
 from .presets import Preset
@@ -202,6 +202,11 @@ class VoiceSession:
             messages = await self.ledger.recent_messages(
                 after_seq=capsule_through_seq(capsule), want=s.voice_recent_turns + 1, last_seq=resume.last_seq
             )
+            # Asked while the socket opens: memory costs the caller no wait of its own.
+            memory = SessionMemory.start(
+                self.bus, capsule=capsule, messages=messages, max_turns=s.voice_recent_turns,
+                max_chars=s.voice_recent_chars, budget_tokens=s.memory_context_tokens,
+            )
             try:
                 await connect
             except Exception as exc:
@@ -226,9 +231,14 @@ class VoiceSession:
             )
         )
         self._written_start = True
+        given, record = await memory.settle(s.memory_retrieval_wait_ms)
+        if record is not None:
+            self.recorder.write(record)
+        else:
+            self._tasks.append(asyncio.create_task(self._late_memory(memory)))
         instructions = session_instructions(
             capsule=capsule, messages=messages, channel=self.channel, preset=self.preset, now=utcnow(),
-            max_turns=s.voice_recent_turns, max_chars=s.voice_recent_chars, reason=self.reason,
+            max_turns=s.voice_recent_turns, max_chars=s.voice_recent_chars, reason=self.reason, memory=given,
         )
         config = self.bridge.session_config(
             instructions=instructions, tools=await tools, preset=self.preset,
@@ -244,6 +254,11 @@ class VoiceSession:
         self._early_audio.clear()
         await self._set_status("live" if self.attached else "connecting")
         log.info("session %s (%s, preset %s) pre-warmed", self.id, self.kind, self.preset.name)
+
+    async def _late_memory(self, memory: SessionMemory) -> None:
+        record = await memory.late()
+        if record is not None and not self._end.done():
+            self.recorder.write(record)
 
     async def _pump(self) -> None:
         try:

@@ -19,6 +19,9 @@ class Settings(ServiceSettings):
     voice_recent_turns: int = 20  # VOICE_RECENT_TURNS: verbatim turns in the session's instructions
     voice_recent_chars: int = 12_000  # VOICE_RECENT_CHARS: their character budget
     voice_connect_timeout_s: float = 10.0  # VOICE_CONNECT_TIMEOUT_S: Realtime connect + configure
+    # Memory in the session's instructions (the same settings as the agent's turns).
+    memory_context_tokens: int = 1500  # MEMORY_CONTEXT_TOKENS: memory's budget in the instructions (0: none)
+    memory_retrieval_wait_ms: int = 300  # MEMORY_RETRIEVAL_WAIT_MS: longest wait for it, from the search's start
 
     # Outbound calls to the owner (VOICE_CALL_OWNER); all four Twilio values or no calls.
     twilio_account_sid: str | None = None  # TWILIO_ACCOUNT_SID
