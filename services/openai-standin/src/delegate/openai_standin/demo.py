@@ -57,8 +57,10 @@ def plan(request: ModelInput) -> list[Planned] | None:
     text = "\n".join(item_text(item) for item in request.items if is_user_message(item))
     if capsule_writer.is_capsule_request(request.instructions, text):
         return [PlannedText(capsule_writer.write(request.instructions, text))]
+    if memory_writer.is_turn_request(request.instructions):
+        return [PlannedText(memory_writer.write_turn(text))]
     if memory_writer.is_memory_request(request.instructions):
-        return [PlannedText(memory_writer.write(text))]
+        return [PlannedText(memory_writer.write(text, request.instructions))]
     if websearch.find_tool(request.tools) is not None:
         return None  # the web search tool's own request: the stand-in's invented search answers it
     if trailing_tool_outputs(request.items):

@@ -33,6 +33,14 @@ _COMMITMENT = re.compile(
     r"\b(i will|i'll|i’ll|i promise|i'm going to|i am going to|i have to|i need to|i must|i'm meeting|i am meeting)\b",
     re.I,
 )
+# How the person wants to be addressed or answered (a preference the instructions follow).
+_ADAPTATION = re.compile(
+    r"\b(call me|address me as|my name is|i go by)\b"
+    r"|\b(keep|make)\b.{0,20}\b(answers?|replies|reply|responses?)\b"
+    r"|\b(answer|reply|respond|write|talk|speak)( to me)? (briefly|shortly|in|more|less|formally|casually)\b",
+    re.I,
+)
+_CORRECTION_LEAD = re.compile(r"^(actually|correction|sorry|no|wait)\b[,:;!.\s-]*", re.I)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
@@ -73,7 +81,8 @@ def stated(text: str) -> list[Statement]:
             continue
         if _SMALL_TALK.match(sentence) and len(sentence.split()) < 4:
             continue
-        if len(sentence.split()) < 3 or not (noted is not None or _FIRST_PERSON.search(sentence)):
+        personal = noted is not None or _FIRST_PERSON.search(sentence) or _ADAPTATION.search(sentence)
+        if len(sentence.split()) < 3 or not personal:
             continue
         sentence = sentence[:1].upper() + sentence[1:]
         if sentence[-1] not in ".!":
@@ -85,7 +94,7 @@ def stated(text: str) -> list[Statement]:
 def kind_of(sentence: str) -> str:
     if _CORRECTION.search(sentence):
         return CORRECTION
-    if _PREFERENCE.search(sentence):
+    if _PREFERENCE.search(sentence) or _ADAPTATION.search(sentence):
         return PREFERENCE
     if _COMMITMENT.search(sentence):
         return COMMITMENT
@@ -95,3 +104,14 @@ def kind_of(sentence: str) -> str:
 def key(text: str) -> str:
     """What two wordings of the same statement share (case, punctuation, escapes aside)."""
     return re.sub(r"[^\w]+", " ", text.replace("\\", "")).strip().lower()
+
+
+def is_adaptation(sentence: str) -> bool:
+    """A statement of how the person wants to be addressed or answered ("call me Sam")."""
+    return _ADAPTATION.search(sentence) is not None
+
+
+def without_correction_lead(sentence: str) -> str:
+    """"Actually, my sister moved to Porto." -> "My sister moved to Porto." (the fact itself)."""
+    rest = _CORRECTION_LEAD.sub("", sentence, count=1).strip()
+    return rest[:1].upper() + rest[1:] if rest else sentence
