@@ -18,6 +18,7 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TypeVar
 
+import nats.errors
 import nats.js.errors
 from nats.js.api import PubAck
 
@@ -79,11 +80,15 @@ async def _send(bus: "Bus", subject: str, bodies: list[bytes], msg_ids: Sequence
     last = len(bodies)
     for seq, (body, msg_id) in enumerate(zip(bodies, msg_ids, strict=True), start=1):
         headers = {BATCH_ID: batch_id, BATCH_SEQUENCE: str(seq), "Nats-Msg-Id": msg_id}
-        if seq < last:
-            await bus.nc.publish(subject, body, headers=headers)
-            continue
-        headers[BATCH_COMMIT] = "1"
-        reply = await bus.nc.request(subject, body, headers=headers, timeout=COMMIT_TIMEOUT_S)
+        try:
+            if seq < last:
+                await bus.nc.publish(subject, body, headers=headers)
+                continue
+            headers[BATCH_COMMIT] = "1"
+            reply = await bus.nc.request(subject, body, headers=headers, timeout=COMMIT_TIMEOUT_S)
+        except nats.errors.MaxPayloadError as exc:
+            # Never sendable, however often it is tried; the uncommitted part is abandoned.
+            raise BatchRefused(0, f"message {seq} of the batch is over the server's max payload") from exc
         if reply.headers and reply.headers.get("Status") == "503":
             raise nats.js.errors.NoStreamResponseError
         answer = json.loads(reply.data)
