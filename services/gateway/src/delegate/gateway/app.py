@@ -15,11 +15,23 @@ from starlette.staticfiles import StaticFiles
 
 from delegate.runtime.bus import Bus
 
-from . import browser_call_ws, call_ws, chat_ws, http, reminders_api, signals_api, twilio_voice, twilio_webhooks
+from . import (
+    browser_call_ws,
+    call_ws,
+    chat_ws,
+    http,
+    import_api,
+    memory_api,
+    reminders_api,
+    signals_api,
+    twilio_voice,
+    twilio_webhooks,
+)
 from .auth import OwnerAuth, load_or_create_token
 from .channels import ChannelsCache
 from .deps import GatewayContext
 from .errors import install_error_handlers
+from .importing.job import Imports
 from .logs import install_secret_redaction
 from .security import SecurityHeaders
 from .settings import Settings
@@ -54,6 +66,7 @@ def create_app(settings: Settings, bus: Bus | None = None) -> FastAPI:
     app = FastAPI(title="Delegate gateway", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.ctx = ctx
     app.state.channels = ChannelsCache()
+    app.state.imports = Imports()
     install_error_handlers(app)
     app.add_middleware(SecurityHeaders)
     app.include_router(http.public)
@@ -65,6 +78,8 @@ def create_app(settings: Settings, bus: Bus | None = None) -> FastAPI:
     app.include_router(browser_call_ws.router)
     app.include_router(signals_api.router)
     app.include_router(reminders_api.router)
+    app.include_router(memory_api.router)
+    app.include_router(import_api.router)
     # Later routers (/api/tasks) are included here.
     # Static files last: every route above wins over a file of the same name.
     app.mount("/", ClientFiles(directory=settings.client_dir, html=True, check_dir=False), name="client")

@@ -19,6 +19,8 @@ from .settings import Settings
 log = logging.getLogger(__name__)
 
 JSON_TYPE = "application/json"
+# NDJSON (POST /api/import) under the names clients use; none is a CORS "simple" type either.
+JSON_TYPES = frozenset({JSON_TYPE, "application/x-ndjson", "application/ndjson", "application/jsonl"})
 
 
 class GatewayContext:
@@ -119,7 +121,7 @@ def require_json_body(method: str, headers: Mapping[str, str]) -> None:
         if headers.get("content-length", "0") != "0" or "transfer-encoding" in headers:
             raise ApiError(415, "unsupported_media_type", "send the body as application/json")
         return
-    if content_type.split(";", 1)[0].strip().lower() != JSON_TYPE:
+    if content_type.split(";", 1)[0].strip().lower() not in JSON_TYPES:
         raise ApiError(415, "unsupported_media_type", "send the body as application/json")
 
 

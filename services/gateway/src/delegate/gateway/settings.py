@@ -67,6 +67,9 @@ class Settings(ServiceSettings):
     voice_lost_after_s: float = Field(default=3.0, gt=0)
     voice_start_timeout_s: float = Field(default=10.0, gt=0)
 
+    # POST /api/import: the largest body taken (NDJSON or a ChatGPT conversations.json export).
+    import_max_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)  # IMPORT_MAX_BYTES
+
     @field_validator("delegate_token", mode="before")
     @classmethod
     def _empty_token_is_unset(cls, value: object) -> object:
