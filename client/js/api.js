@@ -42,4 +42,8 @@ export const api = {
   endConversation: () => request("POST", "/api/conversation/end"),
   reminders: () => request("GET", "/api/reminders"),
   cancelReminder: (id) => request("DELETE", `/api/reminders/${encodeURIComponent(id)}`),
+  memorySearch: (q, limit) => request("GET", `/api/memory/search?q=${encodeURIComponent(q)}&limit=${encodeURIComponent(limit)}`),
+  memories: () => request("GET", "/api/memories?include_retired=true"),
+  editMemory: (id, text, type) => request("PATCH", `/api/memories/${encodeURIComponent(id)}`, type ? { text, type } : { text }),
+  forgetMemory: (id) => request("DELETE", `/api/memories/${encodeURIComponent(id)}`),
 };

@@ -11,6 +11,7 @@ import { searchEvents, toJSON, toMarkdown } from "./search.js";
 import { VoiceUI } from "./voice-ui.js";
 import { RemindersPanel } from "./reminders-ui.js";
 import { reminderText } from "./reminders.js";
+import { MemoryPanel, TimelineSearch } from "./memory-ui.js";
 import {
   addEvents,
   addPending,
@@ -40,6 +41,7 @@ const ERROR_TEXT = {
   not_last: "Only the last answer can be regenerated, and only the last message edited.",
 };
 const STICK_PX = 80;
+const JUMP_MARK_MS = 2500; // how long a jumped-to event stays marked
 
 function newClientId() {
   if (globalThis.crypto && typeof crypto.randomUUID === "function") {
@@ -85,6 +87,19 @@ class App {
       onUnauthorized: () => this.showSignIn(),
       toast: (text, tone) => this.toast(text, tone),
     });
+    this.memory = new MemoryPanel({
+      onUnauthorized: () => this.showSignIn(),
+      toast: (text, tone) => this.toast(text, tone),
+      jumpTo: (id) => this.jumpToEvent(id),
+    });
+    this.wholeSearch = new TimelineSearch({
+      onUnauthorized: () => this.showSignIn(),
+      jumpTo: (id) => this.jumpToEvent(id),
+      close: () => {
+        this.closeSearch();
+        $("search-btn").focus();
+      },
+    });
   }
 
   /** What a row needs from the rest of the timeline to read well. */
@@ -118,6 +133,8 @@ class App {
     this.session += 1;
     if (this.voice) this.voice.stop();
     if (this.reminders) this.reminders.clear();
+    if (this.memory) this.memory.clear();
+    if (this.wholeSearch) this.closeSearch();
     if (this.conn) this.conn.stop();
     this.conn = null;
     this.tl = createTimeline();
@@ -264,6 +281,7 @@ class App {
         for (const ev of fresh) {
           this.voice.committed(ev);
           this.reminders.eventArrived(ev);
+          this.memory.eventArrived(ev);
         }
         if (fresh.length) {
           this.freshLive.push(...fresh);
@@ -321,6 +339,7 @@ class App {
     // over HTTP (the same client_msg_id is stored once).
     for (const p of [...this.tl.pending.values()]) if (p.status !== "sent") this.postMessage(p.client_msg_id);
     this.reminders.refresh(); // whatever changed while the socket was away
+    this.memory.reconnected();
     try {
       this.applyState(await api.state());
     } catch {
@@ -422,7 +441,13 @@ class App {
     $("older-end").hidden = this.tl.hasOlder || !this.shownBlocks;
   }
 
-  async loadOlder() {
+  /** One older page; a call while one loads waits for that one. */
+  loadOlder() {
+    if (!this.olderRun) this.olderRun = this.fetchOlder().finally(() => (this.olderRun = null));
+    return this.olderRun;
+  }
+
+  async fetchOlder() {
     if (this.loadingOlder || !this.tl.hasOlder) return;
     const session = this.session;
     this.loadingOlder = true;
@@ -445,6 +470,33 @@ class App {
       this.loadingOlder = false;
       this.updateOlder();
     }
+  }
+
+  /**
+   * Show event `id` on the timeline (a memory's source, a whole-timeline search match),
+   * paging back through history until it is loaded. False when it cannot be shown.
+   */
+  async jumpToEvent(id) {
+    if (!id) return false;
+    const session = this.session;
+    while (!this.tl.byId.has(id) && this.tl.hasOlder) {
+      const before = this.tl.cursor;
+      await this.loadOlder();
+      if (session !== this.session) return false;
+      if (this.tl.cursor === before) return false; // an error: loadOlder told the person
+    }
+    if (this.renderQueued) this.renderNow();
+    const node = this.tl.byId.has(id) ? document.querySelector(`#timeline [data-event-id="${CSS.escape(id)}"]`) : null;
+    if (!node) return false; // the caller says so where the person looks
+    // Open whatever folds it away: its span, its activity line.
+    for (let p = node.parentElement; p; p = p.parentElement) if (p.tagName === "DETAILS") p.open = true;
+    node.scrollIntoView({ block: "center" });
+    for (const n of document.querySelectorAll("#timeline .jump-target")) n.classList.remove("jump-target");
+    node.classList.add("jump-target");
+    clearTimeout(this.jumpTimer);
+    this.jumpTimer = setTimeout(() => node.classList.remove("jump-target"), JUMP_MARK_MS);
+    $("announcer").textContent = "Shown on the timeline.";
+    return true;
   }
 
   // ---- sending --------------------------------------------------------------------
@@ -657,6 +709,7 @@ class App {
     $("search-input").value = "";
     this.search = { query: "", hits: [], index: -1 };
     this.markHits();
+    this.wholeSearch.clear();
   }
 
   runSearch(jump = true) {
