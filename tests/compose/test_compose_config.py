@@ -19,10 +19,12 @@ from typing import Any
 import pytest
 import yaml
 
+from delegate.contracts.roles import ROLES
+
 ROOT = Path(__file__).resolve().parents[2]
+# One password per service identity of the role table (the test code's own identity aside).
 PASSWORDS = {
-    f"NATS_PASSWORD_{role}": f"pw-{role.lower()}"
-    for role in ("LEDGER", "AGENT", "GATEWAY", "INNER_PLANE", "VOICE", "POLLERS")
+    f"NATS_PASSWORD_{role.upper().replace('-', '_')}": f"pw-{role}" for role in ROLES if role != "test"
 }
 STANDIN_URL = "http://openai-standin:8765/v1"
 
