@@ -228,3 +228,36 @@ async def test_the_edge_refuses_what_is_not_an_import(running: System, http: htt
     deep = ("[" * 5000 + "]" * 5000).encode()
     assert (await http.post("/api/import", content=deep, headers={"Content-Type": "application/json"})).status_code \
         == 422
+
+
+async def test_a_gateway_killed_mid_import_leaves_whole_conversations_and_the_retry_completes_it(
+    running: System, bus: Bus
+) -> None:
+    lines = dialog(20_000, "killed")
+    key = {**NDJSON, "Idempotency-Key": "killed-1"}
+    async with httpx.AsyncClient(base_url=running.http, headers=running.auth(), timeout=60) as http:
+        reply = await http.post("/api/import", content=ndjson(lines), headers=key)
+        assert reply.status_code == 202, reply.text
+        import_id = reply.json()["import_id"]
+
+        async def some_written() -> bool:
+            status = (await http.get(f"/api/import/{import_id}")).json()
+            return status["status"] == "running" and status["events"] > 0
+
+        await eventually(some_written, "the import to be under way", 60)
+    running.kill("gateway")
+
+    # What the dead gateway left: only whole conversations (atomic batches), never a part of one.
+    partial = [e for e in await imported_events(bus, import_id) if e.kind == "message"]
+    assert len(partial) < 20_000
+    assert set(Counter(e.conversation_id for e in partial).values()) <= {50}
+
+    running.restart("gateway")
+    async with httpx.AsyncClient(base_url=running.http, headers=running.auth(), timeout=60) as http:
+        again = await http.post("/api/import", content=ndjson(lines), headers=key)
+        assert again.status_code == 202 and again.json()["import_id"] == import_id
+        status = await finished(http, import_id, timeout=180)
+    assert status["status"] == "done" and status["indexed"] == 20_000, status
+    messages = [e for e in await imported_events(bus, import_id) if e.kind == "message"]
+    assert len(messages) == len({e.id for e in messages}) == 20_000
+    assert set(Counter(e.conversation_id for e in messages).values()) == {50}
