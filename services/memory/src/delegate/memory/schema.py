@@ -107,6 +107,16 @@ CREATE TABLE IF NOT EXISTS imports (
 );
 
 CREATE TABLE IF NOT EXISTS speakers (name TEXT PRIMARY KEY, messages INTEGER NOT NULL DEFAULT 0);
+
+-- MEMORY_EMBEDDINGS (delegate.memory.vectors): a unit float32 vector per text row, derived from
+-- the rows above in the background. Not a change of layout: an index without it gets it empty,
+-- and whatever it lacks is embedded again, so VERSION stays and nothing is replayed for it.
+CREATE TABLE IF NOT EXISTS vectors (
+    kind TEXT NOT NULL,  -- fact, episode, message
+    row INTEGER NOT NULL,  -- that table's rowid
+    vec BLOB NOT NULL,
+    PRIMARY KEY (kind, row)
+) WITHOUT ROWID;
 """
 
 # Per read connection: the index's own tokenizer run over a query's words gives the exact

@@ -5,7 +5,7 @@ import asyncio
 import importlib
 import logging
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from delegate.contracts import topics
 from delegate.contracts.events import Event
@@ -20,6 +20,9 @@ from .index import MemoryIndex
 from .ranking import search
 from .settings import Settings
 
+if TYPE_CHECKING:
+    from .vectors import VectorWorker
+
 log = logging.getLogger(__name__)
 
 SERVICE = "memory"
@@ -31,6 +34,21 @@ class Worker(Protocol):
     def on_event(self, event: Event) -> None: ...
 
     async def run(self) -> None: ...
+
+
+def _vectors(index: MemoryIndex, settings: Settings) -> tuple["VectorWorker | None", str]:
+    """The background embedder when MEMORY_EMBEDDINGS is on and installed; else why not."""
+    if not settings.memory_embeddings:
+        return None, ""
+    from . import embedder
+
+    why = embedder.missing()
+    if why is not None:
+        log.warning("MEMORY_EMBEDDINGS is on but %s: searching full text only", why)
+        return None, f"embeddings: not installed, full text only ({why})"
+    from .vectors import VectorWorker
+
+    return VectorWorker(index, embedder.load), ""
 
 
 def _extractor(bus: Bus, index: MemoryIndex, settings: Settings, stop: asyncio.Event) -> Worker | None:
@@ -50,7 +68,9 @@ class MemoryService:
         self.bus = bus
         self.stop = stop
         self.index = MemoryIndex(settings.index_path)
-        self.extractor = _extractor(bus, self.index, settings, stop) if extract else None
+        self.vectors, self._vectors_off = _vectors(self.index, settings)
+        extracting = extract and settings.memory_extraction
+        self.extractor = _extractor(bus, self.index, settings, stop) if extracting else None
         self.follower = LedgerFollower(bus, self.index, settings, stop, on_applied=self._applied)
         self.commands = FactCommands(bus, self.index, self.follower)
         self.failed = asyncio.Event()
@@ -60,6 +80,8 @@ class MemoryService:
         return self.follower.caught_up.is_set() and not self.failed.is_set()
 
     def _applied(self, events: Sequence[Event]) -> None:
+        if self.vectors is not None:
+            self.vectors.wake()
         if self.extractor is None:
             return
         for event in events:
@@ -70,6 +92,8 @@ class MemoryService:
 
     async def start(self) -> None:
         await self.follower.start()
+        if self.vectors is not None:
+            self.vectors.start()
         await self.bus.serve(topics.MEMORY_SEARCH, self._search)
         await self.bus.serve(topics.MEMORY_FACTS, self.commands.handle)
         await self.bus.serve(topics.MEMORY_IMPORT, self._import_status)
@@ -101,12 +125,19 @@ class MemoryService:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.vectors is not None:
+            await asyncio.to_thread(self.vectors.close)
         self.index.close()
 
     # ---- handlers --------------------------------------------------------------------------
 
     async def _search(self, req: MemorySearchRequest) -> MemorySearchReply:
-        return search(self.index, req, req.now or utcnow(), self.settings.memory_context_tokens)
+        dense = self.vectors.dense if self.vectors is not None else None
+        # A worker thread (each has its own read connection): embedding the query takes
+        # milliseconds of CPU, and the follower and the fact commands share this loop.
+        return await asyncio.to_thread(
+            search, self.index, req, req.now or utcnow(), self.settings.memory_context_tokens, dense
+        )
 
     async def _import_status(self, req: ImportStatusRequest) -> ImportStatus:
         status = self.index.import_status(req.import_id)
@@ -121,7 +152,12 @@ class MemoryService:
             detail = f"indexed_through_seq={through}"
         else:
             detail = f"catching up: indexed_through_seq={through} of ledger seq {self.follower.ledger_seq}"
-        return Pong(
-            service=SERVICE, instance=self.bus.service, ready=ready, detail=detail,
-            counts={"indexed_through_seq": through, "ledger_seq": self.follower.ledger_seq},
-        )
+        counts = {"indexed_through_seq": through, "ledger_seq": self.follower.ledger_seq}
+        if self.vectors is not None:
+            detail += f"; {self.vectors.detail()}"
+            dense = self.vectors.dense
+            if dense is not None:
+                counts |= {"vectors": dense.count(), "embedded_through_seq": dense.embedded_through_seq}
+        elif self._vectors_off:
+            detail += f"; {self._vectors_off}"
+        return Pong(service=SERVICE, instance=self.bus.service, ready=ready, detail=detail, counts=counts)

@@ -20,8 +20,11 @@ class Settings(ServiceSettings):
     memory_queue_max: int = Field(default=5000, ge=1)  # MEMORY_QUEUE_MAX
     # Tries of a committed event whose projection raised, before it is dead-lettered.
     memory_event_attempts: int = Field(default=3, ge=1)  # MEMORY_EVENT_ATTEMPTS
+    # Rank by meaning too (all-MiniLM-L6-v2, the optional `embeddings` extra); off or not installed: full text only.
+    memory_embeddings: bool = False  # MEMORY_EMBEDDINGS
 
-    # Per-turn extraction (one model call per turn, off the hot path).
+    # Per-turn extraction (one model call per turn, off the hot path); off: index and search only.
+    memory_extraction: bool = True  # MEMORY_EXTRACTION
     openai_model: str = "gpt-5.5"  # OPENAI_MODEL
     memory_model: str = ""  # MEMORY_MODEL; empty: OPENAI_MODEL
     openai_timeout_seconds: float = Field(default=120.0, gt=0)  # OPENAI_TIMEOUT_SECONDS (per model call)
