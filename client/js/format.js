@@ -69,8 +69,26 @@ export function innerSummary(ev, figures = null) {
     }
     case "memory.extracted": {
       const n = Array.isArray(p.items) ? p.items.length : 0;
+      if (p.summary) return { label: "Episode summarized", text: `${clip(p.summary, 80)} · ${plural(n, "fact")} noted`, tone: "" };
       return { label: "Memory saved", text: plural(n, "new item"), tone: "" };
     }
+    case "memory.fact.added": {
+      const replaces = Array.isArray(p.supersedes) && p.supersedes.length ? " · replaces an earlier fact" : "";
+      return { label: "Remembered", text: `${clip(p.text, 80)}${replaces}`, tone: "" };
+    }
+    case "memory.fact.cited":
+      return { label: "Remembered again", text: p.text ? clip(p.text, 80) : "a known fact, said again", tone: "" };
+    case "memory.fact.edited":
+      return { label: "Memory edited", text: clip(p.text, 80), tone: "" };
+    case "memory.fact.forgotten":
+      // Never the forgotten text itself: forgetting should not put it back on the screen.
+      return { label: "Memory forgotten", text: "Delegate will not use it again", tone: "" };
+    case "import.started":
+      return { label: "Import", text: `${plural(p.lines || 0, "line")} into ${plural(p.conversations || 0, "past conversation")}`, tone: "" };
+    case "import.finished":
+      return p.status === "failed"
+        ? { label: "Import failed", text: clip(p.message || "nothing was imported", 100), tone: "warn" }
+        : { label: "Import done", text: `${plural(p.conversations || 0, "past conversation")} added to the timeline`, tone: "ok" };
     case "tool.call":
       return { label: "Tool call", text: `${p.name || "tool"}(${clip(argsText(p.arguments), 60)})`, tone: "" };
     case "tool.result":

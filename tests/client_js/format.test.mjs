@@ -26,6 +26,10 @@ test("inner summaries read as activity, not speech", () => {
   assert.match(innerSummary({ kind: "context.compacted", payload: { trigger: "auto", input_tokens_before: 9000, input_tokens_after: 1200 } }, { before: 8800 }).text, /8,800 → 1,200/);
   assert.equal(s("context.capsule", { text: "SECRET CAPSULE" }).text.includes("SECRET"), false);
   assert.equal(s("memory.retrieved", { query: "tea", items: [{}, {}] }).text, "2 items for “tea”");
+  assert.equal(s("memory.fact.added", { text: "Lives in Porto", supersedes: ["f1"] }).text, "Lives in Porto · replaces an earlier fact");
+  assert.equal(s("memory.fact.forgotten", { fact_id: "f1", reason: "SECRET" }).text.includes("SECRET"), false);
+  assert.match(s("memory.extracted", { summary: "Talked about the trip.", items: [{}] }).text, /^Talked about the trip\. · 1 fact/);
+  assert.equal(s("import.finished", { status: "failed", message: "3 bad lines" }).tone, "warn");
   assert.equal(s("tool.call", { name: "notes", arguments: { q: "x" } }).text, 'notes(q: "x")');
   assert.equal(s("tool.result", { name: "notes", ok: false, error_code: "timeout" }).tone, "warn");
   assert.equal(s("task.created", { task_id: "t1" }).label, "Task created");
