@@ -1,6 +1,7 @@
 """Chat path latency and throughput through the real processes, against a floor measured in the same run.
 
     .venv/bin/python bench/chat.py [--turns 1000] [--watchers 20] [--burst 200] [--events 5000] [--latency-only]
+                                   [--compare-auth | --compare-memory]
 
 Starts nats-server, the ledger, the agent, the gateway (``python -m delegate.gateway``) and the
 OpenAI stand-in answering instantly (no scripted latency), then measures:
@@ -231,8 +232,11 @@ async def until(predicate: Any, timeout: float, what: str) -> float:
     return time.perf_counter()
 
 
-async def run(args: argparse.Namespace, auth: bool) -> tuple[float, float]:
-    """One whole run; returns Delegate's overhead to the first delta (p50, p99), in seconds."""
+async def run(args: argparse.Namespace, auth: bool, memory: bool = False) -> tuple[float, float]:
+    """One whole run; returns Delegate's overhead to the first delta (p50, p99), in seconds.
+
+    ``memory``: the memory service runs too, so every turn first searches memory (and each turn
+    is extracted after it, off the hot path, sharing the two cores)."""
     root = Path(tempfile.mkdtemp(prefix="bench-chat-"))
     standin = StandinProcess(log_dir=root / "standin").start()
     env = {
@@ -244,10 +248,11 @@ async def run(args: argparse.Namespace, auth: bool) -> tuple[float, float]:
     }
     nats = nats_server(root / "nats", auth=auth).start()
     system = System(root / "system", env=env, nats=nats)
-    print(f"NATS authentication {'on: every service logs in as its own role' if auth else 'off'}")
+    print(f"NATS authentication {'on: every service logs in as its own role' if auth else 'off'}; "
+          f"memory service {'on: retrieval before each turn' if memory else 'off'}")
     bus: Bus | None = None
     try:
-        system.start("ledger", "agent", "gateway")
+        system.start("ledger", "agent", "gateway", *(("memory",) if memory else ()))
         url = f"{system.ws}/chat?token={system.token}"
         sample_frame = json.dumps({"type": "message", "text": "turn 0: say something", "client_msg_id": "x-0"})
 
@@ -380,10 +385,21 @@ def main() -> None:
     parser.add_argument("--latency-only", action="store_true", help="stop after the latency figures")
     parser.add_argument("--compare-auth", action="store_true",
                         help="first a latency run with NATS authentication off, then the run with it on")
+    parser.add_argument("--compare-memory", action="store_true",
+                        help="the latency run without the memory service, then with it (retrieval before each turn)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     # Readiness probes connect and close a bus each: their "disconnected" warnings are noise here.
     logging.getLogger("delegate.runtime.bus").setLevel(logging.ERROR)
+    if args.compare_memory:
+        latency = argparse.Namespace(**{**vars(args), "latency_only": True})
+        without = asyncio.run(run(latency, auth=True))
+        print()
+        with_memory = asyncio.run(run(latency, auth=True, memory=True))
+        print(f"\ncost of retrieval before each turn on Delegate's overhead: p50 {ms(with_memory[0])} vs "
+              f"{ms(without[0])} without the memory service (+{ms(with_memory[0] - without[0])}), "
+              f"p99 {ms(with_memory[1])} vs {ms(without[1])}")
+        return
     if not args.compare_auth:
         asyncio.run(run(args, auth=True))
         return

@@ -279,13 +279,16 @@ async def report_system(args: argparse.Namespace, client: MemoryClient, standin:
         floor = [await timed(client.floor()) for _ in range(args.searches)]
         searches = [await timed(client.search(q, 10)) for q in asked]
         latency_ok = print_latency(client, searches, floor, stored)
+        if stored < STORED_TARGET:
+            print(f"(only {stored} memories stored: the 100k target is not judged by this run)")
+            latency_ok = None
 
     print("\n## Targets")
     print(f"- recall@10 (any) {r10:.1f} vs best baseline {best.name} {b10:.1f} + {TARGET_MARGIN:.0f}: "
           f"{'met' if r10 >= b10 + TARGET_MARGIN else 'NOT met'}")
     print(f"- embedded default {r10:.1f} >= BM25 {bm:.1f}: {'met' if r10 >= bm else 'NOT met'}")
     if latency_ok is None:
-        print("- search p95 <= 50 ms at 100k: not measured (--quick)")
+        print("- search p95 <= 50 ms at 100k: not measured (--quick, or fewer than 100k stored)")
     else:
         print(f"- search p95 <= 50 ms at 100k: {'met' if latency_ok else 'NOT met'}")
     print(f"- imports run no model: {model_calls} model calls for {lines} imported lines")
