@@ -19,6 +19,7 @@ from delegate.contracts.events import (
     ContextUsage,
     ConversationOpened,
     Event,
+    Imported,
     Message,
     SessionEnded,
     SessionStarted,
@@ -332,6 +333,9 @@ async def test_a_call_that_ended_refreshes_the_capsule_with_what_was_said(
     await h.append(SessionStarted(type="phone", session_id="v1"), conversation_id=cid, span_id=sid, channel="phone")
     said = await h.append(Message(text="Call me back about the plumber on Monday."),
                           conversation_id=cid, span_id=sid, channel="phone", role="user")
+    # History imported meanwhile (POST /api/import) is committed now but is not what is going on.
+    old = Message(text="IMPORTED: the 2019 holiday in Crete.", imported=Imported(import_id="imp-capsule"))
+    await h.append(old, conversation_id=new_id(), span_id=new_id(), channel="text", role="user")
     assert not await h.events(conversation_id=cid, kinds=["context.capsule"])  # nothing asks for one mid-call
     ended = await h.append(SessionEnded(type="phone", session_id="v1", reason="caller_hangup"),
                            conversation_id=cid, span_id=sid, channel="phone")
@@ -344,6 +348,7 @@ async def test_a_call_that_ended_refreshes_the_capsule_with_what_was_said(
     assert capsule.payload["reason"] == "call" and capsule.payload["through_seq"] == ended.seq
     [call] = model_requests(standin, CAPSULE_MARK)
     assert said.payload["text"] in call["body"]["input"]
+    assert "IMPORTED" not in call["body"]["input"]
 
 
 async def test_a_failed_capsule_refresh_is_announced_and_retried(

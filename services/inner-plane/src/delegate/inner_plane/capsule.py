@@ -140,8 +140,10 @@ class CapsuleRefresher:
         total = 0
         query = QueryRequest(after_seq=after_seq, through_seq=through_seq, kinds=["message"])
         async for page in read_range(self.ctx.bus, query):
-            recent.extend(page)
-            total += len(page)
+            # Imported history is committed now but said long ago: it is not what is going on.
+            current = [e for e in page if not e.payload.get("imported")]
+            recent.extend(current)
+            total += len(current)
         turns = list(recent)
         size = sum(len(turn_line(t)) + 1 for t in turns)
         while len(turns) > 1 and size > self.ctx.settings.capsule_max_chars:
