@@ -10,7 +10,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from delegate.contracts.events import Event, InnerDecision, make_event
+from delegate.contracts.events import Event, Imported, InnerDecision, Message, make_event
+from delegate.contracts.ids import new_id
 from delegate.contracts.signals import ReminderDue, ReminderDuePayload, ScriptPayload, ScriptSignal
 from delegate.inner_plane.attention import Attention, AttentionConfig, Decision, Plan
 from delegate.inner_plane.budget import Budget
@@ -18,6 +19,7 @@ from delegate.inner_plane.quiet_hours import QuietHours, QuietHoursError
 from delegate.inner_plane.records import record_decision, record_signal
 from delegate.inner_plane.signal_event import signal_event
 from delegate.inner_plane.state import BrokerState
+from delegate.inner_plane.turns import observe
 
 BERLIN = ZoneInfo("Europe/Berlin")
 
@@ -312,3 +314,16 @@ def test_an_unanswered_turn_stops_counting_once_stale() -> None:
     assert plan.decisions[0].reason == "owner_mid_turn" and plan.next_at == at("2026-06-10T12:01")
     clock.advance(60)
     assert b.plan().decisions[0].decision == "act"
+
+
+def test_an_imported_user_message_is_no_open_turn() -> None:
+    state = BrokerState()
+    conversation = new_id()
+    imported = make_event(
+        Message(text="an old question, brought in by an import", imported=Imported(import_id="imp-1")),
+        conversation_id=conversation, span_id=new_id(), channel="text", role="user",
+    )
+    assert observe(state, imported) is False and state.open_turns == {}
+    live = make_event(Message(text="a question now"), conversation_id=conversation, span_id=new_id(),
+                      channel="text", role="user")
+    assert observe(state, live) is True and list(state.open_turns) == [live.id]

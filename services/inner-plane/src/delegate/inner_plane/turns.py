@@ -18,6 +18,8 @@ TURN_CHANNELS = frozenset({"text", "sms", "email"})  # voice transcripts belong 
 
 def observe(state: BrokerState, event: Event) -> bool:
     """Update the open turns and sessions; True when the owner's activity changed."""
+    if event.payload.get("imported"):
+        return False  # history brought in by an import: nobody is waiting for an answer to it
     if event.kind == "message" and event.role == "user" and event.channel in TURN_CHANNELS:
         state.open_turns[event.id] = event.ts
         return True
