@@ -13,7 +13,7 @@ import { RemindersPanel } from "./reminders-ui.js";
 import { reminderText } from "./reminders.js";
 import { MemoryPanel, TimelineSearch } from "./memory-ui.js";
 import {
-  addEvents,
+  addLive,
   addPending,
   applyDelta,
   buildView,
@@ -277,7 +277,7 @@ class App {
   onFrame(frame) {
     switch (frame.type) {
       case "event": {
-        const fresh = addEvents(this.tl, [frame.event]);
+        const fresh = addLive(this.tl, frame.event);
         for (const ev of fresh) {
           this.voice.committed(ev);
           this.reminders.eventArrived(ev);

@@ -146,6 +146,19 @@ export function addEvents(tl, events) {
   return fresh;
 }
 
+/**
+ * One live event. An event older than the loaded window while older history is still unloaded
+ * (an import's history, committed now) waits for "load older" to bring it in its place, instead
+ * of standing above a gap; its seq still counts for the next `hello`.
+ */
+export function addLive(tl, ev) {
+  if (isEvent(ev) && tl.hasOlder && tl.order.length && compareEvents(ev, tl.order[0]) < 0) {
+    if (Number.isInteger(ev.seq) && ev.seq > tl.maxSeq) tl.maxSeq = ev.seq;
+    return [];
+  }
+  return addEvents(tl, [ev]);
+}
+
 function mergeSorted(a, b) {
   const out = new Array(a.length + b.length);
   let i = 0;

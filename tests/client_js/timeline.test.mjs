@@ -3,6 +3,7 @@ import { test } from "node:test";
 
 import {
   addEvents,
+  addLive,
   addPending,
   applyDelta,
   activitySummary,
@@ -383,4 +384,19 @@ test("outside spans a turn's context rows fold too; an inner signal between span
   addEvents(tl, [u2, rec2]);
   applyDelta(tl, { turn_id: u2.id, attempt: 1, index: 0, text: "par" });
   assert.deepEqual(buildView(tl).slice(-3).map((b) => b.key), [`ev:${u2.id}`, `stream:${u2.id}`, `act:ev:${u2.id}`]);
+});
+
+test("a live event older than the loaded window waits for load older; its seq still counts", () => {
+  const tl = createTimeline();
+  mergePage(tl, { events: [userMsg("now", { ts: at(100), seq: 5 })], cursor: "c1" });
+  const imported = userMsg("said long ago", { ts: at(1), seq: 9 });
+  assert.deepEqual(addLive(tl, imported), []);
+  assert.equal(tl.order.length, 1);
+  assert.equal(tl.maxSeq, 9);
+  // Paging back brings it in its place; with everything loaded, old live events merge in order.
+  mergePage(tl, { events: [imported], cursor: null }, { older: true });
+  assert.deepEqual(tl.order.map((e) => e.id), [imported.id, tl.order[1].id]);
+  const older = userMsg("older still", { ts: at(0.5), seq: 10 });
+  assert.equal(addLive(tl, older).length, 1);
+  assert.equal(tl.order[0].id, older.id);
 });
