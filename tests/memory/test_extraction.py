@@ -23,7 +23,7 @@ from tests.support.standin import StandinProcess
 from tests.support.system import System, module_system
 
 from .builders import History
-from .test_service import commit
+from .test_service import commit, indexed_through
 
 pytestmark = [pytest.mark.integration]
 
@@ -187,3 +187,40 @@ async def test_a_checkpoint_restating_turn_facts_adds_only_what_is_new(bus: Bus)
     kept = found[fact.text]
     assert kept.event_ids == [said.id], "a restatement citing nothing new writes nothing"
     assert "free text the model wrote" not in found, "a free-text note is not a fact"
+
+
+async def test_an_extraction_applied_but_not_reconciled_is_reconciled_after_a_restart(
+    system: System, module_standin: StandinProcess
+) -> None:
+    """The index moved past a memory.extracted whose facts were never written (the service died
+    in between, or extraction was off): the restarted extractor still reconciles it."""
+    system.extra_env.update({
+        "OPENAI_API_KEY": OFFLINE_KEY, "OPENAI_BASE_URL": module_standin.base_url,
+        "MEMORY_RESYNC_SECONDS": "1", "MEMORY_EXTRACTION": "false",
+    })
+    system.start("ledger", "memory")
+    assert system.nats is not None
+    bus = await Bus.connect(system.nats.url, "test-probe")
+    try:
+        h = History(seq=False)
+        said = h.say("My kayak is stored at the Olhão boatyard.")
+        h.add(MemoryExtracted(turn_ids=[said.id], items=[
+            {"type": "fact", "text": "My kayak is stored at the Olhão boatyard.", "subject": "kayak"}]),
+            channel="inner", parent_id=said.id)
+        await indexed_through(bus, await commit(bus, h.events))
+        assert await facts_about(bus, "kayak") == []  # applied to the index, nothing reconciled
+
+        # The same index, a new process with extraction on (restart() would keep the old env).
+        system.procs["memory"].stop()
+        system.extra_env["MEMORY_EXTRACTION"] = "true"
+        system.start_one("memory")
+        system.wait_ready(["memory"])
+
+        async def kayak() -> list[MemoryFact] | None:
+            return await facts_about(bus, "kayak") or None
+
+        [fact] = await eventually(kayak, "the left-over extraction to be reconciled")
+        assert fact.event_ids == [said.id] and fact.status == "active"
+        assert turn_calls(module_standin, "Olhão") == []  # reconciled from the record, no new model call
+    finally:
+        await bus.close()

@@ -112,6 +112,9 @@ class Extractor:
             self.wake.set()  # a new turn, or the answer a pending one waits for
 
     async def run(self) -> None:
+        # What the index says is left (extractions applied but not reconciled before a crash, or
+        # while extraction was off), in place of whatever the catch-up queued meanwhile.
+        self.jobs = deque(self.index.to_reconcile())
         backoff = Backoff(initial=self.settings.memory_retry_seconds, maximum=self.settings.memory_retry_max_seconds)
         try:
             while not self.stop.is_set():
@@ -133,7 +136,8 @@ class Extractor:
         """Do one piece of work; None if there may be more now, else seconds until some is due."""
         if self.jobs:
             await self.reconcile_event(self.jobs[0])
-            self.jobs.popleft()
+            done = self.jobs.popleft()
+            await asyncio.to_thread(self.index.reconciled, done.id)
             return None
         if self.asked:
             # The previous turn's nominations are not reconciled yet: the next turn's model call

@@ -158,6 +158,20 @@ class MemoryIndex:
             raise failed
         return applied
 
+    def to_reconcile(self) -> list[Event]:
+        """Extractions whose items are not reconciled yet, oldest first (survives restarts)."""
+        rows = self.reader().execute("SELECT event FROM reconcile_pending ORDER BY seq").fetchall()
+        return [Event.model_validate_json(r[0]) for r in rows]
+
+    def reconciled(self, event_id: str) -> None:
+        """The extraction's fact changes are all in the index: done with it. Bookkeeping of the
+        extractor, not a projection: a rebuilt index lists every extraction again, and reconciling
+        one twice writes nothing (its changes have derived ids)."""
+        with self._write_lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            self._db.execute("DELETE FROM reconcile_pending WHERE event_id = ?", (event_id,))
+            self._db.execute("COMMIT")
+
     def skip(self, event: Event) -> None:
         """Move past an event that could not be projected (it has been dead-lettered)."""
         assert event.seq is not None

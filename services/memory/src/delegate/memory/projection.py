@@ -113,6 +113,11 @@ def _extracted(db: sqlite3.Connection, event: Event) -> None:
     if payload.checkpoint_id is None and turn_ids:
         marks = ",".join("?" * len(turn_ids))
         db.execute(f"DELETE FROM pending_turns WHERE turn_id IN ({marks})", turn_ids)
+    if payload.items:
+        db.execute(
+            "INSERT OR IGNORE INTO reconcile_pending (event_id, seq, event) VALUES (?,?,?)",
+            (event.id, event.seq, event.model_dump_json()),
+        )
     if not payload.summary:
         return
     parts = [payload.summary]

@@ -95,6 +95,13 @@ CREATE TABLE IF NOT EXISTS pending_turns (
     answer_text TEXT
 );
 CREATE INDEX IF NOT EXISTS pending_turns_seq ON pending_turns (seq);
+-- memory.extracted events with items, until the extractor has reconciled them into fact changes:
+-- what a restart (or extraction switched on again) still has to do after the follower moved past.
+CREATE TABLE IF NOT EXISTS reconcile_pending (
+    event_id TEXT PRIMARY KEY,
+    seq INTEGER NOT NULL,
+    event TEXT NOT NULL
+);
 
 CREATE TABLE IF NOT EXISTS imports (
     import_id TEXT PRIMARY KEY,
