@@ -20,9 +20,9 @@ from collections.abc import Callable, Sequence
 
 from delegate.contracts import topics
 from delegate.contracts.events import Event
-from delegate.contracts.messages import DeadLetter, QueryRequest
+from delegate.contracts.messages import QueryRequest
 from delegate.contracts.streams import MEMORY_FOLLOWER
-from delegate.runtime.bus import DEAD_LETTER_DATA_LIMIT, Bus, BusUnavailable, RemoteError
+from delegate.runtime.bus import Bus, BusUnavailable, RemoteError
 from delegate.runtime.retry import Backoff
 
 from .ids import derived_id
@@ -140,21 +140,12 @@ class LedgerFollower:
             self.applied.notify_all()
 
     async def _dead_letter(self, event: Event, reason: str) -> None:
-        log.warning("dead-lettering event %s (%s, seq %s): %s", event.id, event.kind, event.seq, reason)
-        data = event.model_dump_json().encode()
-        letter = DeadLetter(
-            # One letter per event, however often a replay of a rebuilt index fails on it.
-            id=derived_id("dead-letter", event.id),
-            subject=topics.LEDGER_COMMITTED.subject,
-            consumer=DEAD_LETTER_SOURCE,
-            reason=reason[:2000],
-            data=data[:DEAD_LETTER_DATA_LIMIT].decode("utf-8", errors="replace"),
-            size=len(data),
+        # One letter per event, however often a replay of a rebuilt index fails on it.
+        await self.bus.dead_letters.write_data(
+            DEAD_LETTER_SOURCE, topics.LEDGER_COMMITTED.subject, event.model_dump_json().encode(),
+            f"event {event.id} ({event.kind}, seq {event.seq}): {reason}",
+            letter_id=derived_id("dead-letter", event.id),
         )
-        try:
-            await self.bus.publish(topics.dead_letters(DEAD_LETTER_SOURCE), letter, deadline=5.0)
-        except BusUnavailable as exc:
-            log.error("could not store the dead letter for event %s: %s", event.id, exc)
 
     async def catch_up(self) -> None:
         """Apply everything committed after ``last_seq``; retried until the ledger answers."""

@@ -68,14 +68,23 @@ class DeadLetters:
 
     async def write(self, consumer: str, raw: Msg, reason: str) -> None:
         """Only the letter: for a holder that terms the message itself."""
-        log.error("%s: dead-lettering message on %s: %s", consumer, raw.subject, reason)
+        await self.write_data(consumer, raw.subject, raw.data, reason)
+
+    async def write_data(
+        self, consumer: str, subject: str, data: bytes, reason: str, *, letter_id: str | None = None
+    ) -> None:
+        """A letter for what came to ``consumer`` on ``subject`` (a delivery, or a committed event a
+        follower cannot apply); ``letter_id`` keeps one letter per item however often it fails."""
+        log.error("%s: dead-lettering message on %s: %s", consumer, subject, reason)
         letter = DeadLetter(
-            subject=raw.subject,
+            subject=subject,
             consumer=consumer,
             reason=reason[:2000],
-            data=raw.data[:DEAD_LETTER_DATA_LIMIT].decode("utf-8", errors="replace"),
-            size=len(raw.data),
+            data=data[:DEAD_LETTER_DATA_LIMIT].decode("utf-8", errors="replace"),
+            size=len(data),
         )
+        if letter_id is not None:
+            letter = letter.model_copy(update={"id": letter_id})
         try:
             await self._bus.publish(dead_letters(consumer), letter, deadline=5.0)
         except BusUnavailable:
