@@ -55,6 +55,17 @@ async def test_an_older_token_is_refused_in_delivery_order_and_raises_nothing(st
     assert again.committed == [] and again.refused == []
 
 
+async def test_a_redelivery_in_the_same_batch_as_its_first_copy_is_no_refusal(store: LedgerStore) -> None:
+    """Under load the first copy, the new term and the old term's redelivery share one batch."""
+    old, new, late = (message(text, t=i) for i, text in enumerate(["old", "new", "late"]))
+    batch = [(old, 5), (new, 7), (late, 5), (old, 5)]
+    written = await store.write(
+        [insert_params(e) for e, _ in batch], fences=[Fence(singleton="agent", token=t) for _, t in batch]
+    )
+    assert [e.id for e in written.committed] == [old.id, new.id]
+    assert [i for i, _ in written.refused] == [2]  # only the late one; the second `old` is a duplicate
+
+
 async def test_the_mark_is_stored_and_read_again_after_reopening(store: LedgerStore) -> None:
     await store.write([insert_params(message("a", t=1))], fences=[Fence(singleton="agent", token=3)])
     refused = await store.write([insert_params(message("old", t=2))], fences=[Fence(singleton="agent", token=2)])

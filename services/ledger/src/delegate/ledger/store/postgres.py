@@ -247,7 +247,8 @@ class PostgresStore(LedgerStore):
                         "SELECT id FROM conversation_events WHERE id = ANY(%s)",
                         (list({rows[i][0] for i in verdict.stale}),),
                     )
-                    there = {r[0] for r in await cur.fetchall()}
+                    # Stored already, or kept earlier in this very batch: a redelivery, no refusal.
+                    there = {r[0] for r in await cur.fetchall()} | {rows[i][0] for i in verdict.kept}
                     refused = [(i, why) for i, why in verdict.stale.items() if rows[i][0] not in there]
                 rows = [rows[i] for i in verdict.kept]
                 raised = verdict.raised

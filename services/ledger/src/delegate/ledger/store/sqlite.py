@@ -522,6 +522,7 @@ def _write(
                     f"SELECT id FROM conversation_events WHERE id IN ({', '.join('?' * len(stale_ids))})", stale_ids
                 )
             }
+            there |= {rows[i][0] for i in verdict.kept}  # kept earlier in this very batch: a redelivery too
             refused = [(i, why) for i, why in verdict.stale.items() if rows[i][0] not in there]
         rows = [rows[i] for i in verdict.kept]
         raised = verdict.raised
