@@ -158,13 +158,17 @@ async def test_a_browser_call_is_heard_answered_captioned_and_committed(
     await page.page.click("#voice-btn")
     await page.page.wait_for_selector('#call-panel[data-status="live"]', timeout=30_000)
     assert len(sockets) == 1 and sockets[0].endswith("/browser-call?preset=brisk")
-    # The model was set up with the picked preset's voice.
-    voices = {
-        json.dumps(e.get("session", {}).get("audio", {}).get("output", {}).get("voice"))
-        for session in standin.realtime_sessions()
-        for e in session["events"]
-        if e.get("type") == "session.update"
-    }
+    # The model was set up with the picked preset's voice. "live" means the voice service sent
+    # its session.update; the stand-in logs what it received on its own time, so wait for that.
+    def configured_voices() -> set[str]:
+        return {
+            json.dumps(e.get("session", {}).get("audio", {}).get("output", {}).get("voice"))
+            for session in standin.realtime_sessions()
+            for e in session["events"]
+            if e.get("type") == "session.update"
+        }
+
+    voices = await eventually(lambda: asyncio.to_thread(configured_voices))
     assert '"cedar"' in voices, voices
     await page.wait_for_text("#call-timer", "00:0")
     assert await page.page.is_hidden("#voice-btn")
