@@ -22,7 +22,7 @@ from delegate.contracts.messages import QueryRequest
 from delegate.runtime.bus import Bus
 from tests.inner_plane.harness import eventually
 from tests.support.standin import StandinProcess
-from tests.support.system import System, module_system
+from tests.support.system import System, module_system, owner_http, probe_bus
 
 pytestmark = [pytest.mark.integration]
 
@@ -44,15 +44,13 @@ def running(
 
 @pytest.fixture
 async def bus(running: System) -> AsyncIterator[Bus]:
-    assert running.nats is not None
-    b = await Bus.connect(running.nats.url, "test-probe")
-    yield b
-    await b.close()
+    async with probe_bus(running) as bus:
+        yield bus
 
 
 @pytest.fixture
 async def http(running: System) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=running.http, headers=running.auth(), timeout=60) as client:
+    async with owner_http(running, timeout=60) as client:
         yield client
 
 

@@ -15,7 +15,7 @@ from delegate.contracts.messages import QueryRequest
 from delegate.runtime.bus import Bus
 from tests.memory.builders import History
 from tests.memory.test_service import commit, indexed_through
-from tests.support.system import System, module_system
+from tests.support.system import System, module_system, owner_http, probe_bus
 
 pytestmark = [pytest.mark.integration]
 
@@ -30,15 +30,13 @@ def running(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReq
 
 @pytest.fixture
 async def bus(running: System) -> AsyncIterator[Bus]:
-    assert running.nats is not None
-    b = await Bus.connect(running.nats.url, "test-probe")
-    yield b
-    await b.close()
+    async with probe_bus(running) as bus:
+        yield bus
 
 
 @pytest.fixture
 async def http(running: System) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=running.http, headers=running.auth(), timeout=20) as client:
+    async with owner_http(running, timeout=20) as client:
         yield client
 
 

@@ -14,7 +14,7 @@ from delegate.contracts.ids import utcnow
 from delegate.contracts.reminders import ReminderSpec
 from delegate.runtime.bus import Bus
 from tests.inner_plane.reminders_rig import ask, ask_when_ready
-from tests.support.system import System, module_system
+from tests.support.system import System, module_system, owner_http, probe_bus
 
 pytestmark = [pytest.mark.integration]
 
@@ -29,15 +29,13 @@ def running(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReq
 
 @pytest.fixture
 async def bus(running: System) -> AsyncIterator[Bus]:
-    assert running.nats is not None
-    b = await Bus.connect(running.nats.url, "test-probe")
-    yield b
-    await b.close()
+    async with probe_bus(running) as bus:
+        yield bus
 
 
 @pytest.fixture
 async def http(running: System) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=running.http, headers=running.auth(), timeout=20) as client:
+    async with owner_http(running, timeout=20) as client:
         yield client
 
 

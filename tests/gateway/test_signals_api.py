@@ -16,7 +16,7 @@ from delegate.contracts.ids import format_ts, utcnow
 from delegate.contracts.signals import OWNER_SIGNAL_KINDS
 from delegate.runtime.bus import Bus
 from tests.inner_plane.harness import eventually
-from tests.support.system import System, module_system
+from tests.support.system import System, module_system, owner_http, probe_bus
 
 pytestmark = [pytest.mark.integration]
 
@@ -31,15 +31,13 @@ def running(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReq
 
 @pytest.fixture
 async def bus(running: System) -> AsyncIterator[Bus]:
-    assert running.nats is not None
-    b = await Bus.connect(running.nats.url, "test-probe")
-    yield b
-    await b.close()
+    async with probe_bus(running) as bus:
+        yield bus
 
 
 @pytest.fixture
 async def http(running: System) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=running.http, headers=running.auth(), timeout=20) as client:
+    async with owner_http(running, timeout=20) as client:
         yield client
 
 

@@ -20,7 +20,7 @@ from delegate.memory.prompts import MARK as TURN_MARK
 from delegate.runtime.bus import Bus
 from tests.inner_plane.harness import eventually
 from tests.support.standin import StandinProcess
-from tests.support.system import System, module_system
+from tests.support.system import System, module_system, probe_bus
 
 from .builders import History
 from .test_service import commit, indexed_through
@@ -48,10 +48,8 @@ def running(
 
 @pytest.fixture
 async def bus(running: System) -> AsyncIterator[Bus]:
-    assert running.nats is not None
-    b = await Bus.connect(running.nats.url, "test-probe")
-    yield b
-    await b.close()
+    async with probe_bus(running) as bus:
+        yield bus
 
 
 async def facts_about(bus: Bus, word: str) -> list[MemoryFact]:

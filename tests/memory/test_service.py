@@ -25,7 +25,7 @@ from delegate.contracts.messages import GetRequest, QueryRequest
 from delegate.runtime.bus import Bus, BusUnavailable, RemoteError
 from tests.inner_plane.harness import eventually
 from tests.support.nats import role_env
-from tests.support.system import System, module_system
+from tests.support.system import System, module_system, probe_bus
 
 from .builders import History
 
@@ -44,10 +44,8 @@ def running(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReq
 
 @pytest.fixture
 async def bus(running: System) -> AsyncIterator[Bus]:
-    assert running.nats is not None
-    b = await Bus.connect(running.nats.url, "test-probe")
-    yield b
-    await b.close()
+    async with probe_bus(running) as bus:
+        yield bus
 
 
 def index_file(system: System) -> Path:

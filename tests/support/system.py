@@ -6,8 +6,8 @@ import secrets
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -221,3 +221,21 @@ def module_system(
             out = ARTIFACTS / request.module.__name__.rsplit(".", 1)[-1]
             out.mkdir(parents=True, exist_ok=True)
             (out / "services.log").write_text(system.dump_logs() + extra_log())
+
+
+@asynccontextmanager
+async def probe_bus(system: System) -> AsyncIterator[Bus]:
+    """The test code's own all-powerful connection to a started System's NATS."""
+    assert system.nats is not None
+    bus = await Bus.connect(system.nats.url, "test-probe")
+    try:
+        yield bus
+    finally:
+        await bus.close()
+
+
+@asynccontextmanager
+async def owner_http(system: System, timeout: float = 60) -> AsyncIterator[httpx.AsyncClient]:
+    """An HTTP client for a started System's gateway, signed in with the owner token."""
+    async with httpx.AsyncClient(base_url=system.http, headers=system.auth(), timeout=timeout) as client:
+        yield client
