@@ -84,9 +84,10 @@ def _settings_classes() -> list[type]:
     from delegate.openai_standin.settings import Settings as Standin
     from delegate.pollers.settings import Settings as Pollers
     from delegate.runtime.credentials import NatsCredentials
+    from delegate.tasks.settings import Settings as Tasks
     from delegate.voice.settings import Settings as Voice
 
-    return [Agent, ToolSettings, Gateway, InnerPlane, Ledger, Memory, Standin, Pollers, Voice, NatsCredentials]
+    return [Agent, ToolSettings, Gateway, InnerPlane, Ledger, Memory, Standin, Pollers, Tasks, Voice, NatsCredentials]
 
 
 def test_env_example_names_every_setting_of_every_service_and_nothing_else() -> None:

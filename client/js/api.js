@@ -13,8 +13,8 @@ export class HttpError extends Error {
   }
 }
 
-async function request(method, path, body) {
-  const init = { method, credentials: "same-origin", cache: "no-store", headers: { Accept: "application/json" } };
+async function request(method, path, body, headers = {}) {
+  const init = { method, credentials: "same-origin", cache: "no-store", headers: { Accept: "application/json", ...headers } };
   if (body !== undefined) {
     init.headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(body);
@@ -46,4 +46,9 @@ export const api = {
   memories: () => request("GET", "/api/memories?include_retired=true"),
   editMemory: (id, text, type) => request("PATCH", `/api/memories/${encodeURIComponent(id)}`, type ? { text, type } : { text }),
   forgetMemory: (id) => request("DELETE", `/api/memories/${encodeURIComponent(id)}`),
+  tasks: () => request("GET", "/api/tasks"),
+  task: (id) => request("GET", `/api/tasks/${encodeURIComponent(id)}`),
+  // The same key again (a retried click after a lost answer) gets the task it made, not a second one.
+  createTask: (body, key) => request("POST", "/api/tasks", body, key ? { "Idempotency-Key": key } : {}),
+  controlTask: (id, action) => request("POST", `/api/tasks/${encodeURIComponent(id)}/${encodeURIComponent(action)}`),
 };

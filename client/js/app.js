@@ -12,6 +12,7 @@ import { VoiceUI } from "./voice-ui.js";
 import { RemindersPanel } from "./reminders-ui.js";
 import { reminderText } from "./reminders.js";
 import { MemoryPanel, TimelineSearch } from "./memory-ui.js";
+import { TasksPanel } from "./tasks-ui.js";
 import {
   addLive,
   addPending,
@@ -67,6 +68,7 @@ class App {
       onRegenerate: (ev) => this.regenerate(ev),
       onEdit: (ev) => this.startEdit(ev),
       figures: (ev) => this.figures(ev),
+      onOpenTask: (id) => this.tasks.open(id),
     });
     this.editing = null; // the user message being edited (its new version supersedes it)
     this.search = { query: "", hits: [], index: -1 };
@@ -91,6 +93,10 @@ class App {
       onUnauthorized: () => this.showSignIn(),
       toast: (text, tone) => this.toast(text, tone),
       jumpTo: (id) => this.jumpToEvent(id),
+    });
+    this.tasks = new TasksPanel({
+      onUnauthorized: () => this.showSignIn(),
+      toast: (text, tone) => this.toast(text, tone),
     });
     this.wholeSearch = new TimelineSearch({
       onUnauthorized: () => this.showSignIn(),
@@ -134,6 +140,7 @@ class App {
     if (this.voice) this.voice.stop();
     if (this.reminders) this.reminders.clear();
     if (this.memory) this.memory.clear();
+    if (this.tasks) this.tasks.clear();
     if (this.wholeSearch) this.closeSearch();
     if (this.conn) this.conn.stop();
     this.conn = null;
@@ -282,6 +289,7 @@ class App {
           this.voice.committed(ev);
           this.reminders.eventArrived(ev);
           this.memory.eventArrived(ev);
+          this.tasks.eventArrived(ev);
         }
         if (fresh.length) {
           this.freshLive.push(...fresh);
@@ -340,6 +348,7 @@ class App {
     for (const p of [...this.tl.pending.values()]) if (p.status !== "sent") this.postMessage(p.client_msg_id);
     this.reminders.refresh(); // whatever changed while the socket was away
     this.memory.reconnected();
+    this.tasks.reconnected();
     try {
       this.applyState(await api.state());
     } catch {

@@ -6,6 +6,7 @@ import { channelInfo, formatRange, formatTime, fullTime, innerDetail, innerSumma
 import { renderIncremental, renderMarkdown } from "./markdown.js";
 import { attachmentText, mergeDelivery, messageAttachments, messageHeader, refusedText } from "./channels.js";
 import { attachedTo, isInnerKind, spanLabel } from "./timeline.js";
+import { diagramUrl, taskCardNode, updateTaskCard } from "./tasks.js";
 
 const LONG_VALUE = 400;
 const SPAN_ICONS = { interaction: "text", voice: "mic", phone: "phone", activation: "inner" };
@@ -399,13 +400,15 @@ export class TimelineView {
   }
 
   makeBlock(b) {
+    if (b.type === "span" && b.task) return taskCardNode(b, { onOpen: (id) => this.callbacks.onOpenTask && this.callbacks.onOpenTask(id) });
     if (b.type === "span") return this.makeSpan(b);
     if (b.type === "divider") return dividerNode(b.event);
     return this.makeItem(b);
   }
 
   updateBlock(node, b) {
-    if (b.type === "span") this.updateSpan(node, b);
+    if (b.type === "span" && b.task) updateTaskCard(node, b);
+    else if (b.type === "span") this.updateSpan(node, b);
     else this.updateItem(node, b);
   }
 
@@ -462,17 +465,19 @@ export class TimelineView {
     const channels = h("span", { class: "span-channels" });
     const line = h("span", { class: "span-line" });
     const mark = h("span", { class: "span-icon" });
+    // An activation's run picture (an SVG the server draws): opened as an image in a new tab.
+    const picture = h("a", { class: "span-picture", target: "_blank", rel: "noopener", hidden: true, text: "Run picture" });
     const summary = h(
       "summary",
       { class: "span-head" },
       icon("chevron", "icon chevron"),
       mark,
-      h("span", { class: "span-heading" }, h("span", { class: "span-top" }, title, time, channels), line),
+      h("span", { class: "span-heading" }, h("span", { class: "span-top" }, title, time, channels, picture), line),
     );
     const body = h("div", { class: "span-body" });
     details.append(summary, body);
     const node = h("section", { class: "span", "data-span-id": b.span_id }, details);
-    Object.assign(node, { _details: details, _title: title, _time: time, _channels: channels, _line: line, _mark: mark, _body: body, _items: new Map() });
+    Object.assign(node, { _details: details, _title: title, _time: time, _channels: channels, _line: line, _mark: mark, _picture: picture, _body: body, _items: new Map() });
     // Open when it appears live or as the newest span; after that only the person opens or
     // closes it, so nothing folds away under their eyes.
     details.open = !b.closed || b.key === this.lastSpanKey;
@@ -492,6 +497,12 @@ export class TimelineView {
     setText(node._time, formatRange(b.start, b.end));
     setText(node._channels, b.channels.map((c) => channelInfo(c).label).join(" · "));
     setText(node._line, b.summary);
+    const run = b.spanType === "activation" && b.activationId ? diagramUrl(b.activationId) : null;
+    node._picture.hidden = !run;
+    if (run && node._picture.getAttribute("href") !== run) {
+      node._picture.setAttribute("href", run);
+      node._picture.setAttribute("title", "Open the run picture of this activation in a new tab");
+    }
     const label = `${spanLabel(b.spanType)}, ${formatRange(b.start, b.end)}: ${b.summary}`;
     if (node.getAttribute("aria-label") !== label) node.setAttribute("aria-label", label);
     reconcile(

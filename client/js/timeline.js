@@ -254,6 +254,7 @@ function spanBlock(id) {
     key: `span:${id}`,
     span_id: id,
     spanType: null,
+    activationId: null, // an activation span's activation (its run picture)
     opened: false, // its span.opened is loaded
     closed: false,
     closeReason: null,
@@ -326,6 +327,7 @@ export function buildView(tl) {
     if (ev.kind === "span.opened") {
       b.opened = true;
       b.spanType = (ev.payload && ev.payload.type) || null;
+      b.activationId = (ev.payload && typeof ev.payload.activation_id === "string" && ev.payload.activation_id) || null;
       continue;
     }
     if (ev.kind === "span.closed") {
@@ -344,7 +346,11 @@ export function buildView(tl) {
     b.items.push({ type: "event", key: `ev:${ev.id}`, event: ev });
   }
 
-  const tail = blocks[blocks.length - 1];
+  // A task's span is its own card, never where a message lands: the open span at the end is the
+  // newest block that is not a task's, if it is a span still open.
+  for (const b of spans.values()) markTaskSpan(b);
+  let tail = null;
+  for (let k = blocks.length - 1; k >= 0 && !tail; k -= 1) if (!blocks[k].task) tail = blocks[k];
   const openTail = tail && tail.type === "span" && !tail.closed ? tail : null;
   const trailing = []; // top-level optimistic items after every block
 
@@ -387,6 +393,19 @@ export function buildView(tl) {
   markChannels(out);
   markAttached(out, attached);
   return out;
+}
+
+/**
+ * A task's span (`span.opened` type "task", span id = task id) renders as one card with its
+ * steps folded inside; one whose opening is not loaded is known by its events all being task.*.
+ */
+function markTaskSpan(b) {
+  const taskEvents = b.items.length > 0 && b.items.every((i) => i.type === "event" && i.event.kind.startsWith("task."));
+  if (b.spanType === "task" || (!b.opened && taskEvents)) {
+    b.task = true;
+    b.spanType = "task";
+    b.key = `task:${b.span_id}`;
+  }
 }
 
 const NOTHING_ATTACHED = Object.freeze({ deliveries: Object.freeze([]), files: Object.freeze([]) });
@@ -552,6 +571,7 @@ const SPAN_LABELS = {
   voice: "Browser voice call",
   phone: "Phone call",
   activation: "Delegate acting on its own",
+  task: "Task",
 };
 
 export function spanLabel(spanType) {

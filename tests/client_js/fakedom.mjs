@@ -26,6 +26,29 @@ class Node {
     child.parentNode = null;
     return child;
   }
+  insertBefore(child, ref) {
+    if (!ref) return this.appendChild(child);
+    if (child.parentNode) child.parentNode.childNodes.splice(child.parentNode.childNodes.indexOf(child), 1);
+    child.parentNode = this;
+    this.childNodes.splice(this.childNodes.indexOf(ref), 0, child);
+    return child;
+  }
+  replaceChildren(...nodes) {
+    for (const c of this.childNodes) c.parentNode = null;
+    this.childNodes = [];
+    for (const n of nodes) this.appendChild(typeof n === "string" ? new Text(this.ownerDocument, n) : n);
+  }
+  remove() {
+    if (this.parentNode) this.parentNode.removeChild(this);
+  }
+  get firstChild() {
+    return this.childNodes[0] || null;
+  }
+  get nextSibling() {
+    if (!this.parentNode) return null;
+    const siblings = this.parentNode.childNodes;
+    return siblings[siblings.indexOf(this) + 1] || null;
+  }
   get textContent() {
     return this.childNodes.map((c) => c.textContent).join("");
   }

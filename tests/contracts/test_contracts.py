@@ -66,7 +66,8 @@ def test_every_kind_has_a_payload_model_that_round_trips(kind: str) -> None:
                "session_id": "v", "decision": "drop", "reminder_id": "r", "revision": 1,
                "spec": {"text": "t", "at": "2026-12-01T09:00:00Z"}, "fact_id": "f",
                "valid_at": "2026-12-01T09:00:00Z", "event_ids": ["e"], "import_id": "i", "format": "ndjson",
-               "lines": 2, "conversations": 1, "events": 4}
+               "lines": 2, "conversations": 1, "events": 4, "run_id": "r", "run_type": "task",
+               "d2_path": "thoughtflow/r/flow.d2"}
     overrides = {"term.started": {"type": "agent"}, "inbound.refused": {"reason": "not_owner"},
                  "delivery": {"status": "sent"}, "session.started": {"type": "phone"},
                  "session.ended": {"type": "voice", "reason": "hangup"}, "import.finished": {"status": "done"}}

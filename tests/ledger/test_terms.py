@@ -176,7 +176,8 @@ async def test_a_v2_database_with_sessions_migrates_to_terms(
     store = make_store(backend, tmp_path, pg)
     await store.open()
     try:
-        assert [v for v, _ in rows(store, "SELECT version, name FROM schema_version ORDER BY version")] == [1, 2, 3, 4]
+        versions = rows(store, "SELECT version, name FROM schema_version ORDER BY version")
+        assert [v for v, _ in versions] == [1, 2, 3, 4, 5]
         got = terms(store)
         assert set(got) == {"A", "B", "C"}
         assert (got["A"]["end_reason"], got["B"]["supersedes"], got["C"]["ended_at"]) == ("superseded", "A", None)

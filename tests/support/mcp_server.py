@@ -7,7 +7,8 @@ Run it as its own process, over stdio (the default) or streamable HTTP:
 
 Tools: ``echo``, ``add``, ``pid`` (which process answers: tests use it to kill and to see a
 restart), ``hang`` (never answers in time), ``exit_process`` (the server dies mid-call),
-``fail`` (a tool error reported by the server).
+``fail`` (a tool error reported by the server). ``echo``, ``add`` and ``pid`` declare
+``readOnlyHint: true``; the others declare nothing, so a client must assume they change things.
 """
 
 import argparse
@@ -16,21 +17,23 @@ import os
 from pathlib import Path
 
 from mcp.server.mcpserver import MCPServer
+from mcp_types import ToolAnnotations
 
 server = MCPServer("test-tools")
+READ_ONLY = ToolAnnotations(read_only_hint=True)
 
 
-@server.tool(description="Echo the given text back.")
+@server.tool(description="Echo the given text back.", annotations=READ_ONLY)
 def echo(text: str) -> str:
     return text
 
 
-@server.tool(description="Add two integers.")
+@server.tool(description="Add two integers.", annotations=READ_ONLY)
 def add(a: int, b: int) -> int:
     return a + b
 
 
-@server.tool(description="The process id of this MCP server.")
+@server.tool(description="The process id of this MCP server.", annotations=READ_ONLY)
 def pid() -> int:
     return os.getpid()
 

@@ -31,6 +31,7 @@ MODULES = {
     "agent": "delegate.agent",
     "inner-plane": "delegate.inner_plane",
     "memory": "delegate.memory",
+    "tasks": "delegate.tasks",
     "voice": "delegate.voice",
     "pollers": "delegate.pollers",
     "gateway": "delegate.gateway",

@@ -5,20 +5,20 @@ sequence). Timeline order is ``(ts, id)``; live fan-out order is ``seq``.
 """
 
 from datetime import datetime
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_serializer, field_validator, model_validator
 
 from .ids import format_ts, new_id, utcnow
 
 Channel = Literal["text", "browser_voice", "phone", "sms", "email", "inner"]
 Role = Literal["user", "assistant"]
-SpanType = Literal["interaction", "voice", "phone", "activation"]
+SpanType = Literal["interaction", "voice", "phone", "activation", "task"]
 # A leadership term: the time one process holds a singleton (the agent lease now, voice's later).
-TermType = Literal["agent", "voice", "phone"]
+TermType = Literal["agent", "voice", "phone", "tasks"]
 TermEndReason = Literal["shutdown", "superseded", "lost"]
 # The singletons whose events are fenced (see ``Fence``).
-Singleton = Literal["agent", "voice"]
+Singleton = Literal["agent", "voice", "tasks"]
 # Commit sequences and fencing tokens are signed 64-bit integers in both ledger backends.
 MAX_SEQ = 2**63 - 1
 
@@ -509,6 +509,54 @@ class TaskEvent(Payload):
     data: dict[str, Any] = Field(default_factory=dict)
 
 
+# ---- thoughtflow: the picture of how a run went ------------------------------------------
+
+# Under RUNTIME_DATA_DIR: thoughtflow/<run id>/flow.d2 and flow.svg. The gateway serves no file
+# from outside this folder, whatever an artifact event names.
+THOUGHTFLOW_DIR = "thoughtflow"
+# Task ids and activation ids (UUIDs): also the run's folder name, so nothing that could climb out.
+RUN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"
+RunType = Literal["task", "activation"]
+
+
+def _thoughtflow_file(path: str) -> str:
+    """A relative POSIX path inside THOUGHTFLOW_DIR: no absolute path, no ``..``, no backslash."""
+    parts = path.split("/")
+    if (
+        len(path) > 500 or "\\" in path or "\x00" in path or parts[0] != THOUGHTFLOW_DIR or len(parts) < 3
+        or any(part in ("", ".", "..") for part in parts)
+    ):
+        raise ValueError(f"not a file under {THOUGHTFLOW_DIR}/: {path[:100]!r}")
+    return path
+
+
+ThoughtflowFile = Annotated[str, AfterValidator(_thoughtflow_file)]
+
+
+class ThoughtflowArtifact(Payload):
+    """A run's picture was drawn: where its D2 source and its SVG are (relative to RUNTIME_DATA_DIR).
+
+    A run is a task (``run_id`` = the task id) or an inner-plane activation. Drawn again as the
+    run goes on, it gets a new event each time; the ledger keeps the newest per run (the one
+    covering the most of it) in ``thoughtflow_artifacts``. When rendering failed, the D2 source
+    is kept, ``svg_path`` is None and ``error`` says why.
+    """
+
+    KIND: ClassVar[str] = "thoughtflow.artifact"
+    run_id: str = Field(pattern=RUN_ID_PATTERN)
+    run_type: RunType
+    span_id: str | None = Field(default=None, max_length=64)  # the run's span (a task's span id is its id)
+    d2_path: ThoughtflowFile
+    svg_path: ThoughtflowFile | None = None
+    bytes: int = Field(default=0, ge=0)  # the SVG's size
+    through_seq: int = Field(default=0, ge=0, le=MAX_SEQ)  # the newest ledger seq the picture covers
+    steps: int = Field(default=0, ge=0)  # what happened: steps, tool calls, decisions
+    nodes: int = Field(default=0, ge=0)  # what was drawn (a long run's middle is folded into one node)
+    rendered_ms: float = Field(default=0.0, ge=0)
+    error: str | None = Field(default=None, max_length=2000)
+    OMIT_WHEN_NONE: ClassVar[frozenset[str]] = frozenset({"svg_path", "error"})
+
+
 PAYLOADS: dict[str, type[Payload]] = {
     p.KIND: p
     for p in (
@@ -518,6 +566,7 @@ PAYLOADS: dict[str, type[Payload]] = {
         ReminderChanged, ReminderCancelled, TermStarted, TermEnded,
         InboundRefused, Delivery, MailProgress, AttachmentStored, SessionStarted, SessionEnded, VoiceTiming,
         MemoryFactAdded, MemoryFactCited, MemoryFactEdited, MemoryFactForgotten, ImportStarted, ImportFinished,
+        ThoughtflowArtifact,
     )
 }
 

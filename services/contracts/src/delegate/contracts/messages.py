@@ -5,7 +5,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from .events import MAX_SEQ, Channel, Event
+from .events import MAX_SEQ, RUN_ID_PATTERN, Channel, Event, ThoughtflowArtifact
 from .ids import new_id, utcnow
 
 
@@ -181,6 +181,19 @@ class GetRequest(BusModel):
 
 class GetReply(Reply):
     event: Event | None = None
+
+
+class ArtifactRequest(BusModel):
+    """The newest thoughtflow picture of a run (a task or an activation), from ``thoughtflow_artifacts``."""
+
+    run_id: str = Field(pattern=RUN_ID_PATTERN)
+
+
+class ArtifactReply(Reply):
+    artifact: ThoughtflowArtifact | None = None  # None: no picture of that run (yet)
+    event_id: str | None = None  # the thoughtflow.artifact event that recorded it
+    seq: int | None = None
+    created_at: datetime | None = None  # that event's ts
 
 
 class ResumeRequest(BusModel):

@@ -67,7 +67,7 @@ ROLES: dict[str, Role] = {
             emits=(topics.LEDGER_COMMITTED,),
             consumes=(Consumer("LEDGER", streams.LEDGER_WRITER, topics.LEDGER_APPEND_ANY),),
             serves=(topics.LEDGER_PAGE, topics.LEDGER_QUERY, topics.LEDGER_GET, topics.LEDGER_RESUME,
-                    topics.PINGS["ledger"]),
+                    topics.LEDGER_ARTIFACT, topics.PINGS["ledger"]),
         ),
         Role(
             "agent",
@@ -81,7 +81,8 @@ ROLES: dict[str, Role] = {
             # the reminder tools ask the inner plane, which owns reminders
             # memory: retrieval before each turn, and the remember/forget tools
             requests=(topics.LEDGER_RESUME, topics.LEDGER_GET, topics.LEDGER_QUERY, topics.VOICE_CALL_OWNER,
-                      topics.INNER_REMINDERS, topics.MEMORY_SEARCH, topics.MEMORY_FACTS),
+                      topics.INNER_REMINDERS, topics.MEMORY_SEARCH, topics.MEMORY_FACTS,
+                      topics.TASKS_CREATE, topics.TASKS_GET, topics.TASKS_LIST),  # the task tools
             serves=(topics.AGENT_STATE_GET, topics.AGENT_COMPACT, topics.AGENT_END, topics.AGENT_STOP,
                     topics.TOOLS_LIST, topics.TOOLS_CALL, topics.PINGS["agent"]),
             buckets=(s.AGENT_LEASE_BUCKET,),
@@ -99,7 +100,9 @@ ROLES: dict[str, Role] = {
                       topics.AGENT_COMPACT, topics.AGENT_END, topics.AGENT_STOP, topics.PINGS["ledger"],
                       topics.PINGS["agent"], topics.PINGS["voice"], topics.POLLERS_STATE, topics.VOICE_PREPARE,
                       topics.VOICE_ATTACH_ANY, topics.VOICE_STATE_GET, topics.INNER_REMINDERS,
-                      topics.MEMORY_SEARCH, topics.MEMORY_FACTS, topics.MEMORY_IMPORT, topics.PINGS["memory"]),
+                      topics.MEMORY_SEARCH, topics.MEMORY_FACTS, topics.MEMORY_IMPORT, topics.PINGS["memory"],
+                      topics.TASKS_CREATE, topics.TASKS_LIST, topics.TASKS_GET, topics.TASKS_CONTROL,
+                      topics.PINGS["tasks"], topics.LEDGER_ARTIFACT),  # the artifact: GET /api/runs/{id}/diagram
             buckets=(s.GATEWAY_SESSIONS_BUCKET,),
             reads_streams=("AGENT",),  # the original of a duplicate input, by its sequence
         ),
@@ -155,6 +158,24 @@ ROLES: dict[str, Role] = {
             requests=(topics.LEDGER_QUERY, topics.LEDGER_GET),
             serves=(topics.MEMORY_SEARCH, topics.MEMORY_FACTS, topics.MEMORY_IMPORT, topics.PINGS["memory"]),
             parks=(streams.MEMORY_FOLLOWER,),
+        ),
+        Role(
+            "tasks",
+            # its task.* events (fenced by its lease) and the signal a finished or failed task raises
+            publishes=(_own_append("tasks"), topics.INNER_SIGNAL),
+            # activation outcomes: when to draw an activation's run picture
+            subscribes=(topics.LEDGER_COMMITTED,),
+            # the tool registry under the ``tasks`` policy (side-effecting tools only when the
+            # owner enabled them for the task)
+            # resume: the fencing marks a new term's token must exceed
+            requests=(topics.LEDGER_QUERY, topics.LEDGER_GET, topics.LEDGER_RESUME, topics.TOOLS_LIST,
+                      topics.TOOLS_CALL),
+            serves=(topics.TASKS_CREATE, topics.TASKS_LIST, topics.TASKS_GET, topics.TASKS_CONTROL,
+                    topics.PINGS["tasks"]),
+            buckets=(s.TASKS_LEASE_BUCKET,),
+            watches=(("LEDGER", streams.LEDGER_WRITER),),  # its projection is read after the ledger caught up
+            parks=(streams.TASKS_WATCHER,),
+            notes="a singleton fenced like the agent; runs each task's steps with its own model chain",
         ),
     )
 }

@@ -50,4 +50,5 @@ POLLERS_MEDIA = "pollers-media"
 # The inner plane's ledger follower is a live subscriber, not a durable; this names where it
 # parks what it can never process (dead.evt.inner-follower).
 INNER_FOLLOWER = "inner-follower"
+TASKS_WATCHER = "tasks-watcher"  # the tasks service's follower of activation outcomes (thoughtflow)
 MEMORY_FOLLOWER = "memory-follower"  # the memory service's ledger follower, likewise

@@ -21,6 +21,7 @@ LEDGER_PAGE = "ledger.cmd.page"  # timeline page by (ts, id) cursor
 LEDGER_QUERY = "ledger.cmd.query"  # events by commit seq / conversation / span / kind
 LEDGER_GET = "ledger.cmd.get"  # one event by id or client_msg_id
 LEDGER_RESUME = "ledger.cmd.resume"  # resume state of the newest open conversation
+LEDGER_ARTIFACT = "ledger.cmd.artifact"  # a run's newest thoughtflow picture (thoughtflow_artifacts)
 LEDGER_PING = "ledger.cmd.ping"
 
 # agent
@@ -62,6 +63,14 @@ MEMORY_SEARCH = "memory.cmd.search"  # hybrid search; the agent's retrieval befo
 MEMORY_FACTS = "memory.cmd.facts"  # list, get, edit, forget, remember
 MEMORY_IMPORT = "memory.cmd.import"  # an import's progress (what the index has taken in)
 MEMORY_PING = "memory.cmd.ping"
+
+# tasks: durable browser and research jobs (the tasks service; a singleton fenced like the agent)
+TASKS_CREATE = "tasks.cmd.create"
+TASKS_LIST = "tasks.cmd.list"
+TASKS_GET = "tasks.cmd.get"
+TASKS_CONTROL = "tasks.cmd.control"  # pause, resume, cancel
+TASKS_PING = "tasks.cmd.ping"
+TASKS_LEASE_BUCKET = "tasks_lease"
 
 # voice: one Realtime session at a time (the voice lock), its audio relayed live per session
 VOICE_LEASE_BUCKET = "voice_lease"  # the voice lock: a singleton fenced like the agent's

@@ -21,6 +21,8 @@ from .messages import (
     AgentCommand,
     AgentInput,
     AgentState,
+    ArtifactReply,
+    ArtifactRequest,
     CommandReply,
     DeadLetter,
     Delta,
@@ -43,6 +45,7 @@ from .messages import (
 )
 from .reminders import ReminderCommand, ReminderFire, ReminderReply
 from .signals import SignalIn
+from .tasks import TaskControl, TaskCreate, TaskGet, TaskList, TaskListReply, TaskReply
 from .voice import (
     AttachReply,
     AttachSession,
@@ -114,6 +117,7 @@ LEDGER_PAGE = Query(s.LEDGER_PAGE, PageRequest, PageReply)
 LEDGER_QUERY = Query(s.LEDGER_QUERY, QueryRequest, QueryReply)
 LEDGER_GET = Query(s.LEDGER_GET, GetRequest, GetReply)
 LEDGER_RESUME = Query(s.LEDGER_RESUME, ResumeRequest, ResumeState)
+LEDGER_ARTIFACT = Query(s.LEDGER_ARTIFACT, ArtifactRequest, ArtifactReply)
 AGENT_STATE_GET = Query(s.AGENT_STATE_GET, AgentCommand, AgentState)
 AGENT_COMPACT = Query(s.AGENT_COMPACT, AgentCommand, CommandReply, timeout=120.0)
 AGENT_END = Query(s.AGENT_END, AgentCommand, CommandReply, timeout=120.0)
@@ -128,6 +132,10 @@ MEMORY_SEARCH = Query(s.MEMORY_SEARCH, MemorySearchRequest, MemorySearchReply, t
 MEMORY_FACTS = Query(s.MEMORY_FACTS, MemoryFactsCommand, MemoryFactsReply, timeout=10.0)
 MEMORY_IMPORT = Query(s.MEMORY_IMPORT, ImportStatusRequest, ImportStatus, timeout=5.0)
 TOOLS_LIST = Query(s.TOOLS_LIST, ToolListRequest, ToolListReply)
+TASKS_CREATE = Query(s.TASKS_CREATE, TaskCreate, TaskReply, timeout=10.0)
+TASKS_LIST = Query(s.TASKS_LIST, TaskList, TaskListReply, timeout=5.0)
+TASKS_GET = Query(s.TASKS_GET, TaskGet, TaskReply, timeout=5.0)
+TASKS_CONTROL = Query(s.TASKS_CONTROL, TaskControl, TaskReply, timeout=10.0)
 TOOLS_CALL = Query(s.TOOLS_CALL, ToolCallRequest, ToolCallReply, timeout=300.0)
 
 PINGS: dict[str, Query[Ping, Pong]] = {
@@ -139,6 +147,7 @@ PINGS: dict[str, Query[Ping, Pong]] = {
         "voice": s.VOICE_PING,
         "pollers": s.POLLERS_PING,
         "memory": s.MEMORY_PING,
+        "tasks": s.TASKS_PING,
     }.items()
 }
 

@@ -23,7 +23,9 @@ from . import (
     import_api,
     memory_api,
     reminders_api,
+    runs_api,
     signals_api,
+    tasks_api,
     twilio_voice,
     twilio_webhooks,
 )
@@ -80,6 +82,8 @@ def create_app(settings: Settings, bus: Bus | None = None) -> FastAPI:
     app.include_router(reminders_api.router)
     app.include_router(memory_api.router)
     app.include_router(import_api.router)
+    app.include_router(runs_api.router)
+    app.include_router(tasks_api.router)
     # Later routers (/api/tasks) are included here.
     # Static files last: every route above wins over a file of the same name.
     app.mount("/", ClientFiles(directory=settings.client_dir, html=True, check_dir=False), name="client")

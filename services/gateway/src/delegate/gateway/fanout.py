@@ -19,6 +19,7 @@ import asyncio
 import json
 import logging
 from collections import deque
+from collections.abc import Callable
 from typing import Any, Literal
 
 from delegate.contracts import topics, ws
@@ -212,6 +213,8 @@ class Hub:
         self._bus: Bus | None = None
         self._lock = asyncio.Lock()
         self._count = 0
+        # Called with each committed event as it is forwarded (task event streams wake on these).
+        self.watchers: set[Callable[[Event], None]] = set()
 
     def attach(self) -> ChatClient:
         self._count += 1
@@ -264,6 +267,8 @@ class Hub:
         for client in list(self.clients):
             client.offer_event(event.seq, text)
         self.last_seq = event.seq
+        for watcher in list(self.watchers):
+            watcher(event)
 
     async def _fetch_after(self, through: int | None, timeout: float) -> None:
         """Forward every committed event after ``last_seq`` (up to ``through``) from the ledger."""

@@ -20,18 +20,26 @@ SECURITY_HEADERS: tuple[tuple[bytes, bytes], ...] = (
     (b"x-frame-options", b"DENY"),  # for browsers that predate frame-ancestors
 )
 NO_STORE = (b"cache-control", b"no-store")
+# An SVG opened on its own is a document that could run script: whatever serves one (a run's
+# thoughtflow picture) gets a policy that lets it draw with its inline styles and embedded
+# fonts and images, and do nothing else: no script, no fetch, no navigation.
+SVG_POLICY = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; font-src data:"
+SVG_TYPE = b"image/svg+xml"
 
 
-def header_pairs(path: str) -> list[tuple[bytes, bytes]]:
+def header_pairs(path: str, content_type: bytes | None = None) -> list[tuple[bytes, bytes]]:
     """The headers for a response to ``path``: API answers are never cached (they are private)."""
     pairs = list(SECURITY_HEADERS)
+    if content_type is not None and content_type.split(b";", 1)[0].strip().lower() == SVG_TYPE:
+        pairs = [(n, SVG_POLICY.encode() if n == b"content-security-policy" else v) for n, v in pairs]
     if path == "/api" or path.startswith("/api/"):
         pairs.append(NO_STORE)
     return pairs
 
 
 class SecurityHeaders:
-    """ASGI middleware: adds the headers to every HTTP response, replacing any of the same name."""
+    """ASGI middleware: adds the headers to every HTTP response, replacing any of the same name
+    (the policy by what the response is: an SVG gets SVG_POLICY, whoever made it)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -40,12 +48,15 @@ class SecurityHeaders:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        extra = header_pairs(scope.get("path", ""))
-        names = {name for name, _ in extra}
+        path = scope.get("path", "")
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
-                kept = [(n, v) for n, v in message.get("headers", []) if n.lower() not in names]
+                headers = message.get("headers", [])
+                content_type = next((v for n, v in headers if n.lower() == b"content-type"), None)
+                extra = header_pairs(path, content_type)
+                names = {name for name, _ in extra}
+                kept = [(n, v) for n, v in headers if n.lower() not in names]
                 message = {**message, "headers": kept + extra}
             await send(message)
 

@@ -35,7 +35,7 @@ log = logging.getLogger("launch")
 # stops after them; the stand-in last. NATS is stopped after all of these, by `main`.
 STOP_STAGES: tuple[tuple[str, ...], ...] = (
     ("gateway",),
-    ("agent", "inner-plane", "memory", "voice", "pollers"),
+    ("agent", "inner-plane", "memory", "tasks", "voice", "pollers"),
     ("ledger",),
     ("openai-standin",),
 )
@@ -47,6 +47,7 @@ SERVICES = (
     ("agent", "delegate.agent"),
     ("inner-plane", "delegate.inner_plane"),
     ("memory", "delegate.memory"),
+    ("tasks", "delegate.tasks"),
     ("voice", "delegate.voice"),
     ("pollers", "delegate.pollers"),
     ("gateway", "delegate.gateway"),

@@ -13,8 +13,10 @@ from pydantic import PrivateAttr
 
 from delegate.contracts import topics
 from delegate.contracts.cursor import Cursor, CursorError
-from delegate.contracts.events import MAX_EVENT_BYTES
+from delegate.contracts.events import MAX_EVENT_BYTES, ThoughtflowArtifact
 from delegate.contracts.messages import (
+    ArtifactReply,
+    ArtifactRequest,
     GetReply,
     GetRequest,
     PageReply,
@@ -267,6 +269,16 @@ class Ledger:
         if req.id is None and req.client_msg_id is None:
             raise DomainError("bad_request", "give an event id or a client_msg_id")
         return GetReply(event=await _answer(self.store.get(event_id=req.id, client_msg_id=req.client_msg_id)))
+
+    async def on_artifact(self, req: ArtifactRequest) -> ArtifactReply:
+        """A run's newest picture: the payload of the event ``thoughtflow_artifacts`` points at."""
+        row = await _answer(self.store.artifact(req.run_id))
+        if row is None:
+            return ArtifactReply()
+        return ArtifactReply(
+            artifact=ThoughtflowArtifact.model_validate_json(row.payload_json),
+            event_id=row.id, seq=row.seq, created_at=row.ts,
+        )
 
     async def on_resume(self, req: ResumeRequest) -> ResumeState:
         return await _answer(self.store.resume(turn_limit=req.turn_limit, max_bytes=self.reply_budget()))

@@ -67,6 +67,7 @@ async def _run_ledger(
     await bus.serve(topics.LEDGER_QUERY, ledger.on_query)
     await bus.serve(topics.LEDGER_GET, ledger.on_get)
     await bus.serve(topics.LEDGER_RESUME, ledger.on_resume)
+    await bus.serve(topics.LEDGER_ARTIFACT, ledger.on_artifact)
     consumer = asyncio.create_task(
         bus.consume_batches(
             topics.LEDGER_APPEND_ANY, ledger.on_batch, durable=streams.LEDGER_WRITER, stream="LEDGER", stop=stop,

@@ -18,7 +18,15 @@ from delegate.openai_standin.errors import (
     response_not_found,
 )
 from delegate.openai_standin.items import normalize_input
-from delegate.openai_standin.script import AnyStep, DropStreamStep, ErrorStep, SlowStep, StallStep, StreamErrorStep
+from delegate.openai_standin.script import (
+    AnyStep,
+    DropStreamStep,
+    ErrorStep,
+    SlowStep,
+    StallStep,
+    StreamErrorStep,
+    ToolCallStep,
+)
 from delegate.openai_standin.sse import delta_count
 from delegate.openai_standin.state import StandinState, StateDep, note
 from delegate.openai_standin.store import StoredResponse
@@ -175,6 +183,8 @@ async def _plain_reply(state: StandinState, turn: Turn, step: AnyStep | None) ->
     response = turn.response("completed")
     if isinstance(step, SlowStep):
         await _sleep_per_chunk(step.delay_ms, turn)
+    if isinstance(step, ToolCallStep) and step.delay_ms:
+        await asyncio.sleep(step.delay_ms / 1000)
     if isinstance(step, StreamErrorStep):
         error = {"code": step.code, "message": step.message}
         state.engine.finish(turn, "failed", error)

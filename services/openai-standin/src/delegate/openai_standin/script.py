@@ -56,6 +56,8 @@ class ToolCallStep(_Step):
     arguments: dict[str, Any] | str = Field(default_factory=dict)
     call_id: str | None = None
     calls: list[ToolCall] | None = None
+    # A model slow to decide: the (non-streamed) answer comes this long after the request.
+    delay_ms: int = Field(default=0, ge=0)
 
     @model_validator(mode="after")
     def _one_form(self) -> "ToolCallStep":

@@ -11,8 +11,10 @@ and the durable-task runner call the very same tools::
     await registry.aclose()
 """
 
-from .base import ConfigError, Tool, ToolError, object_schema
+from .base import SIDE_EFFECT, STARTS_TASK, ConfigError, Tool, ToolError, object_schema
 from .registry import ToolRegistry
 from .settings import ToolSettings
 
-__all__ = ["ConfigError", "Tool", "ToolError", "ToolRegistry", "ToolSettings", "object_schema"]
+__all__ = [
+    "SIDE_EFFECT", "STARTS_TASK", "ConfigError", "Tool", "ToolError", "ToolRegistry", "ToolSettings", "object_schema",
+]

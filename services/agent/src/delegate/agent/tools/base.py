@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from delegate.contracts.messages import ToolSpec
+from delegate.contracts.tasks import SIDE_EFFECT_TAG
 
 # Stable error codes in ToolCallReply.error_code and the tool.result event.
 DENIED = "denied"  # the agent's policy does not allow the tool
@@ -14,6 +15,14 @@ INVALID_ARGUMENTS = "invalid_arguments"  # the arguments do not match the tool's
 TIMEOUT = "timeout"
 FAILED = "failed"  # the tool ran and reported (or raised) an error
 UNAVAILABLE = "unavailable"  # its backend (an MCP server, GitHub, SMTP, ...) cannot be reached right now
+
+# Tags with a meaning beyond grouping (see registry.py).
+# The tool changes something outside the conversation (sends, writes, deletes, schedules). A
+# durable task may only call one the owner enabled for it by name (TaskCreate.allow_tools).
+SIDE_EFFECT = SIDE_EFFECT_TAG  # the contract's name: the tasks service filters on it
+# The tool starts a durable task. The ``tasks`` policy never allows it, whatever a policy file
+# says, or one runaway goal could fan out into tasks of its own.
+STARTS_TASK = "starts_task"
 
 Handler = Callable[[dict[str, Any]], Awaitable[str]]
 

@@ -11,6 +11,8 @@ A tool is offered to an agent when one of its tags is in ``allow_tags`` or its n
 ``allow_names``, and its name matches no ``deny_names`` (names may be fnmatch globs such as
 ``github_*`` or ``files__*``; the tag ``*`` allows everything). An agent missing from the file
 uses the ``"*"`` entry; without one it gets nothing. A missing file means DEFAULT_POLICIES.
+Whatever the file says, the ``tasks`` agent (durable tasks) never gets a tool tagged
+``starts_task``.
 
 mcp-servers.json::
 
@@ -32,7 +34,9 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .base import ConfigError
+from delegate.contracts.tasks import TASKS_POLICY
+
+from .base import STARTS_TASK, ConfigError
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -66,13 +70,18 @@ class Policies(_Strict):
         return self.agents.get(agent) or self.agents.get("*")
 
     def allows(self, agent: str, name: str, tags: tuple[str, ...] | list[str]) -> bool:
+        if agent == TASKS_POLICY and STARTS_TASK in tags:
+            # Not left to a policy file: an owner widening "*" must not let a task start tasks.
+            return False
         policy = self.for_agent(agent)
         return policy is not None and policy.allows(name, tags)
 
 
 # No policy file: every agent may use the local tools (notes, memory, web_search and the
 # configured channel/GitHub tools) and the tools of the MCP servers the owner configured.
-# Both sources are set up by the owner on this machine; a policy file narrows them.
+# Both sources are set up by the owner on this machine; a policy file narrows them. The
+# ``tasks`` agent gets them too: the tasks service keeps side effects from a task unless the
+# owner enabled them for it, and ``allows`` keeps start_task from every task.
 DEFAULT_POLICIES = Policies(agents={"*": AgentPolicy(allow_tags=["local", "mcp"])})
 
 

@@ -28,7 +28,7 @@ from mcp_types import Tool as McpTool
 
 from delegate.runtime.retry import Backoff
 
-from .base import FAILED, UNAVAILABLE, Tool, ToolError
+from .base import FAILED, SIDE_EFFECT, UNAVAILABLE, Tool, ToolError
 from .config import McpServerConfig
 
 log = logging.getLogger(__name__)
@@ -53,6 +53,17 @@ def _schema(tool: McpTool) -> dict[str, Any]:
     schema.setdefault("type", "object")
     schema.setdefault("properties", {})
     return schema
+
+
+def tool_tags(server: str, tool: McpTool) -> tuple[str, ...]:
+    """``mcp``, ``mcp:<server>``, and ``side_effect`` unless the server says the tool only reads.
+
+    The MCP default for ``readOnlyHint`` is false, and we cannot see what a server's tool does:
+    only an explicit ``readOnlyHint: true`` leaves it untagged. The hint is the word of a
+    server the owner configured, which is the trust every other call to it rests on too.
+    """
+    read_only = tool.annotations is not None and tool.annotations.read_only_hint is True
+    return ("mcp", f"mcp:{server}") if read_only else ("mcp", f"mcp:{server}", SIDE_EFFECT)
 
 
 def result_text(result: CallToolResult) -> str:
@@ -199,7 +210,7 @@ class McpServer:
             description=description,
             parameters=_schema(tool),
             handler=handler,
-            tags=("mcp", f"mcp:{self.name}"),
+            tags=tool_tags(self.name, tool),
             timeout_s=self.config.timeout_s,
             source=self.source,
             meta={"mcp_name": mcp_name, "server": self.name},

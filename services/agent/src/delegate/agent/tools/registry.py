@@ -4,6 +4,21 @@
 unreachable backend all come back as ``ToolCallReply(ok=False, output=<what the model should
 read>, error_code=...)``. Every call and its result are ledger events (``tool.call`` /
 ``tool.result``), refused calls included.
+
+Tags (``ToolSpec.tags`` in ``tools.cmd.list``) say where a tool comes from and what it does;
+policies allow by tag, and callers filter on two of them:
+
+- ``local`` or ``mcp`` + ``mcp:<server>``: its source; a family such as ``notes`` or ``github``.
+- ``side_effect`` (``base.SIDE_EFFECT``): it changes something outside the conversation: sends
+  to the owner, writes notes, memory, reminders or GitHub, or is an MCP tool whose server does
+  not declare it ``readOnlyHint: true``. The tasks service offers such a tool to a task only
+  when the owner enabled it for that task by name (``TaskCreate.allow_tools``).
+- ``starts_task`` (``base.STARTS_TASK``): it starts a durable task (start_task). The ``tasks``
+  agent is never offered it nor allowed to call it, whatever the policy file says
+  (``Policies.allows``), so a task cannot start tasks.
+
+Apart from that one rule the registry enforces policies only; what ``side_effect`` means for
+a caller is that caller's rule.
 """
 
 import asyncio
@@ -52,6 +67,7 @@ from .local.call import Caller
 from .local.memory import BusMemoryDesk
 from .local.owner import Outbox
 from .local.reminders import BusReminderDesk
+from .local.tasks import BusTaskDesk
 from .mcp import McpServer
 from .settings import ToolSettings
 
@@ -107,8 +123,9 @@ class ToolRegistry:
         self.mcp_config = load_mcp_config(self.runtime_dir)
         reminders = BusReminderDesk(self.bus) if self.bus is not None else None
         memory = BusMemoryDesk(self.bus) if self.bus is not None else None
+        tasks = BusTaskDesk(self.bus) if self.bus is not None else None
         tools, self._closers = local_tools(
-            self.runtime_dir, self.settings, self.outbox, self.caller, reminders, memory
+            self.runtime_dir, self.settings, self.outbox, self.caller, reminders, memory, tasks
         )
         for tool in tools:
             self._local[tool.name] = tool

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 from pydantic_core import to_json
 
 from delegate.contracts.cursor import Cursor
-from delegate.contracts.events import Event, Fence
+from delegate.contracts.events import Event, Fence, ThoughtflowArtifact
 from delegate.contracts.ids import format_ts
 from delegate.contracts.messages import ResumeState, TermInfo
 
@@ -403,6 +403,50 @@ def term_changes(committed: Sequence[StoredEvent]) -> list[TermChange]:
     return list(changes.values())
 
 
+ARTIFACT_KIND = ThoughtflowArtifact.KIND
+
+
+@dataclass
+class ArtifactChange:
+    """One ``thoughtflow_artifacts`` row: a run's newest picture, from its thoughtflow.artifact event.
+
+    Applied as an upsert that replaces the row only when this picture covers as much of the run
+    as the stored one or more (``through_seq``): a drawing committed late never hides a newer one.
+    """
+
+    run_id: str
+    run_type: str
+    span_id: str | None
+    d2_path: str
+    svg_path: str | None
+    bytes: int
+    through_seq: int
+    error: str | None
+    created_at: datetime
+    event_id: str
+    seq: int
+
+
+def artifact_changes(committed: Sequence[StoredEvent]) -> list[ArtifactChange]:
+    """What newly stored thoughtflow.artifact events change in ``thoughtflow_artifacts``, one per run
+    (in seq order, so on equal ``through_seq`` the later commit wins, as the upsert makes it win
+    across batches)."""
+    newest: dict[str, ArtifactChange] = {}
+    for event in committed:
+        if event.kind != ARTIFACT_KIND:
+            continue
+        # Validated on the way in; the model fills in the defaults a producer left unsent.
+        a = ThoughtflowArtifact.model_validate_json(event.payload_json)
+        change = ArtifactChange(
+            a.run_id, a.run_type, a.span_id, a.d2_path, a.svg_path, a.bytes, a.through_seq, a.error,
+            event.ts, event.id, event.seq,
+        )
+        kept = newest.get(a.run_id)
+        if kept is None or change.through_seq >= kept.through_seq:
+            newest[a.run_id] = change
+    return list(newest.values())
+
+
 class LedgerStore(ABC):
     """What the ledger's consumer and request handlers need from a database.
 
@@ -446,9 +490,9 @@ class LedgerStore(ABC):
 
         ``committed`` holds only the events this call newly stored, each with its ``seq``, in
         seq order (``.event()`` gives the ``Event``, ``.json()`` its wire form); events
-        already stored (redeliveries) are skipped silently. Conversations, spans and terms
-        are updated in the same transaction. ``announced_through`` records, in that
-        transaction too, the newest seq already announced live.
+        already stored (redeliveries) are skipped silently. Conversations, spans, terms and
+        thoughtflow artifacts are updated in the same transaction. ``announced_through``
+        records, in that transaction too, the newest seq already announced live.
 
         ``fences`` (one per row, or None for none) are judged in that transaction against the
         ``fences`` table (``judge_fences``), which it raises: a row with an older term's token
@@ -484,6 +528,10 @@ class LedgerStore(ABC):
     @abstractmethod
     async def get(self, *, event_id: str | None = None, client_msg_id: str | None = None) -> Event | None:
         """One event by id, or the first stored message carrying ``client_msg_id``."""
+
+    @abstractmethod
+    async def artifact(self, run_id: str) -> StoredEvent | None:
+        """The thoughtflow.artifact event of the run's newest picture (``thoughtflow_artifacts``)."""
 
     @abstractmethod
     async def last_seq(self) -> int: ...

@@ -22,6 +22,7 @@ from delegate.contracts.messages import TermInfo
 
 from .base import (
     ANNOUNCED,
+    ArtifactChange,
     BadValue,
     Key,
     LedgerStore,
@@ -32,6 +33,7 @@ from .base import (
     StoreUnavailable,
     TermChange,
     Written,
+    artifact_changes,
     judge_fences,
     migrations,
     narrowing,
@@ -93,6 +95,16 @@ ON CONFLICT (id) DO UPDATE SET
     end_reason = CASE WHEN terms.ended_at IS NULL THEN excluded.end_reason ELSE terms.end_reason END
 """
 CLOSE_TERM = "UPDATE terms SET ended_at = %s, end_reason = %s WHERE id = %s AND ended_at IS NULL"
+UPSERT_ARTIFACT = """
+INSERT INTO thoughtflow_artifacts (run_id, run_type, span_id, d2_path, svg_path, bytes, through_seq, error,
+                                   created_at, event_id, seq)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+ON CONFLICT (run_id) DO UPDATE SET
+    run_type = excluded.run_type, span_id = excluded.span_id, d2_path = excluded.d2_path,
+    svg_path = excluded.svg_path, bytes = excluded.bytes, through_seq = excluded.through_seq,
+    error = excluded.error, created_at = excluded.created_at, event_id = excluded.event_id, seq = excluded.seq
+WHERE excluded.through_seq >= thoughtflow_artifacts.through_seq
+"""
 RAISE_FENCE = (
     "INSERT INTO fences (singleton, token) VALUES (%s, %s)"
     " ON CONFLICT (singleton) DO UPDATE SET token = GREATEST(fences.token, excluded.token)"
@@ -273,6 +285,7 @@ class PostgresStore(LedgerStore):
                          for s in summary.spans],
                     )
                 await _write_terms(cur, term_changes(committed))
+                await _write_artifacts(cur, artifact_changes(committed))
                 if raised:
                     await cur.executemany(RAISE_FENCE, list(raised.items()))
                 if announced is not None:
@@ -348,6 +361,14 @@ class PostgresStore(LedgerStore):
             if found:
                 return found[0]
         return None
+
+    async def artifact(self, run_id: str) -> StoredEvent | None:
+        found = await self._rows(
+            f"SELECT {COLS} FROM conversation_events"
+            " WHERE seq = (SELECT seq FROM thoughtflow_artifacts WHERE run_id = %s)",
+            (run_id,),
+        )
+        return found[0] if found else None
 
     async def last_seq(self) -> int:
         rows = await self._fetch("SELECT COALESCE(MAX(seq), 0) FROM conversation_events")
@@ -431,3 +452,12 @@ async def _write_terms(cur: psycopg.AsyncCursor[TupleRow], changes: list[TermCha
         await cur.executemany(UPSERT_TERM, upserts)
     if closes:
         await cur.executemany(CLOSE_TERM, closes)
+
+
+async def _write_artifacts(cur: psycopg.AsyncCursor[TupleRow], changes: list[ArtifactChange]) -> None:
+    if changes:
+        await cur.executemany(
+            UPSERT_ARTIFACT,
+            [(c.run_id, c.run_type, c.span_id, c.d2_path, c.svg_path, c.bytes, c.through_seq, c.error,
+              c.created_at, c.event_id, c.seq) for c in changes],
+        )

@@ -37,6 +37,7 @@ from delegate.contracts.messages import TermInfo
 
 from .base import (
     ANNOUNCED,
+    ArtifactChange,
     BadValue,
     Key,
     LedgerStore,
@@ -47,6 +48,7 @@ from .base import (
     StoreUnavailable,
     TermChange,
     Written,
+    artifact_changes,
     insert_params,
     judge_fences,
     migrations,
@@ -101,6 +103,16 @@ ON CONFLICT (id) DO UPDATE SET
     end_reason = CASE WHEN terms.ended_at IS NULL THEN excluded.end_reason ELSE terms.end_reason END
 """
 CLOSE_TERM = "UPDATE terms SET ended_at = ?, end_reason = ? WHERE id = ? AND ended_at IS NULL"
+UPSERT_ARTIFACT = """
+INSERT INTO thoughtflow_artifacts (run_id, run_type, span_id, d2_path, svg_path, bytes, through_seq, error,
+                                   created_at, event_id, seq)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (run_id) DO UPDATE SET
+    run_type = excluded.run_type, span_id = excluded.span_id, d2_path = excluded.d2_path,
+    svg_path = excluded.svg_path, bytes = excluded.bytes, through_seq = excluded.through_seq,
+    error = excluded.error, created_at = excluded.created_at, event_id = excluded.event_id, seq = excluded.seq
+WHERE excluded.through_seq >= thoughtflow_artifacts.through_seq
+"""
 RAISE_FENCE = (
     "INSERT INTO fences (singleton, token) VALUES (?, ?)"
     " ON CONFLICT (singleton) DO UPDATE SET token = MAX(fences.token, excluded.token)"
@@ -377,6 +389,14 @@ class SqliteStore(LedgerStore):
 
         return await self._reader.call(run)
 
+    async def artifact(self, run_id: str) -> StoredEvent | None:
+        sql = (
+            f"SELECT {COLS} FROM conversation_events"
+            " WHERE seq = (SELECT seq FROM thoughtflow_artifacts WHERE run_id = ?)"
+        )
+        found = await self._reader.call(_events, sql, (run_id,))
+        return found[0] if found else None
+
     async def last_seq(self) -> int:
         return await self._reader.call(_scalar, "SELECT COALESCE(MAX(seq), 0) FROM conversation_events", ())
 
@@ -554,6 +574,7 @@ def _write(
              for s in summary.spans],
         )
     _write_terms(conn, term_changes(committed))
+    _write_artifacts(conn, artifact_changes(committed))
     if raised:
         conn.executemany(RAISE_FENCE, list(raised.items()))
     if announced is not None:
@@ -570,6 +591,15 @@ def _write_terms(conn: sqlite3.Connection, changes: list[TermChange]) -> None:
          for c in changes if not c.close_only],
     )
     conn.executemany(CLOSE_TERM, [(_ts(c.ended_at), c.end_reason, c.id) for c in changes if c.close_only])
+
+
+def _write_artifacts(conn: sqlite3.Connection, changes: list[ArtifactChange]) -> None:
+    if changes:
+        conn.executemany(
+            UPSERT_ARTIFACT,
+            [(c.run_id, c.run_type, c.span_id, c.d2_path, c.svg_path, c.bytes, c.through_seq, c.error,
+              _ts(c.created_at), c.event_id, c.seq) for c in changes],
+        )
 
 
 def _max_seq(conn: sqlite3.Connection) -> int:

@@ -11,6 +11,7 @@ from .memory import MemoryDesk, memory_tools
 from .notes import note_tools
 from .owner import Outbox, email_tool, sms_tool
 from .reminders import ReminderDesk, reminder_tools
+from .tasks import TaskDesk, task_tools
 from .web_search import web_search_tool
 
 
@@ -21,6 +22,7 @@ def local_tools(
     caller: Caller | None = None,
     reminders: ReminderDesk | None = None,
     memory: MemoryDesk | None = None,
+    tasks: TaskDesk | None = None,
 ) -> tuple[list[Tool], list[Callable[[], Awaitable[None]]]]:
     """The tools and the closers of the clients they hold.
 
@@ -41,6 +43,8 @@ def local_tools(
         tools.append(call_tool(caller))
     if reminders is not None:  # the inner plane keeps them: only with a bus to ask it on
         tools.extend(reminder_tools(reminders))
+    if tasks is not None:  # the tasks service runs them: only with a bus to ask it on
+        tools.extend(task_tools(tasks))
     if settings.github_token:
         gh_tools, gh = github_tools(settings)
         tools.extend(gh_tools)

@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 from delegate.contracts.voice import CallOwnerReply
 
-from ..base import CURRENT_CALL, FAILED, UNAVAILABLE, Tool, ToolError, object_schema
+from ..base import CURRENT_CALL, FAILED, SIDE_EFFECT, UNAVAILABLE, Tool, ToolError, object_schema
 from .owner import outbox_id
 
 BUSY = "busy"
@@ -41,6 +41,6 @@ def call_tool(caller: Caller) -> Tool:
         "Phone the owner now and talk by voice. Only for something that cannot wait for a message.",
         object_schema({"reason": {"type": "string", "maxLength": 500}}, ["reason"]),
         handler,
-        ("local", "owner_contact", "phone"),
+        ("local", "owner_contact", "phone", SIDE_EFFECT),
         timeout_s=CALL_TIMEOUT_S + 5.0,
     )

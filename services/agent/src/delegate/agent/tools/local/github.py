@@ -5,7 +5,7 @@ from typing import Any
 
 import httpx
 
-from ..base import FAILED, UNAVAILABLE, Tool, ToolError, object_schema
+from ..base import FAILED, SIDE_EFFECT, UNAVAILABLE, Tool, ToolError, object_schema
 from ..settings import ToolSettings
 
 API_VERSION = "2022-11-28"
@@ -140,6 +140,7 @@ def github_tools(settings: ToolSettings) -> tuple[list[Tool], GitHub]:
         return f"{len(pulls)} pull request(s) in {repo}:\n" + "\n".join(lines)
 
     tag = ("local", "github")
+    writes = (*tag, SIDE_EFFECT)  # opens or comments: visible to everyone on the repository
     tools = [
         Tool("github_list_issues", "List issues (not pull requests) of a GitHub repository.",
              object_schema({"repo": repo_schema, "state": state, "limit": limit,
@@ -151,11 +152,11 @@ def github_tools(settings: ToolSettings) -> tuple[list[Tool], GitHub]:
              object_schema({"repo": repo_schema, "title": {"type": "string", "minLength": 1, "maxLength": 256},
                             "body": {"type": "string", "maxLength": 60_000},
                             "labels": {"type": "array", "items": {"type": "string"}}},
-                           [*required_repo, "title"]), create_issue, tag),
+                           [*required_repo, "title"]), create_issue, writes),
         Tool("github_comment", "Comment on a GitHub issue or pull request.",
              object_schema({"repo": repo_schema, "number": number,
                             "body": {"type": "string", "minLength": 1, "maxLength": 60_000}},
-                           [*required_repo, "number", "body"]), comment, tag),
+                           [*required_repo, "number", "body"]), comment, writes),
         Tool("github_list_pull_requests", "List pull requests of a GitHub repository.",
              object_schema({"repo": repo_schema, "state": state, "limit": limit}, required_repo), list_pulls, tag),
     ]

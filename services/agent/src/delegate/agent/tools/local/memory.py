@@ -21,9 +21,10 @@ from delegate.contracts.memory import (
 )
 from delegate.runtime.bus import Bus, BusUnavailable, RemoteError
 
-from ..base import CURRENT_CALL, FAILED, UNAVAILABLE, Tool, ToolError, object_schema
+from ..base import CURRENT_CALL, FAILED, SIDE_EFFECT, UNAVAILABLE, Tool, ToolError, object_schema
 
 TAGS = ("local", "memory")
+WRITES = (*TAGS, SIDE_EFFECT)  # what is remembered or forgotten shapes every later turn
 FACT_TYPES: tuple[FactType, ...] = ("fact", "preference", "commitment", "adaptation")
 NOT_FOUND = ("not_found",)  # the memory service's code for an unknown fact id
 
@@ -129,7 +130,7 @@ def memory_tools(desk: MemoryDesk | None) -> list[Tool]:
         Tool("memory_remember",
              "Remember a durable fact, preference, commitment or adaptation about the owner, in their words.",
              object_schema({"text": {"type": "string", "minLength": 1, "maxLength": 2000}, "type": kinds}, ["text"]),
-             remember, TAGS),
+             remember, WRITES),
         Tool("memory_recall",
              "Search the owner's memory (facts, past episodes, earlier messages on every channel); best first, "
              "each with its kind, id and date.",
@@ -138,5 +139,5 @@ def memory_tools(desk: MemoryDesk | None) -> list[Tool]:
              recall, TAGS),
         Tool("memory_forget", "Forget one remembered fact by its id: it is never recalled or retrieved again.",
              object_schema({"id": {"type": "string", "minLength": 1, "maxLength": 64},
-                            "reason": {"type": "string", "maxLength": 500}}, ["id"]), forget, TAGS),
+                            "reason": {"type": "string", "maxLength": 500}}, ["id"]), forget, WRITES),
     ]

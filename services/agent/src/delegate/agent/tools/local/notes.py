@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from delegate.contracts.ids import format_ts, new_id, utcnow
 
-from ..base import FAILED, Tool, ToolError, object_schema
+from ..base import FAILED, SIDE_EFFECT, Tool, ToolError, object_schema
 from ..files import locked, write_json_atomic
 
 T = TypeVar("T")
@@ -159,15 +159,16 @@ def note_tools(runtime_dir: Path) -> list[Tool]:
         return f"Deleted note {note['id']} ({note['title']!r})."
 
     tag = ("local", "notes")
+    writes = (*tag, SIDE_EFFECT)  # the owner's notes outlive the conversation that changed them
     return [
         Tool("notes_create", "Create a note for the owner (title, body, optional tags).",
-             object_schema({"title": title, "body": body, "tags": tags}, ["title"]), create, tag),
+             object_schema({"title": title, "body": body, "tags": tags}, ["title"]), create, writes),
         Tool("notes_list", "List notes, newest first, optionally only those with a tag.",
              object_schema({"tag": {"type": "string"}, "limit": limit}), list_, tag),
         Tool("notes_search", "Find notes whose title, body or tags contain the query's words.",
              object_schema({"query": {"type": "string", "minLength": 1}, "limit": limit}, ["query"]), search, tag),
         Tool("notes_update", "Change a note: new title, body or tags, or append text to its body.",
              object_schema({"id": note_id, "title": title, "body": body, "tags": tags,
-                            "append": {"type": "string", "maxLength": MAX_TEXT}}, ["id"]), update, tag),
-        Tool("notes_delete", "Delete a note by id.", object_schema({"id": note_id}, ["id"]), delete, tag),
+                            "append": {"type": "string", "maxLength": MAX_TEXT}}, ["id"]), update, writes),
+        Tool("notes_delete", "Delete a note by id.", object_schema({"id": note_id}, ["id"]), delete, writes),
     ]

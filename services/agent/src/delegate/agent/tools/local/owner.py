@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from delegate.contracts.channels import SMS_BODY_LIMIT, OutboundEmail, OutboundSms
 from delegate.contracts.events import Event
 
-from ..base import CURRENT_CALL, FAILED, UNAVAILABLE, Tool, ToolError, object_schema
+from ..base import CURRENT_CALL, FAILED, SIDE_EFFECT, UNAVAILABLE, Tool, ToolError, object_schema
 from ..settings import ToolSettings
 
 # Beyond the wait for the sender's outcome (OWNER_DELIVERY_WAIT_S): the wait ends first, so a
@@ -80,7 +80,7 @@ def sms_tool(settings: ToolSettings, outbox: Outbox) -> Tool:
         "Send a text message (SMS) to the owner's phone. Plain text, keep it short.",
         object_schema({"text": {"type": "string", "minLength": 1, "maxLength": SMS_BODY_LIMIT}}, ["text"]),
         handler,
-        ("local", "owner_contact", "sms"),
+        ("local", "owner_contact", "sms", SIDE_EFFECT),
         timeout_s=settings.owner_delivery_wait_s + TIMEOUT_MARGIN_S,
     )
 
@@ -100,6 +100,6 @@ def email_tool(settings: ToolSettings, outbox: Outbox) -> Tool:
             ["subject", "text"],
         ),
         handler,
-        ("local", "owner_contact", "email"),
+        ("local", "owner_contact", "email", SIDE_EFFECT),
         timeout_s=settings.owner_delivery_wait_s + TIMEOUT_MARGIN_S,
     )

@@ -16,9 +16,10 @@ from delegate.contracts.ids import utcnow
 from delegate.contracts.reminders import Reminder, ReminderCommand, ReminderReply, ReminderSpec
 from delegate.runtime.bus import Bus, BusUnavailable, RemoteError
 
-from ..base import CURRENT_CALL, FAILED, INVALID_ARGUMENTS, UNAVAILABLE, Tool, ToolError, object_schema
+from ..base import CURRENT_CALL, FAILED, INVALID_ARGUMENTS, SIDE_EFFECT, UNAVAILABLE, Tool, ToolError, object_schema
 
 TAGS = ("local", "reminders")
+WRITES = (*TAGS, SIDE_EFFECT)  # a reminder wakes the agent and reaches the owner later
 WHEN = ("at", "in_seconds", "rrule", "cron")
 MAX_DELAY_S = 10 * 366 * 24 * 3600
 
@@ -105,7 +106,7 @@ def reminder_tools(desk: ReminderDesk) -> list[Tool]:
             "cron). When it is due you are woken with it and decide how to tell the owner." + when_note,
             object_schema(_SPEC_PROPERTIES, ["text"]),
             set_reminder,
-            TAGS,
+            WRITES,
         ),
         Tool(
             "list_reminders",
@@ -125,7 +126,7 @@ def reminder_tools(desk: ReminderDesk) -> list[Tool]:
                 ["reminder_id"],
             ),
             change_reminder,
-            TAGS,
+            WRITES,
         ),
         Tool(
             "cancel_reminder",
@@ -136,7 +137,7 @@ def reminder_tools(desk: ReminderDesk) -> list[Tool]:
                 ["reminder_id"],
             ),
             cancel_reminder,
-            TAGS,
+            WRITES,
         ),
     ]
 

@@ -1,0 +1,618 @@
+// The Tasks panel: start a task, the list (state, progress, Pause / Resume / Cancel), and the
+// selected task's live log (SSE), screenshots and run picture. The list is read when the panel
+// opens, after a reconnect, and whenever a `task.*` event arrives on /chat or on the open
+// task's stream — no polling.
+
+import { api, HttpError } from "./api.js";
+import { h, reconcile, setText } from "./dom.js";
+import { formatTime, fullTime } from "./format.js";
+import {
+  TaskStream,
+  budgetText,
+  diagramAfter,
+  isActive,
+  isTerminal,
+  logLineNode,
+  outcome,
+  progressNode,
+  refreshesTasks,
+  runPicture,
+  screenshotList,
+  screenshotNode,
+  stateBadge,
+  streamStatusText,
+  taskBody,
+  taskFrom,
+  taskIcon,
+  taskRow,
+  tasksFrom,
+} from "./tasks.js";
+
+const $ = (id) => document.getElementById(id);
+
+const REFRESH_OPEN_MS = 300; // a burst of steps is one request
+const REFRESH_CLOSED_MS = 3000; // closed, only the button's count follows
+const STICK_PX = 40;
+
+/** An error of the task routes, in words. */
+export function taskErrorText(err, doing) {
+  if (err instanceof HttpError) {
+    if (err.status === 409) return `Could not ${doing}: ${err.message && !/^HTTP \d+$/.test(err.message) ? err.message : "not possible in the task’s state now"}.`;
+    if (err.status === 404 && err.code === "not_found") return "That task is not there any more.";
+    if (err.status === 502 || err.status === 503 || err.status === 504) return "Tasks are unavailable right now: Delegate’s task service is not answering.";
+    if (err.status === 404) return "Tasks are not available on this server.";
+    if (err.status === 400 || err.status === 413 || err.status === 422) return err.message && !/^HTTP \d+$/.test(err.message) ? err.message : `Could not ${doing}.`;
+  }
+  return `Could not ${doing}: Delegate is not answering. Try again.`;
+}
+
+function newKey() {
+  try {
+    return crypto.randomUUID();
+  } catch {
+    return Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, "0")).join("");
+  }
+}
+
+const DOING = { pause: "pause the task", resume: "resume the task", cancel: "cancel the task" };
+const DONE = { pause: "Task paused.", resume: "Task resumed.", cancel: "Task cancelled." };
+
+export class TasksPanel {
+  /** @param {{onUnauthorized: () => void, toast: (text: string, tone?: string) => void}} hooks */
+  constructor(hooks) {
+    this.hooks = hooks;
+    this.tasks = [];
+    this.loaded = false;
+    this.error = null;
+    this.selectedId = null;
+    this.selectedExtra = null; // the selected task when the list does not hold it
+    this.rowState = new Map(); // task id -> {mode, busy, error}
+    this.rows = new Map();
+    this.inFlight = null;
+    this.again = false;
+    this.timer = null;
+    this.session = 0;
+    this.stream = null;
+    this.detail = null; // the selected task's detail nodes
+    this.diagram = null; // the run picture being asked for: {url, status, tries, timer, why}
+    this.creating = false;
+    this.draft = null; // {sig, key}: the Idempotency-Key of the form as last sent
+    this.focusAfter = null;
+    const slot = document.querySelector("#tasks-btn .task-btn-icon");
+    if (slot) slot.replaceWith(taskIcon("icon btn-icon"));
+    $("tasks-btn").addEventListener("click", () => (this.isOpen ? this.close() : this.open()));
+    $("tasks-close").addEventListener("click", () => this.close(true));
+    $("task-form").addEventListener("submit", (e) => {
+      e.preventDefault();
+      this.create();
+    });
+    $("tasks-panel").addEventListener("keydown", (e) => {
+      if (e.key === "Escape" && !e.defaultPrevented) {
+        e.preventDefault();
+        this.close(true);
+      }
+    });
+    const shots = $("task-shot-dialog");
+    shots.addEventListener("close", () => {
+      $("task-shot-img").removeAttribute("src");
+    });
+  }
+
+  get isOpen() {
+    return !$("tasks-panel").hidden;
+  }
+
+  /** Open the panel; with a task id, show that task (the timeline card's Open). */
+  open(taskId = null) {
+    $("tasks-panel").hidden = false;
+    $("tasks-btn").setAttribute("aria-expanded", "true");
+    if (taskId) this.select(taskId, { scroll: true });
+    if (this.selectedId && !this.stream) this.startStream();
+    this.render();
+    this.refresh();
+    if (!taskId) {
+      const first = $("tasks-list").querySelector(".task-select");
+      (first || ($("task-new").open ? $("task-goal") : $("task-new").querySelector("summary"))).focus();
+    }
+  }
+
+  close(returnFocus = false) {
+    $("tasks-panel").hidden = true;
+    $("tasks-btn").setAttribute("aria-expanded", "false");
+    this.stopStream();
+    this.stopDiagram();
+    if (returnFocus) $("tasks-btn").focus();
+  }
+
+  /** Signed out: forget everything, and let a late answer of the old session change nothing. */
+  clear() {
+    this.session += 1;
+    clearTimeout(this.timer);
+    this.timer = null;
+    this.close();
+    this.tasks = [];
+    this.loaded = false;
+    this.error = null;
+    this.selectedId = null;
+    this.selectedExtra = null;
+    this.rowState.clear();
+    this.draft = null;
+    this.dropDetail();
+    this.render();
+  }
+
+  /** A committed event from /chat: read the list again when it is about tasks. */
+  eventArrived(ev) {
+    if (refreshesTasks(ev)) this.soon(); // the service is there: the count on the button follows too
+  }
+
+  /** After a reconnect: whatever changed meanwhile. */
+  reconnected() {
+    if (this.isOpen || this.loaded) this.refresh();
+  }
+
+  /** Read the list soon: at most once per interval however many events arrive (a running task never stops sending). */
+  soon() {
+    if (this.timer) return;
+    this.timer = setTimeout(
+      () => {
+        this.timer = null;
+        this.refresh();
+      },
+      this.isOpen ? REFRESH_OPEN_MS : REFRESH_CLOSED_MS,
+    );
+  }
+
+  /** Read the list; a refresh asked for while one runs runs once more after it. */
+  async refresh() {
+    if (this.inFlight) {
+      this.again = true;
+      return this.inFlight;
+    }
+    const session = this.session;
+    this.inFlight = (async () => {
+      try {
+        const body = await api.tasks();
+        if (session !== this.session) return;
+        this.tasks = tasksFrom(body);
+        if (!this.loaded && !this.tasks.length) $("task-new").open = true; // nothing yet: start with the form
+        this.loaded = true;
+        this.error = null;
+        if (this.selectedId && !this.tasks.some((t) => t.id === this.selectedId)) {
+          this.selectedExtra = taskFrom(await api.task(this.selectedId).catch(() => null));
+          if (session !== this.session) return;
+        } else this.selectedExtra = null;
+      } catch (err) {
+        if (session !== this.session) return;
+        if (err instanceof HttpError && err.status === 401) {
+          this.hooks.onUnauthorized();
+          return;
+        }
+        this.error = taskErrorText(err, "load the tasks");
+      } finally {
+        this.inFlight = null;
+      }
+      this.render();
+      if (this.again) {
+        this.again = false;
+        await this.refresh();
+      }
+    })();
+    return this.inFlight;
+  }
+
+  selected() {
+    if (!this.selectedId) return null;
+    return this.tasks.find((t) => t.id === this.selectedId) || (this.selectedExtra && this.selectedExtra.id === this.selectedId ? this.selectedExtra : null);
+  }
+
+  replaceTask(task) {
+    if (!task) return;
+    const i = this.tasks.findIndex((t) => t.id === task.id);
+    this.tasks = i < 0 ? [task, ...this.tasks] : this.tasks.map((t) => (t.id === task.id ? task : t));
+  }
+
+  // ---- acting ---------------------------------------------------------------------
+
+  select(taskId, { scroll = false, focus = false } = {}) {
+    if (this.selectedId !== taskId) {
+      this.selectedId = taskId;
+      this.selectedExtra = null;
+      this.dropDetail();
+      if (this.isOpen) this.startStream();
+    }
+    if (focus) this.focusAfter = [taskId, ".task-select"];
+    this.render();
+    if (!this.selected()) this.refresh(); // not listed yet (just made, or older than the list)
+    if (scroll) {
+      const row = $("tasks-list").querySelector(`[data-task-id="${CSS.escape(taskId)}"]`);
+      if (row) row.scrollIntoView({ block: "nearest" });
+      $("task-detail").focus();
+    }
+  }
+
+  setRow(id, patch, focus = null) {
+    const st = { mode: "view", busy: "", error: "", ...(this.rowState.get(id) || {}), ...patch };
+    if (st.mode === "view" && !st.busy && !st.error) this.rowState.delete(id);
+    else this.rowState.set(id, st);
+    if (focus) this.focusAfter = [id, focus];
+    this.render();
+  }
+
+  async control(task, action) {
+    const session = this.session;
+    this.setRow(task.id, { busy: action, error: "" });
+    try {
+      const body = await api.controlTask(task.id, action);
+      if (session !== this.session) return;
+      this.replaceTask(taskFrom(body));
+      this.rowState.delete(task.id);
+      this.focusAfter = [task.id, ".task-select"];
+      this.hooks.toast(DONE[action]);
+    } catch (err) {
+      if (session !== this.session) return;
+      if (err instanceof HttpError && err.status === 401) return this.hooks.onUnauthorized();
+      this.setRow(task.id, { mode: "view", busy: "", error: taskErrorText(err, DOING[action]) }, ".task-select");
+    }
+    this.render();
+    this.refresh(); // the truth is the task service's
+  }
+
+  async create() {
+    if (this.creating) return;
+    const form = {
+      goal: $("task-goal").value,
+      urls: $("task-urls").value,
+      steps: $("task-steps").value,
+      tools: $("task-tools").value,
+    };
+    const parsed = taskBody(form);
+    const error = $("task-form-error");
+    if (parsed.error) {
+      setText(error, parsed.error);
+      error.hidden = false;
+      const field = { goal: "task-goal", urls: "task-urls", steps: "task-steps", tools: "task-tools" }[parsed.field];
+      if (field === "task-tools") $("task-advanced").open = true;
+      if (field) $(field).focus();
+      return;
+    }
+    error.hidden = true;
+    // One key per form content: a retry of the same form after a lost answer is stored once.
+    const sig = JSON.stringify(parsed.body);
+    if (!this.draft || this.draft.sig !== sig) this.draft = { sig, key: newKey() };
+    this.creating = true;
+    const button = $("task-submit");
+    button.disabled = true;
+    setText(button, "Starting…");
+    const session = this.session;
+    try {
+      const body = await api.createTask(parsed.body, this.draft.key);
+      if (session !== this.session) return;
+      this.draft = null;
+      const task = taskFrom(body);
+      for (const id of ["task-goal", "task-urls", "task-steps", "task-tools"]) $(id).value = "";
+      $("task-advanced").open = false;
+      this.hooks.toast("Task started.");
+      if (task) {
+        // A create may answer only {id, state}: the list fills in the rest.
+        if (task.goal) this.replaceTask(task);
+        this.select(task.id, { focus: true });
+      }
+      this.refresh();
+    } catch (err) {
+      if (session !== this.session) return;
+      if (err instanceof HttpError && err.status === 401) return this.hooks.onUnauthorized();
+      setText(error, taskErrorText(err, "start the task"));
+      error.hidden = false;
+    } finally {
+      this.creating = false;
+      button.disabled = false;
+      setText(button, "Start task");
+    }
+  }
+
+  // ---- the live log ---------------------------------------------------------------
+
+  startStream() {
+    this.stopStream();
+    const id = this.selectedId;
+    if (!id || typeof EventSource === "undefined") return;
+    const session = this.session;
+    this.stream = new TaskStream(id, {
+      onLine: (line) => {
+        if (session !== this.session || !this.stream || this.stream.taskId !== id) return;
+        this.appendLine(line);
+        this.soon(); // state and progress: the list follows the log
+      },
+      onStatus: () => this.renderDetail(),
+    });
+    if (this.detail && this.detail.taskId === id) this.resetLog();
+    this.stream.start();
+  }
+
+  stopStream() {
+    if (this.stream) {
+      const s = this.stream;
+      this.stream = null;
+      s.onStatus = () => {};
+      s.stop();
+    }
+  }
+
+  resetLog() {
+    if (!this.detail) return;
+    this.detail.log.replaceChildren();
+    this.detail.lines = new Map();
+  }
+
+  appendLine(line) {
+    const d = this.detail;
+    if (!d) return this.renderDetail();
+    const box = d.logBox;
+    const atBottom = box.scrollHeight - box.scrollTop - box.clientHeight < STICK_PX;
+    if (!d.lines.has(line.key)) {
+      const node = logLineNode(line);
+      d.lines.set(line.key, node);
+      d.log.appendChild(node);
+    }
+    if (atBottom) box.scrollTop = box.scrollHeight;
+    this.renderDetail();
+  }
+
+  // ---- the run picture ------------------------------------------------------------
+
+  stopDiagram() {
+    if (this.diagram) clearTimeout(this.diagram.timer);
+    this.diagram = null;
+  }
+
+  /** Ask for the run picture until it is drawn (a 404 right after the end: still rendering). */
+  async checkDiagram() {
+    const dg = this.diagram;
+    if (!dg) return;
+    clearTimeout(dg.timer);
+    dg.status = "checking";
+    this.renderDetail();
+    let status = 0;
+    let code = null;
+    try {
+      const res = await fetch(dg.url, { credentials: "same-origin", cache: "no-store" });
+      status = res.status;
+      if (!res.ok) {
+        const body = await res.json().catch(() => null);
+        const err = (body && typeof body.error === "object" && body.error) || {};
+        code = err.code || null;
+        dg.why = [err.message, body && body.detail].filter((x) => typeof x === "string" && x).join(": ");
+      }
+    } catch {
+      status = 0;
+    }
+    if (this.diagram !== dg) return;
+    dg.tries += 1;
+    const next = diagramAfter(status, dg.tries, code);
+    if (next.status === "signed-out") return this.hooks.onUnauthorized();
+    dg.status = next.status;
+    if (next.retryIn) dg.timer = setTimeout(() => this.checkDiagram(), next.retryIn);
+    this.renderDetail();
+  }
+
+  retryDiagram() {
+    if (!this.diagram) return;
+    this.diagram.tries = 0;
+    this.checkDiagram();
+  }
+
+  showShot(shot, src, label) {
+    const dialog = $("task-shot-dialog");
+    setText($("task-shot-title"), label);
+    const img = $("task-shot-img");
+    img.src = src;
+    img.alt = label;
+    $("task-shot-link").href = src;
+    if (!dialog.open) dialog.showModal();
+  }
+
+  // ---- rendering ------------------------------------------------------------------
+
+  render() {
+    const active = this.tasks.filter((t) => isActive(t.state)).length;
+    const badge = $("tasks-count");
+    setText(badge, String(active));
+    badge.hidden = !this.loaded || active === 0;
+    $("tasks-btn").setAttribute("aria-label", this.loaded && active ? `Tasks: ${active} active` : "Tasks");
+    const status = $("tasks-status");
+    const text = this.error || (!this.loaded ? "Loading…" : this.tasks.length ? "" : "No tasks yet. Give Delegate a goal to work on in the background, like “find three quiet cafés near the office and compare their hours”.");
+    setText(status, text);
+    status.hidden = !text;
+    status.dataset.tone = this.error ? "warn" : "";
+    const now = new Date();
+    const on = {
+      select: (t) => this.select(t.id, { focus: true }),
+      pause: (t) => this.control(t, "pause"),
+      resume: (t) => this.control(t, "resume"),
+      confirm: (t) => this.setRow(t.id, { mode: "confirm", error: "" }, ".task-cancel-no"),
+      keep: (t) => this.setRow(t.id, { mode: "view" }, ".task-cancel"),
+      cancel: (t) => this.control(t, "cancel"),
+    };
+    reconcile(
+      $("tasks-list"),
+      this.rows,
+      this.tasks.map((t) => {
+        const st = this.rowState.get(t.id) || {};
+        const selected = t.id === this.selectedId;
+        // Keyed by what changes the buttons: a step only refreshes the progress, so focus stays put.
+        const key = [t.id, t.state, t.refused, t.unknown_steps.length, t.goal, selected, st.mode, st.busy, st.error].join("\u0000");
+        return { key, task: t, st, selected };
+      }),
+      (item) => taskRow(item.task, { selected: item.selected, now, ...item.st, on }),
+      (node, item) => {
+        const meta = node.querySelector(".task-meta");
+        const fresh = taskRow(item.task, { selected: item.selected, now, ...item.st }).querySelector(".task-meta");
+        if (meta && fresh && meta.textContent !== fresh.textContent) meta.replaceWith(fresh);
+      },
+    );
+    if (this.focusAfter) {
+      const [id, selector] = this.focusAfter;
+      this.focusAfter = null;
+      const target = $("tasks-list").querySelector(`[data-task-id="${CSS.escape(id)}"] ${selector}`);
+      if (target) target.focus();
+    }
+    this.renderDetail();
+  }
+
+  dropDetail() {
+    this.stopStream();
+    this.stopDiagram();
+    this.detail = null;
+    $("task-detail").replaceChildren();
+    $("task-detail").hidden = true;
+  }
+
+  buildDetail(id) {
+    const d = {
+      taskId: id,
+      goal: h("p", { class: "task-detail-goal" }),
+      meta: h("div", { class: "task-detail-meta" }),
+      facts: h("dl", { class: "task-facts" }),
+      warn: h("p", { class: "task-warning", role: "note", hidden: true }),
+      log: h("ol", { class: "task-log", role: "log", "aria-live": "off", "aria-label": "What the task did, step by step" }),
+      streamStatus: h("span", { class: "task-stream-status muted small", role: "status" }),
+      reconnect: h("button", { type: "button", class: "ghost small task-reconnect", text: "Reconnect", hidden: true, onclick: () => this.startStream() }),
+      outcome: h("div", { class: "task-outcome", hidden: true }),
+      shots: h("ul", { class: "task-shots", "aria-label": "Screenshots" }),
+      shotsEmpty: h("p", { class: "muted small", text: "No screenshots yet." }),
+      picture: h("div", { class: "task-picture" }),
+      lines: new Map(),
+      shotNodes: new Map(),
+      sig: "",
+      pictureSig: "",
+    };
+    d.logBox = h("div", { class: "task-log-box" }, d.log);
+    $("task-detail").replaceChildren(
+      h("div", { class: "task-detail-head" }, h("h3", { class: "sr-only", text: "Selected task" }), d.goal, d.meta),
+      d.facts,
+      d.warn,
+      h("section", { class: "task-section", "aria-label": "Live log" }, h("h4", { class: "task-section-title" }, "Log ", d.streamStatus, d.reconnect), d.logBox, d.outcome),
+      h("section", { class: "task-section", "aria-label": "Screenshots" }, h("h4", { class: "task-section-title", text: "Screenshots" }), d.shotsEmpty, d.shots),
+      h("section", { class: "task-section", "aria-label": "Run picture" }, h("h4", { class: "task-section-title", text: "Run picture" }), d.picture),
+    );
+    this.detail = d;
+    for (const line of (this.stream && this.stream.taskId === id && this.stream.log.lines) || []) {
+      const node = logLineNode(line);
+      d.lines.set(line.key, node);
+      d.log.appendChild(node);
+    }
+    return d;
+  }
+
+  renderDetail() {
+    const box = $("task-detail");
+    const task = this.selected();
+    if (!this.selectedId) {
+      box.hidden = true;
+      return;
+    }
+    box.hidden = false;
+    const d = this.detail && this.detail.taskId === this.selectedId ? this.detail : this.buildDetail(this.selectedId);
+    const log = this.stream && this.stream.taskId === this.selectedId ? this.stream.log : null;
+    // A state newer than the list's (the log runs ahead of it): the log's word wins until the list catches up.
+    const state = task ? task.state : (log && log.state) || "";
+    box.setAttribute("data-task-id", this.selectedId);
+    box.setAttribute("data-state", state);
+    setText(d.goal, task ? task.goal : "Loading the task…");
+    const sig = task ? [state, task.steps, task.updated_at, task.refused, task.unknown_steps.join(","), task.screenshots.length].join("|") : "";
+    if (d.sig !== sig && task) {
+      d.sig = sig;
+      d.meta.replaceChildren(
+        stateBadge(state),
+        progressNode(task),
+        h("span", { class: "task-when", title: fullTime(task.created_at), text: `started ${formatTime(task.created_at)}${task.source === "agent" ? " by Delegate" : ""}` }),
+      );
+      const facts = [];
+      if (task.start_urls.length) facts.push(["Start URLs", task.start_urls.join("\n")]);
+      const limits = budgetText(task.budget);
+      if (limits) facts.push(["Budget", limits]);
+      if (task.allow_tools.length) facts.push(["Allowed side effects", task.allow_tools.join(", ")]);
+      if (task.refused) facts.push(["Refused", `${task.refused} tool call${task.refused === 1 ? "" : "s"} the task may not make`]);
+      d.facts.replaceChildren(...facts.flatMap(([k, v]) => [h("dt", { text: k }), h("dd", { text: v })]));
+      d.facts.hidden = facts.length === 0;
+      const unknown = task.unknown_steps;
+      setText(
+        d.warn,
+        unknown.length
+          ? `Check by hand: step${unknown.length === 1 ? "" : "s"} ${unknown.join(", ")} had a side effect whose outcome is unknown (the runner stopped in the middle).`
+          : "",
+      );
+      d.warn.hidden = !unknown.length;
+    }
+    // The stream's state, and a way back when it closed.
+    const streamStatus = this.stream && this.stream.taskId === this.selectedId ? this.stream.status : "stopped";
+    setText(d.streamStatus, streamStatusText(streamStatus));
+    d.streamStatus.dataset.status = streamStatus;
+    d.reconnect.hidden = streamStatus !== "closed";
+    // How it ended, when the log does not say it (a gap, or a log that could not be read).
+    const out = task ? outcome(task) : null;
+    const logSaysIt = log && log.ended;
+    d.outcome.hidden = !out || !!logSaysIt;
+    if (out && !logSaysIt) {
+      const osig = `${out.label}|${out.text}`;
+      if (d.outcomeSig !== osig) {
+        d.outcomeSig = osig;
+        d.outcome.dataset.tone = out.tone;
+        d.outcome.replaceChildren(h("strong", { text: out.label }), out.text ? h("div", { class: "task-answer", text: out.text }) : null);
+      }
+    }
+    // Screenshots: REST's names and live ones.
+    const shots = screenshotList(task, log);
+    d.shotsEmpty.hidden = shots.length > 0;
+    reconcile(
+      d.shots,
+      d.shotNodes,
+      shots.map((s, i) => ({ key: `${s.file}:${s.step ?? ""}:${s.url ?? ""}:${i}`, shot: s, n: i + 1 })),
+      (item) => screenshotNode(this.selectedId, item.shot, item.n, { onOpen: (shot, src, label) => this.showShot(shot, src, label) }),
+    );
+    this.renderPicture(d, task && (log && log.ended && !isTerminal(task.state) ? { ...task, state: log.state } : task));
+  }
+
+  renderPicture(d, task) {
+    const plan = runPicture(task);
+    if (plan.show && (!this.diagram || this.diagram.url !== plan.url)) {
+      this.stopDiagram();
+      this.diagram = { url: plan.url, status: "checking", tries: 0, timer: null };
+      queueMicrotask(() => this.checkDiagram());
+    }
+    if (!plan.show && this.diagram) this.stopDiagram();
+    const dg = this.diagram;
+    const status = plan.show && dg ? dg.status : "none";
+    const sig = `${status}|${plan.url}|${plan.why}|${(dg && dg.why) || ""}`;
+    if (d.pictureSig === sig) return;
+    d.pictureSig = sig;
+    d.picture.dataset.status = status;
+    if (!plan.show) {
+      d.picture.replaceChildren(h("p", { class: "muted small", text: plan.why }));
+      return;
+    }
+    const retry = () => h("button", { type: "button", class: "ghost small task-picture-retry", text: "Retry", onclick: () => this.retryDiagram() });
+    if (status === "ready") {
+      const img = h("img", { class: "task-picture-img", src: plan.url, alt: "The run picture: how the task went, step by step" });
+      img.addEventListener("error", () => {
+        if (this.diagram && this.diagram.url === plan.url) {
+          this.diagram.status = "failed";
+          this.renderDetail();
+        }
+      });
+      d.picture.replaceChildren(
+        h("a", { class: "task-picture-link", href: plan.url, target: "_blank", rel: "noopener", title: "Open the run picture in a new tab" }, img),
+        h("a", { class: "task-picture-open small", href: plan.url, target: "_blank", rel: "noopener", text: "Open the run picture in a new tab" }),
+      );
+    } else if (status === "checking" || status === "drawing") {
+      d.picture.replaceChildren(h("p", { class: "muted small", role: "status", text: "Drawing the run picture…" }));
+    } else if (status === "missing") {
+      d.picture.replaceChildren(h("p", { class: "muted small", role: "status" }, "The run picture is not ready yet. ", retry()));
+    } else if (status === "unrendered") {
+      d.picture.replaceChildren(h("p", { class: "small task-picture-error", role: "status", text: `The run picture could not be drawn${dg.why ? ` (${dg.why})` : ""}.` }));
+    } else {
+      d.picture.replaceChildren(h("p", { class: "small task-picture-error", role: "status" }, "The run picture could not be loaded. ", retry()));
+    }
+  }
+}

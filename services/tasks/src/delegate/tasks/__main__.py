@@ -1,0 +1,4 @@
+from delegate.tasks.main import run
+
+if __name__ == "__main__":
+    run()
