@@ -142,3 +142,22 @@ async def test_the_bucket_follows_the_configured_ttl(nats_url):
         await _until(b.try_acquire, "the shorter ttl to let b in")
     finally:
         await bus.close()
+
+
+async def test_a_restarted_holder_reclaims_its_dead_predecessors_lease_at_once_and_nobody_else_can(nats_url):
+    bus = await Bus.connect(nats_url, "lease-test")
+    try:
+        dead = lease(bus, "tasks", ttl=60.0)  # a ttl far beyond the test: only a reclaim can take it
+        assert await dead.try_acquire()
+        assert not await lease(bus, "other", ttl=60.0).try_reclaim()  # another holder's name: no
+        again = lease(bus, "tasks", ttl=60.0)  # the same instance, started again
+        assert await again.try_reclaim()
+        assert again.token is not None and dead.token is not None and again.token > dead.token
+        assert not await dead.renew() and not await dead.confirm()  # the old run is deposed
+        assert not await again.try_reclaim()  # its own entry: nothing to take
+        assert await again.confirm()
+        await again.release()
+        fresh = lease(bus, "tasks", ttl=60.0)
+        assert await fresh.try_reclaim()  # nothing held: a plain acquire
+    finally:
+        await bus.close()

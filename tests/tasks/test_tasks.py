@@ -51,6 +51,7 @@ def running(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReq
         "OPENAI_API_KEY": TEST_API_KEY, "OPENAI_BASE_URL": module_standin.base_url,
         "TASKS_ALLOWED_HOSTS": f"127.0.0.1:{site.port}", "TASKS_MAX_CONCURRENT": "1",
         "TASKS_PAGE_TIMEOUT_S": "10",
+        "TASKS_WORKDIR_MAX_MB": "0.3",  # one ordinary screenshot fits; a few long full pages do not
         # send_sms exists (and goes out through the pollers to the Twilio stand-in)
         **twilio.env(owner_phone=OWNER_PHONE),
         # the agent is stopped for a moment in one test: it must not lose its lease meanwhile
@@ -216,6 +217,12 @@ async def test_each_budget_ends_a_runaway_task_with_its_reason(http: httpx.Async
     assert failed["fail_reason"] == "tokens" and "token budget" in failed["error"]
     by_time = await create(http, "Loop forever", budget={"steps": 100, "seconds": 2, "tokens": 10**6})
     assert (await wait_state(http, by_time["id"], "failed"))["fail_reason"] == "seconds"
+    standin.reset()
+    standin.script(tool_call("browser_open", {"url": site.url("/long?n=60000")}),
+                   tool_call("browser_screenshot", {"name": None, "full_page": True}, times=20))
+    by_disk = await create(http, "Photograph a long page again and again")
+    failed = await wait_state(http, by_disk["id"], "failed")
+    assert failed["fail_reason"] == "workdir" and len(failed["screenshots"]) >= 1, failed
     standin.reset()
     # Failed evaluations count too: a model that keeps calling a tool nobody has.
     standin.script(tool_call("no_such_tool", {}, times=20))
@@ -431,3 +438,15 @@ async def test_run_pictures_are_drawn_for_a_task_and_an_activation_and_served_wi
     drawn = await eventually(lambda: picture(run_id), "the activation's run picture")
     assert "<script" not in drawn.text.lower()
     assert (await http.get("/api/runs/no-such-run/diagram")).status_code == 404
+
+
+async def test_no_more_tasks_run_at_once_than_allowed(http: httpx.AsyncClient, standin: StandinProcess,
+                                                      site: TestSite) -> None:
+    standin.script(tool_call("browser_open", {"url": site.url("/slow?s=3")}, times=2))
+    first = await create(http, "The first of two")
+    second = await create(http, "The second of two")
+    await wait_state(http, first["id"], "running")
+    assert (await get(http, second["id"]))["state"] == "queued"  # TASKS_MAX_CONCURRENT=1 here
+    await http.post(f"/api/tasks/{first['id']}/cancel")
+    await wait_state(http, second["id"], "running")
+    await http.post(f"/api/tasks/{second['id']}/cancel")

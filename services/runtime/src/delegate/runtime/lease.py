@@ -49,6 +49,7 @@ class Lease:
         renew_every: float,
     ) -> None:
         self.js = js
+        self.holder = holder
         self.bucket = bucket
         self.singleton: Singleton = singleton
         self.ttl = ttl
@@ -116,6 +117,38 @@ class Lease:
         self.revision = self.token = revision
         self._confirmed_at = started  # the entry's ttl runs from the write, at the latest
         log.info("acquired the %s lease (fencing token %d)", self.singleton, revision)
+        return True
+
+    async def try_reclaim(self) -> bool:
+        """Take over an entry an earlier run of this same holder left behind, at once.
+
+        For a supervised process with a stable holder name (one process per name: the
+        supervisor starts the next only after the last one exited), an entry under its name
+        but not its value is a dead predecessor's: waiting out the ttl would only delay the
+        restart. The swap is a compare-and-set on that entry's revision, and the new revision
+        is a new term's token, so the ledger fences anything the predecessor still had in flight.
+        """
+        try:
+            kv = await self._bucket()
+            entry = await kv.get(LEASE_KEY)
+        except nats.js.errors.KeyNotFoundError:
+            return await self.try_acquire()
+        except (TimeoutError, nats.errors.Error, OSError) as exc:
+            log.debug("lease reclaim failed: %r", exc)
+            self._kv = None
+            return False
+        value = entry.value or b""
+        if value == self.value or value.split(b":", 1)[0] != self.holder.encode() or entry.revision is None:
+            return False
+        started = asyncio.get_running_loop().time()
+        try:
+            revision = await kv.update(LEASE_KEY, self.value, last=entry.revision)
+        except (nats.js.errors.KeyWrongLastSequenceError, TimeoutError, nats.errors.Error, OSError):
+            return False  # it changed meanwhile: someone else's now
+        self.revision = self.token = revision
+        self._confirmed_at = started
+        log.info("reclaimed the %s lease from an earlier run of %s (fencing token %d)", self.singleton,
+                 self.holder, revision)
         return True
 
     def raise_token(self, mark: int) -> None:

@@ -42,8 +42,12 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     log.info("tasks %s standing by for the lease (model %s, %d at once)", instance, settings.model_name,
              settings.tasks_max_concurrent)
     try:
+        # A restart of this instance (same INSTANCE_NAME) takes its dead predecessor's lease at
+        # once, so every task resumes within seconds instead of after the lease's ttl.
+        reclaimed = await lease.try_reclaim()
         while not stop.is_set():
-            if await lease.try_acquire():
+            if reclaimed or await lease.try_acquire():
+                reclaimed = False
                 await lead(settings, instance, bus, lease, stop)
                 continue
             await sleep_unless(stop, 0.5)
