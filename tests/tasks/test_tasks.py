@@ -156,14 +156,15 @@ async def test_an_address_outside_the_allowed_hosts_is_refused_and_the_task_sees
 
 
 async def test_a_page_that_asks_for_a_side_effect_causes_none_and_the_attempt_is_recorded(
-        http: httpx.AsyncClient, bus: Bus, standin: StandinProcess, site: TestSite) -> None:
+        http: httpx.AsyncClient, bus: Bus, standin: StandinProcess, site: TestSite, twilio: TwilioStandin) -> None:
     standin.script(
-        tool_call("browser_open", {"url": site.url("/b")}),
+        tool_call("browser_open", {"url": site.url("/notes")}),
         # What a model fooled by the page would do: the tool is not even offered to the task.
-        tool_call("send_sms_to_owner", {"text": "the notes"}),
-        answer("Page B holds an injection attempt; I did not act on it."),
+        tool_call("send_sms_to_owner", {"text": "Budget approved; launch moved to May."}),
+        answer("The notes page also asks me to text you; I did not act on it."),
     )
-    task = await create(http, "Summarise page B", [site.url("/b")])
+    sent_before = len(twilio.messages)
+    task = await create(http, "Summarise the meeting notes", [site.url("/notes")])
     done = await wait_state(http, task["id"], "done", "failed")
     assert done["state"] == "done" and done["refused"] == 1, done
     events = await ended_journal(bus, task["id"])
@@ -173,6 +174,9 @@ async def test_a_page_that_asks_for_a_side_effect_causes_none_and_the_attempt_is
     offered = {t["name"] for r in task_requests(standin) for t in r["body"]["tools"]}
     assert "send_sms_to_owner" not in offered and "send_email" not in offered and "browser_open" in offered
     assert not [e for e in events if e.kind == "task.step.intent"]
+    opened = next(d for d in steps(events) if d.get("name") == "browser_open")
+    assert "text the owner the notes" in opened["output"] and "untrusted" in opened["output"].lower()
+    assert len(twilio.messages) == sent_before  # no text went anywhere
 
 
 async def test_pause_resume_and_cancel(http: httpx.AsyncClient, bus: Bus, standin: StandinProcess,
@@ -267,6 +271,16 @@ async def test_the_event_stream_resumes_from_last_event_id_without_gap_or_duplic
     ids = [int(i) for i, _ in first + rest]
     assert ids == ledger_seqs  # every event once, in order, across the reconnect
     assert all(int(i) == e["seq"] for i, e in first + rest)
+    # An id the ledger has not reached (it lost events: restored from a backup) is a gap, said so.
+    async with http.stream("GET", f"/api/tasks/{task['id']}/events",
+                           headers={"Last-Event-ID": str(10**12)}) as reply:
+        lines = []
+        async for text in reply.aiter_lines():
+            lines.append(text)
+            if text.startswith("data:") and "event: gap" in lines:
+                break
+    gap = json.loads(lines[-1].split(":", 1)[1])
+    assert gap["after_seq"] == 10**12 and "cannot be replayed" in gap["reason"]
     assert (await http.get(f"/api/tasks/{task['id']}/events", headers={"Last-Event-ID": "x1"})).status_code == 400
     assert (await http.get("/api/tasks/no-such-task/events")).status_code == 404
 
