@@ -88,10 +88,12 @@ class Harness:
         channel: str = "text",
         role: str | None = None,
         parent_id: str | None = None,
+        kind: str | None = None,
     ) -> Event:
         """Publish one event and wait until the ledger committed it; returns it with its seq."""
         event = make_event(
             payload,
+            kind=kind,
             conversation_id=conversation_id,
             span_id=span_id,
             channel=channel,  # type: ignore[arg-type]

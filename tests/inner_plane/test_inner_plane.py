@@ -25,6 +25,7 @@ from delegate.contracts.events import (
     SessionStarted,
     SpanClosed,
     SpanOpened,
+    TaskEvent,
     TermEnded,
     TermStarted,
 )
@@ -177,6 +178,24 @@ async def test_idle_span_gets_one_check_and_its_checkpoint_is_extracted_once(
     assert len(await h.idle_checks(first_span)) == 1
     assert len(await h.idle_checks(second_span)) == 1
     assert len(await h.events(kinds=["memory.extracted"])) == 2
+
+
+async def test_a_task_span_is_never_checkpointed_however_long_it_stays_open(
+    system: System, standin: StandinProcess, connect: Connect
+) -> None:
+    h = await _started(system, standin, connect, IDLE_SPAN_SECONDS="1")
+    task_id = "task-span-1"
+    await h.append(SpanOpened(type="task"), conversation_id=None, span_id=task_id, channel="inner")
+    await h.append(TaskEvent(task_id=task_id, data={"goal": "read a page"}), conversation_id=None,
+                   span_id=task_id, channel="inner", kind="task.created")
+    story = Story(h)
+    await story.open()
+    await story.span()
+    said = await story.say("user", "Anything new?")
+    # The conversation's span, idle as long as the task's, gets its check: time has passed.
+    await eventually(lambda: h.idle_checks(story.span_id), "the conversation span's idle check")
+    await h.processed(said.seq or 0)
+    assert await h.idle_checks(task_id) == []
 
 
 async def test_idle_check_still_fires_once_after_everything_is_killed_mid_window(

@@ -35,6 +35,8 @@ class IdleTimer:
         spans = self.ctx.state.spans
         assert event.seq is not None
         if event.kind == "span.opened" and event.span_id:
+            if event.typed(SpanOpened).type == "task":
+                return  # a task's span is its journal, not a conversation: nothing to checkpoint
             spans[event.span_id] = OpenSpan(
                 span_id=event.span_id,
                 conversation_id=event.conversation_id,
