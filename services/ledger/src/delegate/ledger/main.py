@@ -2,6 +2,7 @@
 
 import asyncio
 import logging
+import sys
 
 from delegate.contracts import streams, topics
 from delegate.contracts.messages import Ping, Pong
@@ -110,4 +111,8 @@ async def _open(store: LedgerStore, stop: asyncio.Event) -> bool:
 
 
 def run() -> None:
+    if sys.argv[1:]:  # a maintenance command (backup, restore, migrate): see cli.py
+        from .cli import main
+
+        sys.exit(main(sys.argv[1:]))
     run_service(SERVICE, Settings(), serve)
