@@ -21,6 +21,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -95,8 +96,9 @@ def raw_insert_rate(path: Path, events: list[Event], synchronous: str, batch: in
 def start_ledger(runtime: Path, server: NatsServer, logs: Path, **env: str) -> object:
     """The ledger as its own process, logged in as the ledger's identity (when auth is on)."""
     proc_env = dict(os.environ, NATS_URL=server.address, RUNTIME_DATA_DIR=str(runtime), LOG_LEVEL="WARNING",
-                    PYTHONUNBUFFERED="1", **role_env(server, "ledger"), **env)
+                    PYTHONUNBUFFERED="1", **role_env(server, "ledger"))
     proc_env.pop("DATABASE_URL", None)
+    proc_env.update(env)  # DATABASE_URL only when a run asks for PostgreSQL
     return python_module("ledger", "delegate.ledger", proc_env, logs / "ledger.log").start()
 
 
@@ -139,6 +141,46 @@ async def committed_at(path: Path, total: int, timeout: float = 900.0) -> tuple[
     raise TimeoutError(f"{total} events not committed in {timeout}s")
 
 
+async def committed_at_pg(url: str, total: int, timeout: float = 900.0) -> tuple[float, float]:
+    """``committed_at`` for a PostgreSQL ledger: MAX(seq) polled on one connection."""
+    import psycopg
+
+    first = 0.0
+    deadline = time.perf_counter() + timeout
+    with psycopg.connect(url, autocommit=True) as conn:
+        while time.perf_counter() < deadline:
+            try:
+                row = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM conversation_events").fetchone()
+                top = int(row[0]) if row else 0
+            except psycopg.errors.UndefinedTable:
+                top = 0
+            now = time.perf_counter()
+            if top and not first:
+                first = now
+            if top >= total:
+                return first, now
+            await asyncio.sleep(0.01)
+    raise TimeoutError(f"{total} events not committed in {timeout}s")
+
+
+@contextlib.contextmanager
+def fresh_pg_database(admin_url: str, name: str) -> Iterator[str]:
+    """A new, empty database on the server of ``admin_url``; dropped afterwards."""
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.execute(f'CREATE DATABASE "{name}"')
+    params = conninfo_to_dict(admin_url)
+    params["dbname"] = name
+    try:
+        yield make_conninfo("", **params)
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 async def through_the_bus(tmp: Path, events: list[Event], warmup: int, sync_always: bool) -> float:
     """Producer publishing in flight -> ledger process -> committed in SQLite; events/s."""
     name = "always" if sync_always else "default"
@@ -168,13 +210,16 @@ async def through_the_bus(tmp: Path, events: list[Event], warmup: int, sync_alwa
         server.stop()
 
 
-async def drain_backlog(tmp: Path, events: list[Event], runs: int, *, auth: bool = True) -> list[float]:
+async def drain_backlog(tmp: Path, events: list[Event], runs: int, *, auth: bool = True,
+                        postgres: str | None = None) -> list[float]:
     """The ledger alone: a backlog already in the stream, first to last commit; events/s per run.
 
     The backlog is published once; each run is a fresh ledger (new database, new durable
     consumer) draining all of it. ``auth``: NATS authentication and permissions on (as run).
+    ``postgres``: an admin URL; each run drains into a fresh PostgreSQL database instead.
     """
-    server = nats_server(tmp / f"nats-drain-{'auth' if auth else 'open'}", auth=auth, sync_always=False).start()
+    label = ("auth" if auth else "open") + ("-pg" if postgres else "")
+    server = nats_server(tmp / f"nats-drain-{label}", auth=auth, sync_always=False).start()
     rates = []
     try:
         bus = await Bus.connect(server.url, "bench")
@@ -186,12 +231,20 @@ async def drain_backlog(tmp: Path, events: list[Event], runs: int, *, auth: bool
         for run in range(runs):
             with contextlib.suppress(nats.js.errors.NotFoundError):
                 await bus.js.delete_consumer("LEDGER", LEDGER_WRITER)
-            runtime = tmp / f"runtime-drain-{'auth' if auth else 'open'}-{run}"
-            ledger = start_ledger(runtime, server, tmp)
-            try:
-                first, last = await committed_at(sqlite_path(runtime), len(events))
-            finally:
-                ledger.stop()  # type: ignore[attr-defined]
+            runtime = tmp / f"runtime-drain-{label}-{run}"
+            if postgres is None:
+                ledger = start_ledger(runtime, server, tmp)
+                try:
+                    first, last = await committed_at(sqlite_path(runtime), len(events))
+                finally:
+                    ledger.stop()  # type: ignore[attr-defined]
+            else:
+                with fresh_pg_database(postgres, f"ledger_bench_{run}") as url:
+                    ledger = start_ledger(runtime, server, tmp, DATABASE_URL=url)
+                    try:
+                        first, last = await committed_at_pg(url, len(events))
+                    finally:
+                        ledger.stop()  # type: ignore[attr-defined]
             rates.append(len(events) / (last - first))
         await bus.close()
         return rates
@@ -265,7 +318,7 @@ async def jetstream_publish_rates(tmp: Path, sync_always: bool, sequential: int,
         server.stop()
 
 
-async def bench_append(tmp: Path, n: int) -> None:
+async def bench_append(tmp: Path, n: int, postgres: str | None = None) -> None:
     size = len(topics.LEDGER_APPEND_ANY.encode(sample_events(2)[1]))
     print(f"\n(a) append throughput: {n:,} events of ~{size} bytes")
     events = sample_events(n)
@@ -295,6 +348,10 @@ async def bench_append(tmp: Path, n: int) -> None:
     line("ledger draining a backlog already in JetStream", f"{drained:10,.0f} events/s")
     line(f"  ({runs(drains)})", "")
     line("  ratio to the floor: THE figure held to the >= 40% target", f"{drained / floor_full:10.0%}")
+    if postgres:
+        pg_drains = await drain_backlog(tmp, events, runs=3, postgres=postgres)
+        line("the same drain into PostgreSQL (side by side, same backlog)", f"{max(pg_drains):10,.0f} events/s")
+        line(f"  ({runs(pg_drains)}); PostgreSQL / SQLite", f"{max(pg_drains) / drained:10.0%}")
     line("the same drain with NATS authentication off", f"{drained_open:10,.0f} events/s")
     line(f"  ({runs(open_drains)})", "")
     line("  cost of authentication: drain with it on / off", f"{drained / drained_open:10.0%}")
@@ -514,12 +571,14 @@ async def main() -> None:
     parser.add_argument("--append", type=int, default=50_000, help="events pushed through the bus for (a)")
     parser.add_argument("--limit", type=int, default=500, help="page size (TIMELINE_HISTORY_EVENT_LIMIT)")
     parser.add_argument("--rounds", type=int, default=200, help="requests per latency figure")
+    parser.add_argument("--postgres", default=os.environ.get("BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres"),
+                        help="admin URL of a PostgreSQL server for the side-by-side drain ('' to skip)")
     args = parser.parse_args()
     logging.getLogger("delegate.runtime.bus").setLevel(logging.ERROR)  # "disconnected" as each bus closes
     print(f"ledger benchmark on {os.cpu_count()} cores, Python {sys.version.split()[0]}, "
           f"SQLite {sqlite3.sqlite_version}")
     with tempfile.TemporaryDirectory(prefix="ledger-bench-") as tmp:
-        await bench_append(Path(tmp), args.append)
+        await bench_append(Path(tmp), args.append, args.postgres or None)
         await bench_history(Path(tmp), args.events, args.limit, args.rounds)
 
 

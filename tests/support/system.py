@@ -9,7 +9,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -17,6 +17,9 @@ from delegate.launcher.procs import ManagedProcess, NatsServer, free_port, pytho
 from delegate.runtime.bus import Bus
 
 from .nats import role_env, start_nats
+
+if TYPE_CHECKING:
+    from .cluster import NatsCluster
 
 # A service process must log in with the identity System gives it, never one inherited.
 _INHERITED = ("OPENAI_", "TWILIO_", "IMAP_", "SMTP_", "NATS_")
@@ -63,7 +66,9 @@ class System:
     is the test code's own all-powerful identity.
     """
 
-    def __init__(self, root: Path, *, env: dict[str, str] | None = None, nats: NatsServer | None = None) -> None:
+    def __init__(
+        self, root: Path, *, env: dict[str, str] | None = None, nats: "NatsServer | NatsCluster | None" = None
+    ) -> None:
         self.root = root
         self.runtime = root / "runtime-data"
         self.logs = root / "logs"

@@ -1,4 +1,8 @@
-"""JetStream streams, declared in code; each is created and configured by its owner role at start."""
+"""JetStream streams, declared in code; each is created and configured by its owner role at start.
+
+How many copies JetStream keeps is not declared here: NATS_REPLICAS (``Bus.replicas``) sets it
+for every stream and KV bucket alike, 1 on a single server, 3 on a three-node cluster.
+"""
 
 from dataclasses import dataclass
 

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from delegate.contracts import subjects
 from delegate.runtime.bus import Bus
+from delegate.runtime.bus.connection import update_stream
 
 log = logging.getLogger(__name__)
 
@@ -63,24 +64,32 @@ class SessionStore:
         except nats.js.errors.BucketNotFoundError:
             try:
                 kv = await bus.js.create_key_value(
-                    bucket=subjects.GATEWAY_SESSIONS_BUCKET, ttl=self.ttl_s, history=1
+                    bucket=subjects.GATEWAY_SESSIONS_BUCKET, ttl=self.ttl_s, history=1, replicas=bus.replicas
                 )
             except nats.js.errors.BadRequestError:  # another gateway created it meanwhile
                 kv = await bus.js.key_value(subjects.GATEWAY_SESSIONS_BUCKET)
-        await self._match_ttl(bus)
+        await self._match_config(bus)
         self._bus = bus
         self._kv = kv
 
-    async def _match_ttl(self, bus: Bus) -> None:
+    async def _match_config(self, bus: Bus) -> None:
         """A bucket made under another GATEWAY_SESSION_DAYS keeps its TTL unless told: a shorter
-        one would end sessions early, a longer one would keep dead records for nothing."""
+        one would end sessions early, a longer one would keep dead records for nothing. Its
+        replica count follows NATS_REPLICAS the same way."""
         config = (await bus.js.stream_info(STREAM)).config
+        changed = False
         if config.max_age is not None and abs(config.max_age - self.ttl_s) > 1.0:
             log.info("session bucket ttl %.0fs -> %.0fs", config.max_age, self.ttl_s)
             config.max_age = self.ttl_s
             if config.duplicate_window is not None:  # JetStream wants it no longer than max_age
                 config.duplicate_window = min(config.duplicate_window, self.ttl_s)
-            await bus.js.update_stream(config)
+            changed = True
+        if config.num_replicas != bus.replicas:
+            log.info("session bucket replicas %s -> %d", config.num_replicas, bus.replicas)
+            config.num_replicas = bus.replicas
+            changed = True
+        if changed:
+            await update_stream(bus.js, config)
 
     def _bucket(self) -> KeyValue:
         if self._kv is None:

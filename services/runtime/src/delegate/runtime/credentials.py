@@ -37,10 +37,18 @@ def inbox_prefix(role: str) -> str:
 
 def _url_user(url: str | None) -> str | None:
     """The user a ``nats://user:password@host`` URL logs in as (nats-py prefers it to options)."""
+    login = _url_login(url)
+    return login[0] if login else None
+
+
+def _url_login(url: str | None) -> tuple[str, str] | None:
+    """User and password of the first URL of a seed list, if it carries them."""
     if not url:
         return None
-    user = urlsplit(url.split(",", 1)[0].strip()).username
-    return unquote(user) if user else None
+    parts = urlsplit(url.split(",", 1)[0].strip())
+    if not parts.username:
+        return None
+    return unquote(parts.username), unquote(parts.password or "")
 
 
 def identity_role(service: str, credentials: NatsCredentials | None = None, *, url: str | None = None) -> str:
@@ -69,4 +77,7 @@ def connect_options(
     elif creds.nats_user is not None:
         options["user"] = creds.nats_user
         options["password"] = creds.nats_password.get_secret_value() if creds.nats_password else ""
+    elif (login := _url_login(url)) is not None:
+        # Also for the cluster's other nodes, which the servers announce without credentials.
+        options["user"], options["password"] = login
     return options

@@ -29,6 +29,9 @@ from nats.js.kv import KeyValue
 
 from delegate.contracts.events import Fence, Singleton
 
+from .bus.connection import update_stream
+from .settings import NatsSettings
+
 log = logging.getLogger(__name__)
 
 LEASE_KEY = "leader"
@@ -47,8 +50,11 @@ class Lease:
         singleton: Singleton,
         ttl: float,
         renew_every: float,
+        replicas: int | None = None,
     ) -> None:
         self.js = js
+        # the bucket's copies in JetStream: NATS_REPLICAS unless told
+        self.replicas = NatsSettings().nats_replicas if replicas is None else replicas
         self.holder = holder
         self.bucket = bucket
         self.singleton: Singleton = singleton
@@ -87,21 +93,31 @@ class Lease:
                 self._kv = await self.js.key_value(self.bucket)
             except nats.js.errors.BucketNotFoundError:
                 try:
-                    self._kv = await self.js.create_key_value(bucket=self.bucket, ttl=self.ttl, history=1)
+                    self._kv = await self.js.create_key_value(
+                        bucket=self.bucket, ttl=self.ttl, history=1, replicas=self.replicas
+                    )
                 except nats.js.errors.BadRequestError:
                     # Another process created it between our look-up and our create.
                     self._kv = await self.js.key_value(self.bucket)
-            await self._match_ttl()
+            await self._match_config()
         return self._kv
 
-    async def _match_ttl(self) -> None:
-        """A bucket made with another lease ttl keeps it unless told: the ttl is the lease."""
+    async def _match_config(self) -> None:
+        """A bucket made with another lease ttl or replica count keeps them unless told: the
+        ttl is the lease, and the replicas are how many NATS nodes it survives losing."""
         config = (await self.js.stream_info(f"KV_{self.bucket}")).config
+        changed = False
         if config.max_age is not None and abs(config.max_age - self.ttl) > 0.01:
             log.info("lease bucket %s ttl %.2fs -> %.2fs", self.bucket, config.max_age, self.ttl)
             config.max_age = self.ttl
             config.duplicate_window = min(self.ttl, 120.0)
-            await self.js.update_stream(config)
+            changed = True
+        if config.num_replicas != self.replicas:
+            log.info("lease bucket %s replicas %s -> %d", self.bucket, config.num_replicas, self.replicas)
+            config.num_replicas = self.replicas
+            changed = True
+        if changed:
+            await update_stream(self.js, config)
 
     async def try_acquire(self) -> bool:
         started = asyncio.get_running_loop().time()

@@ -7,17 +7,27 @@ working directory; an empty value means unset, so compose's `${VAR:-}` and an em
 
 from pathlib import Path
 
-from pydantic import SecretStr
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .settings_source import ENV_FILE, OpenAIEndpoint, export_openai_environment, openai_endpoint
 
 
-class ServiceSettings(BaseSettings):
+class NatsSettings(BaseSettings):
+    """Where NATS is and how JetStream keeps what we store there: read by ``Bus.connect``."""
+
     # extra="ignore": one shared .env carries every service's keys.
     model_config = SettingsConfigDict(env_file=ENV_FILE, extra="ignore", env_ignore_empty=True)
 
-    nats_url: str = "nats://127.0.0.1:4222"  # NATS_URL
+    # NATS_URL: one server, or a cluster's seed list separated by commas
+    # (nats://10.0.0.1:4222,nats://10.0.0.2:4222,nats://10.0.0.3:4222).
+    nats_url: str = "nats://127.0.0.1:4222"
+    # NATS_REPLICAS: copies JetStream keeps of every stream and KV bucket we create: 1 on a
+    # single server, 3 on a three-node cluster (survives the loss of any one node).
+    nats_replicas: int = Field(default=1, ge=1, le=5)
+
+
+class ServiceSettings(NatsSettings):
     log_level: str = "INFO"  # LOG_LEVEL
     runtime_data_dir: Path = Path("./runtime-data")  # RUNTIME_DATA_DIR
     instance_name: str = ""  # INSTANCE_NAME: tells two processes of one service apart in logs

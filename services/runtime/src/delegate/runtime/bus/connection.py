@@ -29,6 +29,7 @@ from delegate.contracts.topics import PINGS, Query, Topic
 
 from ..credentials import connect_options, identity_role
 from ..retry import retrying
+from ..settings import NatsSettings
 from .atomic import publish_atomic
 from .batches import BatchConsumer
 from .consumer import consume
@@ -49,8 +50,10 @@ PUBLISH_RETRY = (*TRANSIENT, nats.js.errors.NoStreamResponseError)
 
 
 class Bus:
-    def __init__(self, nc: Client, service: str, role: str | None = None) -> None:
+    def __init__(self, nc: Client, service: str, role: str | None = None, *, replicas: int = 1) -> None:
         self.nc = nc
+        # JetStream's copies of every stream and KV bucket this connection creates (NATS_REPLICAS)
+        self.replicas = replicas
         self.js: JetStreamContext = nc.jetstream(timeout=5.0)
         self.service = service
         # the role whose streams it creates: its NATS user's, else the name before the first ':'
@@ -60,7 +63,12 @@ class Bus:
         self._tasks: set[asyncio.Task[None]] = set()
 
     @classmethod
-    async def connect(cls, url: str, service: str) -> "Bus":
+    async def connect(cls, url: str, service: str, *, replicas: int | None = None) -> "Bus":
+        """Connect to ``url``: one server, or a cluster's seed list separated by commas.
+
+        ``replicas`` defaults to NATS_REPLICAS (1): one setting, the same code on one server
+        and on a cluster.
+        """
         async def on_error(exc: Exception) -> None:
             # A permissions violation is a bug in the role table or the code, never weather.
             if "permissions violation" in str(exc).lower():
@@ -75,7 +83,7 @@ class Bus:
             log.info("reconnected to NATS")
 
         nc = await nats.connect(
-            url,
+            servers=seeds(url),  # any one that answers; the cluster tells the client the rest
             name=service,
             # who we are (NATS_CREDS / NATS_USER+NATS_PASSWORD) and our private reply inboxes
             **connect_options(service, url=url),
@@ -87,7 +95,9 @@ class Bus:
             disconnected_cb=on_disconnect,
             reconnected_cb=on_reconnect,
         )
-        return cls(nc, service, identity_role(service, url=url))
+        if replicas is None:
+            replicas = NatsSettings().nats_replicas
+        return cls(nc, service, identity_role(service, url=url), replicas=replicas)
 
     # ---- streams ----------------------------------------------------------------------
 
@@ -110,11 +120,14 @@ class Bus:
                 max_msg_size=spec.max_msg_size,
                 allow_msg_schedules=spec.schedules or None,
                 allow_atomic=spec.atomic or None,
+                num_replicas=self.replicas,
             )
             try:
                 await self.js.add_stream(config)
             except nats.js.errors.BadRequestError:
-                await self.js.update_stream(config)
+                # It exists with other limits (or another replica count): JetStream changes
+                # them in place, moving a stream between 1 and 3 copies without losing it.
+                await update_stream(self.js, config)
 
     # ---- publishing -----------------------------------------------------------------------
 
@@ -301,6 +314,33 @@ class Bus:
             await asyncio.wait_for(self.nc.drain(), timeout=5.0)
         except Exception:
             await quietly(self.nc.close())
+
+
+async def update_stream(js: JetStreamContext, config: StreamConfig, *, timeout: float = 10.0) -> None:
+    """Change a stream's configuration, then wait until it has a leader again.
+
+    A new replica count gives the stream a new group, which answers nothing (publishes and
+    reads time out) until it has elected its leader; with an unchanged count, and on a
+    single server, the first look finds the leader.
+    """
+    await js.update_stream(config)
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        info = await js.stream_info(str(config.name))
+        if info.cluster is None or info.cluster.leader:
+            return
+        if asyncio.get_running_loop().time() > deadline:
+            log.warning("stream %s has no leader %.0fs after its update", config.name, timeout)
+            return
+        await asyncio.sleep(0.05)
+
+
+def seeds(url: str) -> list[str]:
+    """``NATS_URL`` as nats-py's server list: ``nats://a:4222,nats://b:4222`` -> two URLs."""
+    servers = [part.strip() for part in url.split(",") if part.strip()]
+    if not servers:
+        raise ValueError("NATS_URL names no server")
+    return servers
 
 
 def _message_id(msg: object) -> str:
