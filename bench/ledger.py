@@ -166,16 +166,15 @@ async def committed_at_pg(url: str, total: int, timeout: float = 900.0) -> tuple
 @contextlib.contextmanager
 def fresh_pg_database(admin_url: str, name: str) -> Iterator[str]:
     """A new, empty database on the server of ``admin_url``; dropped afterwards."""
+    from urllib.parse import urlsplit, urlunsplit
+
     import psycopg
-    from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
     with psycopg.connect(admin_url, autocommit=True) as admin:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         admin.execute(f'CREATE DATABASE "{name}"')
-    params = conninfo_to_dict(admin_url)
-    params["dbname"] = name
     try:
-        yield make_conninfo("", **params)
+        yield urlunsplit(urlsplit(admin_url)._replace(path=f"/{name}"))  # the ledger takes URLs only
     finally:
         with psycopg.connect(admin_url, autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
