@@ -1,11 +1,13 @@
 """The plain Responses calls the inner plane makes: never on the chat chain, nothing stored."""
 
 import logging
-
-import openai
-from openai import AsyncOpenAI
+import os
+from typing import TYPE_CHECKING
 
 from .settings import Settings
+
+if TYPE_CHECKING:  # the SDK (about 500 modules) loads on the first call, not at start
+    from openai import AsyncOpenAI
 
 log = logging.getLogger(__name__)
 
@@ -16,23 +18,32 @@ class ModelFailed(Exception):
 
 class Model:
     def __init__(self, settings: Settings) -> None:
-        self.client: AsyncOpenAI | None
+        self.timeout = settings.openai_timeout_seconds
+        self.client: AsyncOpenAI | None = None
         self.missing = ""
-        try:
-            # The SDK reads OPENAI_API_KEY / OPENAI_BASE_URL itself; its own retries cover short blips.
-            self.client = AsyncOpenAI(timeout=settings.openai_timeout_seconds)
-        except openai.OpenAIError as exc:
+        # What the SDK's constructor refuses (it reads OPENAI_API_KEY / OPENAI_BASE_URL
+        # itself), checked here so a missing key is still said at start, without loading it.
+        if os.environ.get("OPENAI_API_KEY") is None:
             # Without a key the service still follows the ledger and fires idle checks.
-            self.client = None
-            self.missing = str(exc)
-            log.error("no OpenAI client (%s): capsule refresh and memory extraction will fail", exc)
+            self.missing = "the OPENAI_API_KEY environment variable is not set"
+            log.error("no OpenAI client (%s): capsule refresh and memory extraction will fail", self.missing)
+
+    def _client(self) -> "AsyncOpenAI":
+        if self.client is None:
+            from openai import AsyncOpenAI
+
+            # The SDK reads OPENAI_API_KEY / OPENAI_BASE_URL itself; its own retries cover short blips.
+            self.client = AsyncOpenAI(timeout=self.timeout)
+        return self.client
 
     async def complete(self, *, model: str, instructions: str, text: str) -> str:
         """One non-streaming, unchained call: ``store=false``, no ``previous_response_id``."""
-        if self.client is None:
+        if self.missing:
             raise ModelFailed(f"no OpenAI client: {self.missing}")
+        import openai
+
         try:
-            response = await self.client.responses.create(
+            response = await self._client().responses.create(
                 model=model, instructions=instructions, input=text, store=False
             )
         except openai.OpenAIError as exc:

@@ -1,11 +1,13 @@
 """The one plain Responses call per-turn extraction makes: non-streaming, unchained, unstored."""
 
 import logging
-
-import openai
-from openai import AsyncOpenAI
+import os
+from typing import TYPE_CHECKING
 
 from .settings import Settings
+
+if TYPE_CHECKING:  # the SDK (about 500 modules) loads on the first call, not at start
+    from openai import AsyncOpenAI
 
 log = logging.getLogger(__name__)
 
@@ -16,23 +18,32 @@ class ModelFailed(Exception):
 
 class Model:
     def __init__(self, settings: Settings) -> None:
-        self.client: AsyncOpenAI | None
+        self.timeout = settings.openai_timeout_seconds
+        self.client: AsyncOpenAI | None = None
         self.missing = ""
-        try:
+        # What the SDK's constructor refuses (it reads OPENAI_API_KEY / OPENAI_BASE_URL
+        # itself), checked here so a missing key is still said at start, without loading it.
+        if os.environ.get("OPENAI_API_KEY") is None:
+            # Without a key the index and search still work; turns wait in the pending list.
+            self.missing = "the OPENAI_API_KEY environment variable is not set"
+            log.error("no OpenAI client (%s): per-turn extraction will wait", self.missing)
+
+    def _client(self) -> "AsyncOpenAI":
+        if self.client is None:
+            from openai import AsyncOpenAI
+
             # The SDK reads OPENAI_API_KEY / OPENAI_BASE_URL itself. Its own retries are off:
             # a retry is another model call for the same turn, and the worker decides those.
-            self.client = AsyncOpenAI(timeout=settings.openai_timeout_seconds, max_retries=0)
-        except openai.OpenAIError as exc:
-            # Without a key the index and search still work; turns wait in the pending list.
-            self.client = None
-            self.missing = str(exc)
-            log.error("no OpenAI client (%s): per-turn extraction will wait", exc)
+            self.client = AsyncOpenAI(timeout=self.timeout, max_retries=0)
+        return self.client
 
     async def complete(self, *, model: str, instructions: str, text: str) -> str:
-        if self.client is None:
+        if self.missing:
             raise ModelFailed(f"no OpenAI client: {self.missing}")
+        import openai
+
         try:
-            response = await self.client.responses.create(
+            response = await self._client().responses.create(
                 model=model, instructions=instructions, input=text, store=False
             )
         except openai.OpenAIError as exc:

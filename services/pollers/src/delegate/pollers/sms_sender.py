@@ -12,13 +12,10 @@ uncertain attempt looks, never a first attempt.
 import asyncio
 import logging
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
-import requests
 from nats.aio.msg import Msg
-from twilio.base.exceptions import TwilioException, TwilioRestException
-from twilio.rest import Client
 
 from delegate.contracts.channels import OutboundSms
 from delegate.contracts.ids import utcnow
@@ -29,6 +26,9 @@ from .deliveries import DeliveryLog, redelivered
 from .health import Health
 from .settings import Settings
 from .sms_split import split_sms
+
+if TYPE_CHECKING:  # the Twilio SDK (and requests) loads when SMS is configured and sent, not at start
+    from twilio.rest import Client
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ def status_callback(settings: Settings, outbox_id: str, parent_id: str | None) -
 
 class SmsSender:
     def __init__(
-        self, settings: Settings, deliveries: DeliveryLog, health: Health, stop: asyncio.Event, client: Client | None
+        self, settings: Settings, deliveries: DeliveryLog, health: Health, stop: asyncio.Event, client: "Client | None"
     ) -> None:
         self.settings, self.deliveries, self.health, self.stop = settings, deliveries, health, stop
         self.client = client
@@ -161,6 +161,9 @@ class SmsSender:
 
     async def _call(self, fn: Any, *, sending: bool) -> Any:
         """Run one SDK call in a worker thread and sort its failure into final or transient."""
+        import requests
+        from twilio.base.exceptions import TwilioException, TwilioRestException
+
         try:
             return await asyncio.to_thread(fn)
         except TwilioRestException as exc:

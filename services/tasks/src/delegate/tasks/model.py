@@ -6,15 +6,16 @@ instead of sending the whole history again.
 """
 
 import logging
+import os
 from dataclasses import dataclass, field
-from typing import Any
-
-import openai
-from openai import AsyncOpenAI
+from typing import TYPE_CHECKING, Any
 
 from .journal import Call
 from .prompts import INSTRUCTIONS
 from .settings import Settings
+
+if TYPE_CHECKING:  # the SDK (about 500 modules) loads with the first step, not at start
+    from openai import AsyncOpenAI
 
 log = logging.getLogger(__name__)
 
@@ -34,22 +35,31 @@ class Answer:
 class Model:
     def __init__(self, settings: Settings) -> None:
         self.model = settings.model_name
-        self.client: AsyncOpenAI | None
+        self.timeout = settings.openai_timeout_seconds
+        self.client: AsyncOpenAI | None = None
         self.missing = ""
-        try:
+        # What the SDK's constructor refuses (it reads OPENAI_API_KEY / OPENAI_BASE_URL
+        # itself), checked here so a missing key is still said at start, without loading it.
+        if os.environ.get("OPENAI_API_KEY") is None:
+            self.missing = "the OPENAI_API_KEY environment variable is not set"
+            log.error("no OpenAI client (%s): tasks wait", self.missing)
+
+    def _client(self) -> "AsyncOpenAI":
+        if self.client is None:
+            from openai import AsyncOpenAI
+
             # The SDK's own retries are off: the runner decides when a step is tried again.
-            self.client = AsyncOpenAI(timeout=settings.openai_timeout_seconds, max_retries=0)
-        except openai.OpenAIError as exc:
-            self.client = None
-            self.missing = str(exc)
-            log.error("no OpenAI client (%s): tasks wait", exc)
+            self.client = AsyncOpenAI(timeout=self.timeout, max_retries=0)
+        return self.client
 
     async def step(self, *, input_items: list[dict[str, Any]], previous: str | None,
                    tools: list[dict[str, Any]]) -> Answer:
-        if self.client is None:
+        if self.missing:
             raise ModelFailed(f"no OpenAI client: {self.missing}")
+        import openai
+
         try:
-            response = await self.client.responses.create(
+            response = await self._client().responses.create(
                 model=self.model, instructions=INSTRUCTIONS, input=input_items,  # type: ignore[arg-type]
                 previous_response_id=previous, tools=tools or openai.omit,  # type: ignore[arg-type]
                 store=True, parallel_tool_calls=False,

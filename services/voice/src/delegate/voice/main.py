@@ -6,9 +6,8 @@ goes live or ends. Each session serves its own attach subject and live relay (``
 """
 
 import asyncio
+import os
 import socket
-
-from openai import AsyncOpenAI
 
 from delegate.contracts import topics
 from delegate.contracts.messages import Ping, Pong
@@ -26,11 +25,13 @@ SERVICE = "voice"
 async def serve(settings: Settings, stop: asyncio.Event) -> None:
     instance = settings.instance_name or socket.gethostname()
     bus = await Bus.connect(settings.nats_url, f"{SERVICE}:{instance}")
-    # No retries inside a call: a Realtime socket that fails ends the session, cleanly.
-    client = AsyncOpenAI(max_retries=0)
     presets = PresetStore(settings.runtime_data_dir)
     presets.refresh()
-    sessions = Sessions(settings, bus, client, presets, instance)
+    sessions = Sessions(settings, bus, presets, instance)
+    if os.environ.get("OPENAI_API_KEY") is None:
+        # The Realtime client (and the OpenAI SDK) is made with the first session; without a
+        # key it is made now, so the SDK refuses at start, as it always has.
+        sessions.client()
     caller = OwnerCaller(settings, sessions)
     try:
         await bus.ensure_streams()
@@ -47,7 +48,7 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
         await stop.wait()
         await sessions.close()
     finally:
-        await client.close()
+        await sessions.close_client()
         await bus.close()
 
 

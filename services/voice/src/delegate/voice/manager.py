@@ -8,8 +8,7 @@ prepare while a session is here.
 import asyncio
 import contextlib
 import logging
-
-from openai import AsyncOpenAI
+from typing import TYPE_CHECKING
 
 from delegate.contracts import topics
 from delegate.contracts.voice import PrepareReply, PrepareSession, VoiceState, VoiceStateRequest
@@ -18,8 +17,12 @@ from delegate.runtime.bus import Bus
 from .ledger import VoiceLedger
 from .lock import VoiceLock
 from .presets import PresetStore
-from .sessions import VoiceSession
 from .settings import Settings
+
+if TYPE_CHECKING:  # sessions and the OpenAI SDK load with the first session, not at start
+    from openai import AsyncOpenAI
+
+    from .sessions import VoiceSession
 
 log = logging.getLogger(__name__)
 
@@ -31,20 +34,33 @@ PRESETS_EVERY_S = 2.0
 
 class Sessions:
     def __init__(
-        self, settings: Settings, bus: Bus, client: AsyncOpenAI, presets: PresetStore, instance: str
+        self, settings: Settings, bus: Bus, presets: PresetStore, instance: str
     ) -> None:
         self.settings = settings
         self.bus = bus
         self.ledger = VoiceLedger(bus)
-        self.client = client
+        self._client: AsyncOpenAI | None = None
         self.presets = presets
         self.instance = instance
         self.current: VoiceSession | None = None
         self._last_state: VoiceState | None = None
 
+    def client(self) -> "AsyncOpenAI":
+        """The Realtime client, made with the first session: the SDK loads then, not at start."""
+        if self._client is None:
+            from openai import AsyncOpenAI
+
+            # No retries inside a call: a Realtime socket that fails ends the session, cleanly.
+            self._client = AsyncOpenAI(max_retries=0)
+        return self._client
+
+    async def close_client(self) -> None:
+        if self._client is not None:
+            await self._client.close()
+
     async def prepare(
         self, req: PrepareSession, *, reason: str | None = None
-    ) -> tuple[PrepareReply, VoiceSession | None]:
+    ) -> tuple[PrepareReply, "VoiceSession | None"]:
         """The reply, and the session when one was prepared (the outbound call needs it)."""
         self.presets.refresh()
         preset = self.presets.get(req.preset)
@@ -60,8 +76,10 @@ class Sessions:
         if self.current is not None:  # another prepare here won while we waited for the lock
             await lock.release()
             return self._busy(), None
+        from .sessions import VoiceSession
+
         session = VoiceSession(
-            self.settings, self.bus, self.ledger, self.client, lock, kind=req.kind, direction=req.direction,
+            self.settings, self.bus, self.ledger, self.client(), lock, kind=req.kind, direction=req.direction,
             preset=preset, call_sid=req.call_sid, caller=req.caller, reason=reason, on_change=self.publish_state,
         )
         self.current = session
@@ -81,7 +99,7 @@ class Sessions:
     def _busy(self) -> PrepareReply:
         return PrepareReply(ok=False, reason="busy", message="another voice or phone session is live")
 
-    async def _forget(self, session: VoiceSession) -> None:
+    async def _forget(self, session: "VoiceSession") -> None:
         await session.done.wait()
         if self.current is session:
             self.current = None

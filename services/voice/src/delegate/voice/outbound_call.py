@@ -15,14 +15,9 @@ import logging
 from collections import OrderedDict
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
-from twilio.base.exceptions import TwilioException
-from twilio.twiml.voice_response import Connect, VoiceResponse
-
 from delegate.contracts.voice import CallOwner, CallOwnerReply, PrepareSession
-from delegate.runtime.twilio_rest import twilio_rest_client
 
 from .manager import Sessions
-from .sessions import APOLOGY
 from .settings import Settings
 
 log = logging.getLogger(__name__)
@@ -45,6 +40,11 @@ def status_url(public_base_url: str, session_id: str) -> str:
 
 
 def call_twiml(public_base_url: str, session_id: str, token: str) -> str:
+    # Twilio's SDK and the session code (with the OpenAI SDK) load when a call is placed.
+    from twilio.twiml.voice_response import Connect, VoiceResponse
+
+    from .sessions import APOLOGY
+
     response = VoiceResponse()
     connect = Connect()
     stream = connect.stream(url=stream_url(public_base_url))
@@ -80,6 +80,10 @@ class OwnerCaller:
         return reply
 
     async def _place(self, req: CallOwner) -> CallOwnerReply:
+        from twilio.base.exceptions import TwilioException
+
+        from delegate.runtime.twilio_rest import twilio_rest_client
+
         s = self.settings
         if not s.calls_enabled:
             return CallOwnerReply(

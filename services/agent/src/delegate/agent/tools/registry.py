@@ -26,7 +26,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jsonschema import validators
 from jsonschema.exceptions import SchemaError
@@ -68,8 +68,10 @@ from .local.memory import BusMemoryDesk
 from .local.owner import Outbox
 from .local.reminders import BusReminderDesk
 from .local.tasks import BusTaskDesk
-from .mcp import McpServer
 from .settings import ToolSettings
+
+if TYPE_CHECKING:  # the MCP SDK (about 300 modules) loads when a server is configured
+    from .mcp import McpServer
 
 log = logging.getLogger(__name__)
 
@@ -366,6 +368,8 @@ class ToolRegistry:
         if config.disabled:
             log.info("MCP server %r is disabled in %s", name, MCP_FILE)
             return
+        from .mcp import McpServer
+
         server = McpServer(
             name,
             config,

@@ -1,12 +1,13 @@
 """GitHub issues and pull requests of the configured repositories, through the REST API."""
 
 import json
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from ..base import FAILED, SIDE_EFFECT, UNAVAILABLE, Tool, ToolError, object_schema
 from ..settings import ToolSettings
+
+if TYPE_CHECKING:  # httpx (and, when installed, its CLI's rich and click) loads with a token only
+    import httpx
 
 API_VERSION = "2022-11-28"
 REPO_PATTERN = r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$"
@@ -14,6 +15,8 @@ REPO_PATTERN = r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$"
 
 class GitHub:
     def __init__(self, settings: ToolSettings) -> None:
+        import httpx
+
         self.repos = settings.github_repo_list
         self.http = httpx.AsyncClient(
             base_url=settings.github_api_base_url.rstrip("/"),
@@ -36,6 +39,8 @@ class GitHub:
         return str(repo)
 
     async def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        import httpx
+
         try:
             resp = await self.http.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
@@ -45,7 +50,7 @@ class GitHub:
         return resp.json() if resp.content else None
 
 
-def _explain(resp: httpx.Response) -> str:
+def _explain(resp: "httpx.Response") -> str:
     try:
         body = resp.json()
     except ValueError:

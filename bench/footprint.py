@@ -1,0 +1,318 @@
+"""Idle memory of the whole stack, started exactly as ``make run`` starts it.
+
+    python bench/footprint.py                          # per-process RSS/PSS/USS and the total
+    python bench/footprint.py --imports                # and, per service, what its start imports
+    python bench/footprint.py --env MALLOC_ARENA_MAX=2 # a setting for every child, to compare
+
+Runs ``python -m delegate.launcher`` in a temporary directory (so no ``.env`` is read, and
+no OPENAI_API_KEY: the offline stand-in answers, as on a fresh checkout), waits until every
+service answers its ping as ready and the whole process tree has stopped using CPU, then
+reads each process's memory from /proc/<pid>/smaps_rollup. RSS counts shared pages in every
+process that maps them; PSS divides them among the sharers (the PSS total is what the stack
+really costs the machine); USS is what each process alone would free.
+
+Chromium is excluded: the tasks service launches it only when a task browses, and it must
+not be running at idle (the bench says so if it is, and leaves it out of the total).
+Linux only (/proc). Prints figures; asserts nothing.
+"""
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+import nats
+
+from delegate.contracts import topics
+from delegate.contracts.roles import ROLES, inbox_prefix
+from delegate.launcher.procs import free_port
+
+TARGET_MB = 400
+SERVICES = ("ledger", "agent", "inner-plane", "memory", "tasks", "voice", "pollers", "gateway")
+# Settings the bench must not inherit from the shell: it measures a fresh, offline stack.
+INHERITED = ("OPENAI_", "TWILIO_", "IMAP_", "SMTP_", "NATS_", "DELEGATE_", "MEMORY_", "RUNTIME_DATA_DIR")
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+IDLE_WINDOW_S = 2.0
+IDLE_CPU_S = 0.05  # the whole tree, per window: timers and heartbeats, nothing more
+
+
+@dataclass
+class Proc:
+    pid: int
+    ppid: int
+    argv: list[str]
+
+    @property
+    def label(self) -> str:
+        args = self.argv
+        if "-m" in args and args.index("-m") + 1 < len(args):
+            module = args[args.index("-m") + 1]
+            return {"delegate.launcher": "launcher (make run)", "delegate.openai_standin": "openai-standin"}.get(
+                module, module.removeprefix("delegate.").replace("_", "-")
+            )
+        name = Path(args[0]).name if args else "?"
+        return name
+
+
+def processes() -> dict[int, Proc]:
+    found: dict[int, Proc] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            argv = (entry / "cmdline").read_bytes().rstrip(b"\0").split(b"\0")
+        except OSError:
+            continue
+        ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
+        found[int(entry.name)] = Proc(int(entry.name), ppid, [a.decode(errors="replace") for a in argv])
+    return found
+
+
+def tree(root: int) -> list[Proc]:
+    """``root`` and all its descendants, parents first."""
+    procs = processes()
+    children: dict[int, list[Proc]] = defaultdict(list)
+    for proc in procs.values():
+        children[proc.ppid].append(proc)
+    out, todo = [], [procs[root]] if root in procs else []
+    while todo:
+        proc = todo.pop(0)
+        out.append(proc)
+        todo[:0] = sorted(children[proc.pid], key=lambda p: p.pid)
+    return out
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / CLK_TCK
+
+
+def memory_kb(pid: int) -> dict[str, int]:
+    """Rss, Pss and USS (private clean + dirty) in kB, from one read of smaps_rollup."""
+    values: dict[str, int] = {}
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        match = re.match(r"(\w+):\s+(\d+) kB", line)
+        if match:
+            values[match[1]] = int(match[2])
+    return {
+        "rss": values.get("Rss", 0),
+        "pss": values.get("Pss", 0),
+        "uss": values.get("Private_Clean", 0) + values.get("Private_Dirty", 0),
+    }
+
+
+def is_chromium(proc: Proc) -> bool:
+    return bool(proc.argv) and re.search(r"chrom|headless_shell", Path(proc.argv[0]).name, re.I) is not None
+
+
+# ---- readiness ------------------------------------------------------------------------------
+
+
+def prober(service: str) -> str | None:
+    """A role allowed to ping ``service`` (the bench logs in as that role, nothing more)."""
+    query = topics.PINGS.get(service)
+    if query is None:  # the gateway: its /healthz answers instead
+        return None
+    return next((role.name for role in ROLES.values() if query in role.requests), None)
+
+
+async def quiet(_: Exception) -> None:
+    """Connection errors while the stack starts are expected: the next poll retries."""
+
+
+async def ping_all(address: str, passwords: dict[str, str]) -> set[str]:
+    """The services that answer their ping as ready."""
+    ready: set[str] = set()
+    for service in SERVICES:
+        role = prober(service)
+        if role is None:
+            continue
+        host = address.removeprefix("nats://")
+        try:
+            nc = await nats.connect(f"nats://{role}:{passwords[role]}@{host}", connect_timeout=1,
+                                    allow_reconnect=False, max_reconnect_attempts=0,
+                                    inbox_prefix=inbox_prefix(role), error_cb=quiet)
+        except Exception:
+            return ready
+        try:
+            reply = await nc.request(topics.PINGS[service].subject, b"{}", timeout=0.5)
+            if json.loads(reply.data).get("ready") is True:
+                ready.add(service)
+        except Exception:
+            pass
+        finally:
+            await nc.close()
+    return ready
+
+
+def gateway_healthy(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=0.5) as reply:
+            return bool(reply.status == 200)
+    except OSError:
+        return False
+
+
+def wait_ready(launcher: subprocess.Popen[bytes], runtime: Path, port: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    pingable = {s for s in SERVICES if prober(s) is not None}
+    ready: set[str] = set()
+    while time.monotonic() < deadline:
+        if launcher.poll() is not None:
+            raise RuntimeError(f"the launcher exited with {launcher.returncode}; see {runtime / 'logs'}")
+        conf = runtime / "nats" / "nats.conf"
+        auth = runtime / "nats-auth" / "nats-identities.json"
+        if conf.exists() and auth.exists():
+            listen = re.search(r'listen: "([^"]+)"', conf.read_text())
+            if listen:
+                ready = asyncio.run(ping_all(f"nats://{listen[1]}", json.loads(auth.read_text())))
+        if pingable <= ready and gateway_healthy(port):
+            unpinged = sorted(set(SERVICES) - pingable - {"gateway"})
+            print(f"ready: {', '.join(sorted(ready | {'gateway'}))} answer"
+                  + (f" (no role may ping {', '.join(unpinged)}: CPU idleness covers them)" if unpinged else ""))
+            return
+        time.sleep(0.5)
+    raise TimeoutError(f"not ready after {timeout:.0f}s: {sorted(pingable - ready)}")
+
+
+def wait_idle(root: int, timeout: float) -> float:
+    """Until the tree's CPU time advances less than IDLE_CPU_S in two windows in a row."""
+    deadline = time.monotonic() + timeout
+    quiet = 0
+    began = time.monotonic()
+    before = cpu_seconds([p.pid for p in tree(root)])
+    while time.monotonic() < deadline:
+        time.sleep(IDLE_WINDOW_S)
+        now = cpu_seconds([p.pid for p in tree(root)])
+        quiet = quiet + 1 if now - before < IDLE_CPU_S else 0
+        before = now
+        if quiet >= 2:
+            return time.monotonic() - began
+    print(f"warning: still using CPU after {timeout:.0f}s; measuring anyway")
+    return time.monotonic() - began
+
+
+# ---- imports --------------------------------------------------------------------------------
+
+
+def import_table(log_text: str, top: int) -> list[tuple[str, float, int]]:
+    """(top-level package, self import time in ms, modules) from ``-X importtime`` lines."""
+    self_us: dict[str, int] = defaultdict(int)
+    count: dict[str, int] = defaultdict(int)
+    for line in log_text.splitlines():
+        match = re.match(r"import time:\s+(\d+) \|\s+(\d+) \|\s*(\S+)", line)
+        if match:
+            package = match[3].split(".")[0]
+            self_us[package] += int(match[1])
+            count[package] += 1
+    ranked = sorted(self_us, key=lambda p: -self_us[p])[:top]
+    return [(p, self_us[p] / 1000, count[p]) for p in ranked]
+
+
+# ---- main -----------------------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--imports", action="store_true", help="per service, the packages its start imports")
+    parser.add_argument("--top", type=int, default=12, help="packages shown per service with --imports")
+    parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                        help="a setting for the launcher and every child (repeatable)")
+    parser.add_argument("--timeout", type=float, default=120.0)
+    parser.add_argument("--markdown", action="store_true", help="also print the table as markdown")
+    args = parser.parse_args()
+
+    workdir = Path(tempfile.mkdtemp(prefix="delegate-footprint-"))
+    runtime = workdir / "runtime-data"
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(INHERITED)}
+    env.update(RUNTIME_DATA_DIR=str(runtime), DELEGATE_PORT=str(port), LOG_LEVEL="INFO")
+    env.update(item.split("=", 1) for item in args.env)  # type: ignore[misc]
+    if args.imports:
+        env["PYTHONPROFILEIMPORTTIME"] = "1"  # each child writes it to stderr: its log file
+    launcher_log = workdir / "launcher.log"
+    with open(launcher_log, "wb") as out:
+        launcher = subprocess.Popen([sys.executable, "-m", "delegate.launcher"], cwd=workdir, env=env,
+                                    stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    began = time.monotonic()
+    try:
+        wait_ready(launcher, runtime, port, args.timeout)
+        ready_s = time.monotonic() - began
+        idle_s = wait_idle(launcher.pid, args.timeout)
+        print(f"ready after {ready_s:.1f} s; idle (tree CPU < {IDLE_CPU_S} s per {IDLE_WINDOW_S:.0f} s, twice) "
+              f"{idle_s:.1f} s later" + (f"; with {' '.join(args.env)}" if args.env else ""))
+        report(tree(launcher.pid), args.markdown)
+        if args.imports:
+            print()
+            for name in ("openai-standin", *SERVICES):
+                text = (runtime / "logs" / f"{name}.log").read_text(errors="replace")
+                rows = import_table(text, args.top)
+                total = sum(float(line.split("|")[0].split(":")[1]) for line in text.splitlines()
+                            if line.startswith("import time:") and line.split("|")[0].split(":")[1].strip().isdigit())
+                print(f"{name}: {total / 1000:.0f} ms of imports; top packages by self time")
+                for package, ms, modules in rows:
+                    print(f"    {package:<28} {ms:8.1f} ms  {modules:5d} modules")
+    finally:
+        if launcher.poll() is None:
+            launcher.send_signal(signal.SIGTERM)
+            try:
+                launcher.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(launcher.pid, signal.SIGKILL)
+                launcher.wait()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def report(procs: list[Proc], markdown: bool) -> None:
+    rows: list[tuple[str, int, dict[str, int]]] = []
+    chromium = [p for p in procs if is_chromium(p)]
+    parents = {p.pid: p for p in procs}
+    for proc in procs:
+        if proc in chromium:
+            continue
+        label = proc.label
+        parent = parents.get(proc.ppid)
+        if parent is not None and parent.label == label and label == "ledger":
+            label = "ledger writer"
+        try:
+            rows.append((label, proc.pid, memory_kb(proc.pid)))
+        except OSError:
+            continue
+    print(f"\n{'process':<22} {'pid':>8} {'RSS MB':>8} {'PSS MB':>8} {'USS MB':>8}")
+    for label, pid, mem in rows:
+        print(f"{label:<22} {pid:>8} {mem['rss'] / 1024:8.1f} {mem['pss'] / 1024:8.1f} {mem['uss'] / 1024:8.1f}")
+    total = {k: sum(m[k] for _, _, m in rows) / 1024 for k in ("rss", "pss", "uss")}
+    print(f"{'total (' + str(len(rows)) + ' processes)':<22} {'':>8} {total['rss']:8.1f} {total['pss']:8.1f} "
+          f"{total['uss']:8.1f}")
+    verdict = "within" if total["rss"] <= TARGET_MB else "over"
+    print(f"target: RSS total <= {TARGET_MB} MB without Chromium: {verdict} ({total['rss']:.0f} MB)")
+    print("Chromium: " + (f"{len(chromium)} processes running at idle, excluded (they should not be)"
+                          if chromium else "not running (excluded by design: tasks launches it when a task browses)"))
+    if markdown:
+        print("\n| process | RSS MB | PSS MB | USS MB |\n|---|---:|---:|---:|")
+        for label, _, mem in rows:
+            print(f"| {label} | {mem['rss'] / 1024:.0f} | {mem['pss'] / 1024:.0f} | {mem['uss'] / 1024:.0f} |")
+        print(f"| **total** | **{total['rss']:.0f}** | **{total['pss']:.0f}** | **{total['uss']:.0f}** |")
+        print(f"| target | ≤ {TARGET_MB} | | |")
+
+
+if __name__ == "__main__":
+    main()
