@@ -13,6 +13,7 @@ import pytest
 
 from delegate.contracts import subjects, topics
 from delegate.contracts.channels import OutboundEmail
+from delegate.contracts.events import Event
 from delegate.contracts.signals import SIGNAL_ADAPTER, AnySignal, EmailReceived
 from tests.agent.activations import dump_if_failed, poll, settled
 from tests.agent.rig import Probe, agent_env
@@ -75,7 +76,12 @@ async def test_an_email_while_away_becomes_a_user_message_and_one_signal_and_no_
     await probe.bus.publish(topics.AGENT_INPUT, mail, msg_id=f"{mail.id}-again")
     await settled(probe)
 
-    [message] = [e for e in await probe.ledger_events(kinds=["message"]) if e.id == mail.id]
+    async def stored() -> list[Event]:
+        # The agent acks its input once the event is in the LEDGER stream; the ledger commits it
+        # a moment later (its writer process may still be starting on a fresh ledger).
+        return [e for e in await probe.ledger_events(kinds=["message"]) if e.id == mail.id]
+
+    [message] = await poll(stored, "the email stored in the ledger")
     assert (message.role, message.channel, message.span_id) == ("user", "email", None)
     assert message.payload["meta"]["subject"] == "Offer"
     [signal] = [s for s in await poll(lambda: inner_signals(probe), "the email.received signal")
