@@ -68,3 +68,34 @@ async def test_a_redelivered_input_that_was_answered_is_acked_not_rerun(make_sys
     bodies = [r["body"] for r in standin.response_requests()]
     assert bodies and all(msg.text not in str(b["input"]) or "[text chat ·" in str(b["input"]) for b in bodies)
     assert all("and the next one" in str(b["input"]) for b in bodies)
+
+
+async def test_an_input_handed_out_again_as_new_is_answered_once(make_system, probe_for, standin):
+    """A nats-server SIGKILLed after the answer can forget both the ack and the delivery count
+    (JetStream writes consumer state lazily), so the input comes back as a *first* delivery.
+    Here it is put on the stream again past the dedup window's message id, which the agent sees
+    the same way: to the process that answered it, and to a restarted one that never saw it."""
+    system = make_system().start("ledger", "agent")
+    probe: Probe = await probe_for(system)
+    msg = await probe.send("what did we decide about the roof?")
+    first = await probe.answer(msg.id)
+    assert first.kind == "message"
+
+    async def handed_out_again(times: int) -> None:
+        await probe.bus.publish(topics.AGENT_INPUT, msg, msg_id=f"{msg.id}:again-{times}")
+        # A later input is answered only once the repeated one was dealt with (inputs go in order).
+        follow = await probe.send(f"and after repeat {times}?")
+        await probe.answer(follow.id)
+
+    await handed_out_again(1)  # the same process: it remembers settling the input
+    system.procs["agent"].stop()
+    system.procs["agent"].start()
+    system.wait_ready(["agent"])
+    await handed_out_again(2)  # a new process: the answer's id is the input's own, stored once
+
+    answers = [e for e in await probe.ledger_events(kinds=["message", "turn.failed"]) if e.parent_id == msg.id]
+    assert [(e.kind, e.role, e.id) for e in answers] == [("message", "assistant", first.id)]
+    assert len([e for e in await probe.ledger_events(kinds=["message"]) if e.id == msg.id]) == 1
+    # The process that answered it did not ask the model again.
+    asked = [b for b in (r["body"] for r in standin.response_requests()) if msg.text in str(b["input"])]
+    assert len(asked) <= 2, len(asked)  # the first answer, the new process's; not the old one's repeat

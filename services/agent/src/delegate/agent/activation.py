@@ -48,7 +48,7 @@ class Activations(Turns, Redelivery):
 
     async def _activation(self, msg: ActivationInput, delivery: int) -> None:
         async with self._turn_slot():
-            if delivery > 1:
+            if self._seen_before(msg.id, delivery):
                 recorded = await self._recorded_answers(msg.id, ANSWER_KINDS, anchored=False)
                 # Other tool calls alone mean the turn died mid-way: it runs again, as a user turn would.
                 found = [e for e in recorded if e.kind != "tool.call" or e.payload.get("name") == NOTHING_TO_DO]

@@ -60,6 +60,7 @@ from .core import Deposed
 from .ledger import PAGE, LedgerUnavailable
 from .outbound import REPLY_CHANNELS, NotLeading, Outbound, reply_to_outcome
 from .prompts import user_item
+from .settled import answer_id_for
 from .turn import ChainPoint, Turn, failure_id, settle_opening
 
 log = logging.getLogger(__name__)
@@ -128,6 +129,7 @@ class Agent(Activations, AwayEmail, Compaction):
                 # window left (a pause between the read and this publish) is the ack's: the
                 # successor republishes the same id, which CHANNELS deduplicates.
                 await self.outbox.publish(reply)
+            self.settled.add(msg.id)
         except Deposed:
             raise
         except (Retryable, BusUnavailable) as exc:
@@ -181,8 +183,9 @@ class Agent(Activations, AwayEmail, Compaction):
         """Answer a user message; returns what to send in its channel once the lease is confirmed."""
         async with self._turn_slot():
             # A first delivery cannot have been answered: answering needs a delivery, and the
-            # durable consumer counts deliveries across leaders. So only redeliveries look.
-            if delivery > 1:
+            # durable consumer counts deliveries across leaders. So only redeliveries look
+            # (and what this process settled before: a crashed nats-server can forget the count).
+            if self._seen_before(msg.id, delivery):
                 found = await self._recorded_answers(msg.id, ("message", "turn.failed"), anchored=True)
                 if found:
                     # Published again: a no-op (the same msg_id) when the previous leader got
@@ -207,6 +210,7 @@ class Agent(Activations, AwayEmail, Compaction):
             turn = Turn(
                 msg.id, msg.channel, conversation_id, span.id, user_item(msg.text), delivery, opening,
                 supersedes=msg.supersedes, start=self._start_before(msg.supersedes),
+                answer_id=answer_id_for(msg.id),
             )
             try:
                 result = await self._answer(turn)
@@ -238,7 +242,7 @@ class Agent(Activations, AwayEmail, Compaction):
         nothing is done. The answer takes the input's id, so a redelivery finds it.
         """
         async with self._turn_slot():
-            if delivery > 1:
+            if self._seen_before(msg.id, delivery):
                 await self.ledger.wait_caught_up()
                 done = await self.ledger.get(msg.id) or await self.ledger.get(failure_id(msg.id))
                 if done is not None:

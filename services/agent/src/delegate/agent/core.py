@@ -24,6 +24,7 @@ from .ledger import Ledger
 from .outbound import Outbox
 from .prompts import BASE_INSTRUCTIONS
 from .settings import Settings
+from .settled import SettledInputs
 from .toolbox import Toolbox
 
 if TYPE_CHECKING:
@@ -72,6 +73,8 @@ class AgentCore:
         self._command: asyncio.Task[Any] | None = None
         # The turn whose model loop runs now, if any: what Stop (agent.cmd.stop) can cut short.
         self.running: Turn | None = None
+        # The inputs this process finished: one handed out again is looked up, not answered again.
+        self.settled = SettledInputs()
 
     def live(self) -> bool:
         """Whether live output (deltas) may still go out: not once the lease is in doubt.

@@ -4,6 +4,13 @@ A first delivery cannot have been answered (answering needs a delivery, and the 
 consumer counts deliveries across leaders), so only a redelivery looks in the ledger for what
 was recorded in answer to it, and adds only what is missing. An input that keeps failing ends
 as ``turn.failed`` so the owner is told instead of waiting forever.
+
+The count can be wrong after a nats-server crash: JetStream writes a consumer's delivery state
+lazily, so a SIGKILLed server may hand an input out again as a *first* delivery although it was
+answered (and its ack lost with the server). This process remembers the inputs it settled
+(``SettledInputs``) and treats one coming back as a redelivery; a user turn's answer also takes
+an id derived from its input (``answer_id_for``), so even a second answer from another process
+is absorbed by the ledger's idempotent append instead of showing twice.
 """
 
 import logging
@@ -22,6 +29,14 @@ ANSWER_SEARCH_WINDOW = 5000
 
 
 class Redelivery(Spans):
+    def _seen_before(self, input_id: str, delivery: int) -> bool:
+        """Whether this input may have been answered already: a redelivery, or one this process
+        settled that the bus handed out again as new (its delivery count lost in a crash)."""
+        if delivery == 1 and input_id in self.settled:
+            log.warning("input %s came again as a first delivery after this process settled it", input_id)
+            return True
+        return delivery > 1
+
     async def _recorded_answers(self, turn_id: str, kinds: tuple[str, ...], *, anchored: bool) -> list[Event]:
         """On redelivery: what a previous leader already recorded in answer to this input.
 
