@@ -38,11 +38,13 @@ from delegate.contracts import topics
 from delegate.contracts.roles import ROLES, inbox_prefix
 from delegate.launcher.procs import free_port
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.stats import cpu_seconds
+
 TARGET_MB = 400
 SERVICES = ("ledger", "agent", "inner-plane", "memory", "tasks", "voice", "pollers", "gateway")
 # Settings the bench must not inherit from the shell: it measures a fresh, offline stack.
 INHERITED = ("OPENAI_", "TWILIO_", "IMAP_", "SMTP_", "NATS_", "DELEGATE_", "MEMORY_", "RUNTIME_DATA_DIR")
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 IDLE_WINDOW_S = 2.0
 IDLE_CPU_S = 0.05  # the whole tree, per window: timers and heartbeats, nothing more
 
@@ -92,17 +94,6 @@ def tree(root: int) -> list[Proc]:
         out.append(proc)
         todo[:0] = sorted(children[proc.pid], key=lambda p: p.pid)
     return out
-
-
-def cpu_seconds(pids: list[int]) -> float:
-    total = 0
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += int(fields[11]) + int(fields[12])  # utime, stime
-    return total / CLK_TCK
 
 
 def memory_kb(pid: int) -> dict[str, int]:

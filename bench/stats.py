@@ -1,4 +1,7 @@
-"""Percentiles and formatting shared by the benchmarks."""
+"""Percentiles, formatting and process CPU time shared by the benchmarks."""
+
+import os
+from pathlib import Path
 
 
 def pct(samples: list[float], p: float) -> float:
@@ -9,3 +12,15 @@ def pct(samples: list[float], p: float) -> float:
 
 def ms(value: float) -> str:
     return f"{value * 1000:9.2f} ms"
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """The CPU time (user + system) the processes ``pids`` used so far (Linux /proc)."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / os.sysconf("SC_CLK_TCK")

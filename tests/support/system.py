@@ -118,12 +118,13 @@ class System:
             self.wait_ready(names)
         return self
 
-    def start_one(self, name: str, instance: str | None = None) -> ManagedProcess:
+    def start_one(self, name: str, instance: str | None = None, env: dict[str, str] | None = None) -> ManagedProcess:
+        """``env`` is merged last: e.g. a second gateway instance's own DELEGATE_PORT."""
         self._counter += 1
         key = instance or name
         assert self.nats is not None
-        env = {**self.env, "INSTANCE_NAME": key, **role_env(self.nats, name), **self.extra_env}
-        proc = python_module(key, MODULES[name], env, self.logs / f"{key}.{self._counter}.log").start()
+        merged = {**self.env, "INSTANCE_NAME": key, **role_env(self.nats, name), **self.extra_env, **(env or {})}
+        proc = python_module(key, MODULES[name], merged, self.logs / f"{key}.{self._counter}.log").start()
         self.procs[key] = proc
         self.services[key] = name
         return proc
@@ -145,8 +146,8 @@ class System:
                         proc = self.procs.get(name)
                         if proc is not None and not proc.alive():
                             raise RuntimeError(f"{name} died during start:\n{proc.log_text()[-4000:]}")
-                        if name == "gateway":
-                            ready = await self._gateway_ready(http)
+                        if self.services.get(name, name) == "gateway":
+                            ready = await self._gateway_ready(http, name)
                         else:
                             bus = bus or await Bus.connect(self.nats.url, "test-probe")
                             ready = await self._pong(bus, name)
@@ -161,9 +162,15 @@ class System:
             logs = "\n".join(f"--- {n}\n{self.procs[n].log_text()[-3000:]}" for n in pending if n in self.procs)
             raise TimeoutError(f"not ready after {timeout}s: {sorted(pending)}\n{logs}")
 
-    async def _gateway_ready(self, http: httpx.AsyncClient) -> bool:
+    def http_of(self, instance: str) -> str:
+        """A gateway instance's base URL: its own DELEGATE_PORT (start_one's ``env``), else the System's."""
+        proc = self.procs.get(instance)
+        port = proc.env.get("DELEGATE_PORT") if proc is not None else None
+        return f"http://127.0.0.1:{port or self.port}"
+
+    async def _gateway_ready(self, http: httpx.AsyncClient, instance: str = "gateway") -> bool:
         try:
-            return (await http.get(f"{self.http}/healthz")).status_code == 200
+            return (await http.get(f"{self.http_of(instance)}/healthz")).status_code == 200
         except httpx.HTTPError:
             return False
 
