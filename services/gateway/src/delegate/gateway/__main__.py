@@ -2,6 +2,7 @@
 
 import sys
 
+import delegate.runtime.bus  # noqa: F401 - first: nats-py without its unused aiohttp (see there)
 from delegate.gateway import main
 
 if __name__ == "__main__":

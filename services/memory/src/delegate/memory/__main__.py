@@ -1,3 +1,4 @@
+import delegate.runtime.bus  # noqa: F401 - first: nats-py without its unused aiohttp (see there)
 from delegate.memory.main import run
 
 if __name__ == "__main__":

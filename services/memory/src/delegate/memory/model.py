@@ -4,6 +4,8 @@ import logging
 import os
 from typing import TYPE_CHECKING
 
+from delegate.runtime import without_aiohttp
+
 from .settings import Settings
 
 if TYPE_CHECKING:  # the SDK (about 500 modules) loads on the first call, not at start
@@ -30,7 +32,8 @@ class Model:
 
     def _client(self) -> "AsyncOpenAI":
         if self.client is None:
-            from openai import AsyncOpenAI
+            with without_aiohttp():  # its optional aiohttp client is never used
+                from openai import AsyncOpenAI
 
             # The SDK reads OPENAI_API_KEY / OPENAI_BASE_URL itself. Its own retries are off:
             # a retry is another model call for the same turn, and the worker decides those.

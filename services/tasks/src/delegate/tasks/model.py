@@ -10,6 +10,8 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from delegate.runtime import without_aiohttp
+
 from .journal import Call
 from .prompts import INSTRUCTIONS
 from .settings import Settings
@@ -46,7 +48,8 @@ class Model:
 
     def _client(self) -> "AsyncOpenAI":
         if self.client is None:
-            from openai import AsyncOpenAI
+            with without_aiohttp():  # its optional aiohttp client is never used
+                from openai import AsyncOpenAI
 
             # The SDK's own retries are off: the runner decides when a step is tried again.
             self.client = AsyncOpenAI(timeout=self.timeout, max_retries=0)

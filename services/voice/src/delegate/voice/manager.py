@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from delegate.contracts import topics
 from delegate.contracts.voice import PrepareReply, PrepareSession, VoiceState, VoiceStateRequest
+from delegate.runtime import without_aiohttp
 from delegate.runtime.bus import Bus
 
 from .ledger import VoiceLedger
@@ -48,7 +49,8 @@ class Sessions:
     def client(self) -> "AsyncOpenAI":
         """The Realtime client, made with the first session: the SDK loads then, not at start."""
         if self._client is None:
-            from openai import AsyncOpenAI
+            with without_aiohttp():  # its optional aiohttp client is never used
+                from openai import AsyncOpenAI
 
             # No retries inside a call: a Realtime socket that fails ends the session, cleanly.
             self._client = AsyncOpenAI(max_retries=0)

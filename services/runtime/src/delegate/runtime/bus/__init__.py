@@ -11,6 +11,11 @@ One concept per module:
 - ``errors``: what can go wrong, by what the caller does about it.
 """
 
+from delegate.runtime import without_aiohttp
+
+with without_aiohttp():  # before any module of nats-py: its WebSocket transport is never used
+    import nats  # noqa: F401
+
 from .acks import in_progress, nak
 from .atomic import MAX_BATCH, BatchRefused
 from .connection import MSG_ID, PUBLISH_RETRY, Bus
