@@ -69,7 +69,10 @@ def _servers(nodes: list[Node], extra: list[list[str]]) -> Iterator[None]:
                                           stdout=log, stderr=subprocess.STDOUT))
         deadline = time.monotonic() + 30
         while not all(_healthy(n.monitor) for n in nodes):  # JetStream up (on a cluster: a meta leader)
-            assert all(p.poll() is None for p in procs), "a nats-server exited"
+            exited = [n for n, p in zip(nodes, procs, strict=True) if p.poll() is not None]
+            assert not exited, "a nats-server exited:\n" + "\n".join(
+                (n.store.parent / f"{n.store.name}.log").read_text()[-2000:] for n in exited
+            )
             assert time.monotonic() < deadline, "nats-server not healthy in 30 s"
             time.sleep(0.2)
         yield

@@ -12,6 +12,7 @@ from delegate.contracts.events import Event
 from delegate.contracts.messages import QueryRequest
 from delegate.contracts.tasks import TASKS_POLICY
 from delegate.runtime.bus import Bus
+from delegate.runtime.ledger_client import LedgerClient
 from tests.support.system import System
 
 from .agent_process import OFFLINE_MODEL, offered
@@ -33,6 +34,9 @@ async def bus(system: System) -> AsyncIterator[Bus]:
 
 
 async def created(bus: Bus) -> list[Event]:
+    """Every task.created the ledger holds once it committed all that was published to it (the
+    tasks service answers a call once its event is in the stream, before the ledger commits it)."""
+    await LedgerClient(bus, "test").wait_caught_up()
     reply = await bus.request(topics.LEDGER_QUERY, QueryRequest(kinds=["task.created"], limit=100))
     return reply.events
 
