@@ -96,6 +96,17 @@ class LedgerFollower:
         assert event.seq is not None
         attempts = self.ctx.settings.inner_event_attempts
         try:
+            self.apply(event)  # the common case, without retry machinery: a rebuild applies millions
+        except Exception as first:
+            if attempts <= 1:
+                await self._dead_letter(event, f"processing failed once: {first!r}")
+            else:
+                await self._apply_again(event, attempts - 1, first)
+        self.ctx.state.last_seq = event.seq
+
+    async def _apply_again(self, event: Event, attempts: int, first: Exception) -> None:
+        log.warning("processing event %s (%s, seq %s) failed, trying again: %r", event.id, event.kind, event.seq, first)
+        try:
             # Trying again after a partial failure is safe: every component's on_event keys
             # what it records by event id or seq, so applying an event twice changes nothing.
             async for attempt in retrying(
@@ -106,8 +117,7 @@ class LedgerFollower:
                 with attempt:
                     self.apply(event)
         except Exception as exc:
-            await self._dead_letter(event, f"processing failed {attempts} times: {exc!r}")
-        self.ctx.state.last_seq = event.seq
+            await self._dead_letter(event, f"processing failed {attempts + 1} times: {exc!r}")
 
     async def _dead_letter(self, event: Event, reason: str) -> None:
         # One letter per event, however often a replay after a lost state file fails on it.
