@@ -3,22 +3,23 @@
 - ``gateway``: its ``/readyz`` answers 200 (NATS connected, the ledger and the agent answer
   their pings and say they are ready).
 - ``openai-standin``: its ``/_standin/health`` answers 200.
-- every other service: nats-server says this container's identity (``NATS_USER``) holds an open
-  connection subscribed to its ``<service>.cmd.ping`` query, i.e. it logged in with its own
-  credentials and got far enough into its start to answer pings (the ledger only after its
-  migrations). The monitoring endpoint (port 8222) of every server in ``NATS_URL`` is asked, so
-  it works on one server and on the cluster alike.
+- every other service: a ping round trip over the bus, as the container's own identity
+  (``NATS_USER``/``NATS_PASSWORD``; the role table lets each role ask its own ping): the service
+  answers ``<service>.cmd.ping`` and says it is ready. Each server of ``NATS_URL`` is tried in
+  turn, so it works on one server and on the cluster alike.
+- an identity that logs in with an nkey or a creds file (signing the server's nonce needs a
+  library this check does not load): nats-server's monitoring endpoint (port 8222) must show
+  that identity connected and subscribed to its ping, which proves less (a hung process keeps
+  its connection until the server's own ping times out).
 
-Why not a ping round trip with the container's own credentials: the role table
-(delegate.contracts.roles) lets only the gateway request pings, and only of some services, so a
-service's identity may not publish to its own ``<service>.cmd.ping``. Once each role may request
-its own ping, ``Bus.ping`` can replace ``_serving_ping`` below.
-
-Standard library and delegate.contracts only: it runs every few seconds, so it starts fast.
+Standard library and delegate.contracts only, and the NATS protocol spoken directly (a
+request is four lines of it): it runs every 10 s in every container, so it starts fast.
 """
 
 import json
 import os
+import secrets
+import socket
 import sys
 import urllib.error
 import urllib.request
@@ -62,12 +63,61 @@ def _serving_ping(service: str) -> bool:
     return False
 
 
+def _request(seed: str, user: str, password: str, inbox: str, subject: str) -> bytes | None:
+    """One NATS request over a plain socket: the reply's payload, or None."""
+    parts = urlsplit(seed.strip())
+    host, port = parts.hostname or "127.0.0.1", parts.port or 4222
+    try:
+        with socket.create_connection((host, port), timeout=TIMEOUT_S) as sock:
+            stream = sock.makefile("rb")
+            info = stream.readline()
+            if not info.startswith(b"INFO ") or json.loads(info[5:]).get("tls_required"):
+                return None  # not a NATS server, or TLS: not spoken here
+            connect = {"verbose": False, "pedantic": False, "user": user, "pass": password,
+                       "name": "healthcheck", "lang": "python", "version": "1", "protocol": 1}
+            reply = f"{inbox}.health.{secrets.token_hex(8)}"
+            sock.sendall(
+                f"CONNECT {json.dumps(connect)}\r\nSUB {reply} 1\r\nPUB {subject} {reply} 2\r\n{{}}\r\n".encode()
+            )
+            while line := stream.readline():
+                if line.startswith(b"PING"):
+                    sock.sendall(b"PONG\r\n")
+                elif line.startswith(b"-ERR"):  # bad credentials, or a subject the role may not use
+                    return None
+                elif line.startswith(b"MSG "):
+                    size = int(line.split()[-1])
+                    return stream.read(size + 2)[:size]
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def _answers_ping(service: str) -> bool:
+    from delegate.contracts.roles import inbox_prefix
+    from delegate.contracts.topics import PINGS
+
+    user = os.environ.get("NATS_USER") or service
+    password = os.environ.get("NATS_PASSWORD", "")
+    for seed in os.environ.get("NATS_URL", "nats://nats:4222").split(","):
+        login = urlsplit(seed.strip())
+        data = _request(seed, login.username or user, login.password or password, inbox_prefix(user),
+                        PINGS[service].subject)
+        if data is not None:
+            try:
+                return json.loads(data).get("ready") is True
+            except ValueError:
+                return False
+    return False
+
+
 def healthy(service: str) -> bool:
     if service == "gateway":
         return _get(f"http://127.0.0.1:{os.environ.get('DELEGATE_PORT', '8081')}/readyz") is not None
     if service == "openai-standin":
         return _get(f"http://127.0.0.1:{os.environ.get('STANDIN_PORT', '8765')}/_standin/health") is not None
-    return _serving_ping(service)
+    if os.environ.get("NATS_CREDS") or os.environ.get("NATS_NKEY_SEED"):
+        return _serving_ping(service)
+    return _answers_ping(service)
 
 
 if __name__ == "__main__":

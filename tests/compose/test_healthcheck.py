@@ -2,10 +2,12 @@
 
 Each server gets the config `python -m delegate.launcher nats-config` renders (the text of
 deploy/nats.conf, on private ports); the cluster's nodes get the flags compose.yaml gives
-nats-1..3. A service identity that serves its ping makes its check pass; one that does not,
-or that is not connected, fails it.
+nats-1..3. A service that answers its ping, asked as its own identity, and says it is ready
+passes its check; one that does not answer, is not ready, or is asked with a wrong password
+fails it. An nkey identity is checked on the monitoring endpoint instead.
 """
 
+import asyncio
 import json
 import os
 import subprocess
@@ -83,20 +85,28 @@ def _servers(nodes: list[Node], extra: list[list[str]]) -> Iterator[None]:
             proc.wait(timeout=10)
 
 
-def _check(service: str, nats_url: str, monitor: int) -> int:
+async def _check(
+    service: str, nats_url: str, monitor: int, *, password: str | None = None, nkey: bool = False
+) -> int:
+    """The check's exit code; run in a thread, so that a ping served by this test's loop is answered."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NATS_", "DELEGATE_"))}
-    env.update(NATS_URL=nats_url, NATS_USER=service, NATS_MONITOR_PORT=str(monitor))
-    done = subprocess.run([sys.executable, str(ROOT / "deploy" / "healthcheck.py"), service], env=env,
-                          capture_output=True, text=True, timeout=30)
+    env.update(NATS_URL=nats_url, NATS_USER=service, NATS_MONITOR_PORT=str(monitor),
+               NATS_PASSWORD=PASSWORDS[service] if password is None else password)
+    if nkey:  # the check cannot sign with it, so it asks the monitoring endpoint
+        env["NATS_NKEY_SEED"] = "/run/secrets/nkey"
+    done = await asyncio.to_thread(
+        subprocess.run, [sys.executable, str(ROOT / "deploy" / "healthcheck.py"), service], env=env,
+        capture_output=True, text=True, timeout=30,
+    )
     return done.returncode
 
 
-async def _serving(service: str, url: str, monkeypatch: pytest.MonkeyPatch) -> Bus:
+async def _serving(service: str, url: str, monkeypatch: pytest.MonkeyPatch, *, ready: bool = True) -> Bus:
     """A connection as ``service``'s own identity, answering its ping (as the service does)."""
     monkeypatch.setenv("NATS_USER", service)
     monkeypatch.setenv("NATS_PASSWORD", PASSWORDS[service])
     bus = await Bus.connect(url, service, replicas=1)
-    await bus.serve_ping(service)
+    await bus.serve_ping(service, ready=lambda: ready, detail="" if ready else "still starting")
     await bus.nc.flush()
     return bus
 
@@ -106,16 +116,25 @@ async def test_a_service_is_healthy_once_its_own_identity_serves_its_ping(
 ) -> None:
     node = Node(tmp_path / "nats")
     with _servers([node], [[]]):
-        assert _check("memory", node.address, node.monitor) == 1  # not connected yet
+        assert await _check("memory", node.address, node.monitor) == 1  # not connected yet
         bus = await _serving("memory", node.address, monkeypatch)
         try:
-            assert _check("memory", node.address, node.monitor) == 0
-            assert _check("pollers", node.address, node.monitor) == 1  # another identity proves nothing
+            assert await _check("memory", node.address, node.monitor) == 0
+            assert await _check("memory", node.address, node.monitor, password="wrong") == 1
+            assert await _check("pollers", node.address, node.monitor) == 1  # another identity proves nothing
             # a seed list whose first server is down: the others are asked
-            assert _check("memory", f"nats://127.0.0.1:{free_port()},{node.address}", node.monitor) == 0
+            assert await _check("memory", f"nats://127.0.0.1:{free_port()},{node.address}", node.monitor) == 0
+            assert await _check("memory", node.address, node.monitor, nkey=True) == 0
+            assert await _check("pollers", node.address, node.monitor, nkey=True) == 1
         finally:
             await bus.close()
-        assert _check("memory", node.address, node.monitor) == 1
+        assert await _check("memory", node.address, node.monitor) == 1
+        assert await _check("memory", node.address, node.monitor, nkey=True) == 1
+        starting = await _serving("voice", node.address, monkeypatch, ready=False)
+        try:
+            assert await _check("voice", node.address, node.monitor) == 1  # it answers, but is not ready
+        finally:
+            await starting.close()
 
 
 async def test_the_cluster_profile_nodes_form_a_jetstream_cluster_and_the_check_finds_services_on_any_node(
@@ -142,9 +161,12 @@ async def test_the_cluster_profile_nodes_form_a_jetstream_cluster_and_the_check_
         bus = await _serving("tasks", nodes[1].address, monkeypatch)  # connected to the second node
         try:
             seeds = ",".join(n.address for n in nodes)
-            # compose asks each seed's host on port 8222; here the nodes share a host and differ
-            # in their monitoring port: the node the service is on sees it, another does not
-            assert _check("tasks", seeds, nodes[1].monitor) == 0
-            assert _check("tasks", seeds, nodes[0].monitor) == 1
+            # the ping goes through whichever node the check reaches first
+            assert await _check("tasks", seeds, nodes[0].monitor) == 0
+            assert await _check("tasks", nodes[2].address, nodes[0].monitor) == 0
+            # the monitoring fallback: compose asks each seed's host on port 8222; here the nodes
+            # share a host and differ in their monitoring port: the node the service is on sees it
+            assert await _check("tasks", seeds, nodes[1].monitor, nkey=True) == 0
+            assert await _check("tasks", seeds, nodes[0].monitor, nkey=True) == 1
         finally:
             await bus.close()

@@ -269,6 +269,9 @@ def permissions(role: Role) -> Permissions:
         pub.append(s.dead_letter(source))  # what it can never process is parked
         pub += _stream_api(_stream_of(s.dead_letter(source)), owner=False)
     pub += [q.subject for q in role.requests]
+    own_ping = topics.PINGS.get(role.name)
+    if own_ping is not None and own_ping in role.serves:
+        pub.append(own_ping.subject)  # its container's health check asks it, as this identity
     sub += [q.subject for q in role.serves]
     for bucket in role.buckets:
         pub += _bucket_api(bucket)
