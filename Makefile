@@ -41,8 +41,11 @@ token: install-run
 token-rotate: install-run
 	@$(BIN)/python -m delegate.gateway token --rotate
 
+# Two workers, a test file on one at a time (its module-wide System stays whole): most tests
+# wait on real processes, so this halves the suite on two cores.
+TEST_WORKERS ?= 2
 test: install
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 lint: install
 	$(BIN)/ruff check .
