@@ -32,14 +32,15 @@ from delegate.runtime.retry import Backoff
 
 from .store import BadValue, LedgerStore, StoreUnavailable
 from .store.base import FENCED, StoredEvent
-from .writer import FOREIGN, UNFENCED, WriterProcess
+from .writer import FOREIGN, UNFENCED, Announcement, WriterProcess, announcements
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 # After a restart, re-announce at most this many events the previous process may not have
-# announced (normally at most one batch; more means the database came from elsewhere).
+# announced (normally at most the three batches the writer holds; more means the database came
+# from elsewhere).
 RECOVER_MAX = 5000
 
 # A reply's events get the connection's max_payload less this: room for the reply's own
@@ -102,7 +103,7 @@ class Ledger:
             result = await self.store.query(after_seq=after, through_seq=last, limit=1000)
             if not result.rows:
                 break
-            await self._announce(result.rows)
+            await self._announce(announcements(result.rows))
             count += len(result.rows)
             after = result.rows[-1].seq
         self.announced = last
@@ -161,7 +162,7 @@ class Ledger:
         if self._announcing is not None:
             await self._announcing
 
-    async def _store(self, good: list[Msg], previous: "asyncio.Future[None] | None") -> list[StoredEvent]:
+    async def _store(self, good: list[Msg], previous: "asyncio.Future[None] | None") -> list[Announcement]:
         announced = self.announced if self.announced != self._persisted_announced else None
         if not good and announced is None:
             return []
@@ -205,7 +206,7 @@ class Ledger:
                 log.warning("refused an event on %s (%d %s so far): %s", raw.subject, self.counts[name], name, reason)
                 return
 
-    def _announce_in_order(self, events: Sequence[StoredEvent]) -> None:
+    def _announce_in_order(self, events: Sequence[Announcement]) -> None:
         """Announce after every earlier announcement (seq order across batches), in the background."""
         if not events:
             return
@@ -217,29 +218,30 @@ class Ledger:
             try:
                 await self._announce(events)
             except Exception:  # live only: subscribers resync by seq; recover() covers a restart
-                log.exception("announcing seq %d..%d failed", events[0].seq, events[-1].seq)
+                log.exception("announcing seq %d..%d failed", events[0][0], events[-1][0])
 
         self._announcing = asyncio.ensure_future(announce())
 
-    async def _announce(self, events: Sequence[StoredEvent]) -> None:
+    async def _announce(self, events: Sequence[Announcement]) -> None:
         if not events:
             return
-        # One core publish per event, in seq order: the stored JSON, not a second pydantic round
-        # trip. nc.publish only appends to the client's buffer; the flush below sends them together.
+        # One core publish per event, in seq order: the stored JSON (written by the writer process,
+        # see writer.Announcement), not a second pydantic round trip. nc.publish only appends to
+        # the client's buffer; the flush below sends them together.
         publish = self.bus.nc.publish
         subject = topics.LEDGER_COMMITTED.subject
-        for event in events:
+        for seq, wire in events:
             try:
-                await publish(subject, event.json().encode())
+                await publish(subject, wire)
             except TRANSIENT as exc:  # live only: a subscriber that missed it resyncs by seq
-                log.debug("announcement of seq %d dropped: %r", event.seq, exc)
+                log.debug("announcement of seq %d dropped: %r", seq, exc)
         # Out of our buffers before the next transaction records them as announced: a crash
         # after that record must not take unsent announcements with it.
         try:
             await self.bus.nc.flush(timeout=1)
         except Exception as exc:  # NATS is away; live subscribers resync when it is back
             log.debug("flush after announcing failed: %r", exc)
-        self.announced = max(self.announced, events[-1].seq)
+        self.announced = max(self.announced, events[-1][0])
 
     # ---- queries ----------------------------------------------------------------------
 

@@ -74,7 +74,9 @@ async def _run_ledger(
             topics.LEDGER_APPEND_ANY, ledger.on_batch, durable=streams.LEDGER_WRITER, stream="LEDGER", stop=stop,
             raw=True,  # validated in the writer process
             batch=settings.ledger_batch_size, ack_wait=settings.ledger_ack_wait_seconds,
-            depth=2,  # the next batch goes to the writer while it commits this one
+            # The next two batches go to the writer while it commits this one: one is validated
+            # ahead and one more is on its way, so a late reply or a slow fsync leaves it no gap.
+            depth=3,
         ),
         name="ledger-writer",
     )

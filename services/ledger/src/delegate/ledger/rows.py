@@ -53,6 +53,7 @@ _FAST: TypeAdapter[Any] = TypeAdapter(
         Field(discriminator="kind"),
     ]
 )
+_VALIDATE = _FAST.validator.validate_json  # TypeAdapter.validate_json minus its Python wrapper (~8% of this)
 _EVENT = topics.LEDGER_APPEND_ANY.adapter
 
 
@@ -64,12 +65,13 @@ def row_of(data: bytes) -> Row:
 
 def parse(data: bytes) -> tuple[Row, Fence | None]:
     """``row_of``, and the event's fence (None when it carries none)."""
-    if b"NaN" in data or b"Infinity" in data:
+    if (b"N" in data and b"NaN" in data) or (b"I" in data and b"Infinity" in data):
         # pydantic reads those bare words, and would write them back as null: insert_params
-        # refuses them instead (strict JSON is stored). Rare, so the slow way decides.
+        # refuses them instead (strict JSON is stored). Rare, so the slow way decides. A capital
+        # letter is found by memchr, a word by a slower search: most events need only the first.
         return _slow(data)
     try:
-        event = _FAST.validate_json(data)
+        event = _VALIDATE(data)
     except ValidationError:
         return _slow(data)
     try:

@@ -324,18 +324,22 @@ def summarize(committed: Sequence[StoredEvent]) -> Summary:
     """What newly stored events change in the conversations and spans tables, one row each."""
     convs: dict[str, ConversationTouch] = {}
     spans: dict[str, SpanChange] = {}
-    for event in committed:
-        if event.conversation_id:
-            touch = convs.get(event.conversation_id)
+    for event in committed:  # every event of every batch: plain comparisons, not max()
+        conversation_id, kind = event.conversation_id, event.kind
+        if conversation_id:
+            touch = convs.get(conversation_id)
             if touch is None:
-                touch = convs[event.conversation_id] = ConversationTouch(event.conversation_id, event.ts, event.seq)
-            touch.last_event_at = max(touch.last_event_at, event.ts)
-            touch.last_seq = max(touch.last_seq, event.seq)
-            if event.kind == "conversation.opened" and touch.opened_at is None:
+                touch = convs[conversation_id] = ConversationTouch(conversation_id, event.ts, event.seq)
+            else:
+                if event.ts > touch.last_event_at:
+                    touch.last_event_at = event.ts
+                if event.seq > touch.last_seq:
+                    touch.last_seq = event.seq
+            if kind == "conversation.opened" and touch.opened_at is None:
                 touch.opened_at = event.ts
-            elif event.kind == "conversation.ended" and touch.ended_at is None:
+            elif kind == "conversation.ended" and touch.ended_at is None:
                 touch.ended_at = event.ts
-        if event.span_id and event.kind in ("span.opened", "span.closed"):
+        if event.span_id and kind in ("span.opened", "span.closed"):
             change = spans.setdefault(event.span_id, SpanChange(event.span_id))
             change.conversation_id = change.conversation_id or event.conversation_id
             if event.kind == "span.opened" and change.opened_seq is None:
