@@ -148,6 +148,15 @@ class Harness:
         except (FileNotFoundError, json.JSONDecodeError, KeyError):
             return 0
 
+    def fired_seq(self, span_id: str) -> int | None:
+        """The last activity an idle check was sent for, as the inner plane's state file keeps it."""
+        path = Path(self.system.runtime) / "inner-plane" / "state.json"
+        try:
+            span = json.loads(path.read_text())["spans"].get(span_id) or {}
+        except (FileNotFoundError, json.JSONDecodeError, KeyError):
+            return None
+        return span.get("fired_seq")
+
     async def processed(self, seq: int) -> None:
         async def done() -> bool:
             return self.processed_seq() >= seq

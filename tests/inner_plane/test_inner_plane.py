@@ -228,7 +228,12 @@ async def test_idle_check_still_fires_once_after_everything_is_killed_mid_window
     assert [c.last_activity_seq for c in checks] == [last.seq]
     assert checks[0].ts >= last.ts + timedelta(seconds=idle), "fired before the idle period was over"
 
-    # A restart after it fired must not ask again (the state remembers; the msg id would dedup).
+    # A restart after it fired must not ask again: the state remembers (once it is saved: the
+    # check goes out just before, and a kill in between asks again, which the msg id dedups).
+    async def remembered() -> bool:
+        return h.fired_seq(span_id) == last.seq
+
+    await eventually(remembered, "the inner plane to remember the check it sent")
     system.kill("inner-plane")
     system.restart("inner-plane")
     await story.checkpoint_and_close(after_seq=0, through_seq=last.seq)
