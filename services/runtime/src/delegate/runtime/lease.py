@@ -240,7 +240,16 @@ class Lease:
         revision, self.revision = self.revision, None
         try:
             kv = await self._bucket()
-            await asyncio.wait_for(kv.delete(LEASE_KEY, last=revision), timeout=2.0)
+            try:
+                await asyncio.wait_for(kv.delete(LEASE_KEY, last=revision), timeout=2.0)
+            except nats.js.errors.BadRequestError:
+                # A renewal cancelled mid-flight may have landed on the server after all, so the
+                # entry has a newer revision than we know: still ours if it holds our value.
+                entry = await asyncio.wait_for(kv.get(LEASE_KEY), timeout=2.0)
+                if entry.value != self.value or entry.revision is None:
+                    log.info("lease release skipped: the entry is no longer ours")
+                    return
+                await asyncio.wait_for(kv.delete(LEASE_KEY, last=entry.revision), timeout=2.0)
             log.info("released the %s lease", self.singleton)
         except (TimeoutError, nats.errors.Error, OSError) as exc:
             log.info("lease release skipped (%r); it expires by itself", exc)
