@@ -8,9 +8,10 @@
   answers ``<service>.cmd.ping`` and says it is ready. Each server of ``NATS_URL`` is tried in
   turn, so it works on one server and on the cluster alike.
 - an identity that logs in with an nkey or a creds file (signing the server's nonce needs a
-  library this check does not load): nats-server's monitoring endpoint (port 8222) must show
-  that identity connected and subscribed to its ping, which proves less (a hung process keeps
-  its connection until the server's own ping times out).
+  library this check does not load), or a server that requires TLS (not spoken here):
+  nats-server's monitoring endpoint (port 8222) must show that identity connected and
+  subscribed to its ping, which proves less (a hung process keeps its connection until the
+  server's own ping times out).
 
 Standard library and delegate.contracts only, and the NATS protocol spoken directly (a
 request is four lines of it): it runs every 10 s in every container, so it starts fast.
@@ -63,6 +64,10 @@ def _serving_ping(service: str) -> bool:
     return False
 
 
+class _NeedsTls(Exception):
+    """The server wants TLS, which this check does not speak: the monitoring endpoint decides."""
+
+
 def _request(seed: str, user: str, password: str, inbox: str, subject: str) -> bytes | None:
     """One NATS request over a plain socket: the reply's payload, or None."""
     parts = urlsplit(seed.strip())
@@ -71,8 +76,10 @@ def _request(seed: str, user: str, password: str, inbox: str, subject: str) -> b
         with socket.create_connection((host, port), timeout=TIMEOUT_S) as sock:
             stream = sock.makefile("rb")
             info = stream.readline()
-            if not info.startswith(b"INFO ") or json.loads(info[5:]).get("tls_required"):
-                return None  # not a NATS server, or TLS: not spoken here
+            if not info.startswith(b"INFO "):
+                return None  # not a NATS server
+            if json.loads(info[5:]).get("tls_required"):
+                raise _NeedsTls(seed)
             connect = {"verbose": False, "pedantic": False, "user": user, "pass": password,
                        "name": "healthcheck", "lang": "python", "version": "1", "protocol": 1}
             reply = f"{inbox}.health.{secrets.token_hex(8)}"
@@ -100,8 +107,11 @@ def _answers_ping(service: str) -> bool:
     password = os.environ.get("NATS_PASSWORD", "")
     for seed in os.environ.get("NATS_URL", "nats://nats:4222").split(","):
         login = urlsplit(seed.strip())
-        data = _request(seed, login.username or user, login.password or password, inbox_prefix(user),
-                        PINGS[service].subject)
+        try:
+            data = _request(seed, login.username or user, login.password or password, inbox_prefix(user),
+                            PINGS[service].subject)
+        except _NeedsTls:
+            return _serving_ping(service)
         if data is not None:
             try:
                 return json.loads(data).get("ready") is True
