@@ -1,5 +1,6 @@
 """Shared fixtures: a private nats-server per test, real service processes on demand."""
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -8,7 +9,7 @@ import pytest
 from delegate.launcher.procs import NatsServer
 from tests.support.nats import start_nats
 from tests.support.standin import StandinProcess
-from tests.support.system import System
+from tests.support.system import SYSTEMS, System
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-output"
@@ -68,3 +69,16 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     outcome = yield
     rep = outcome.get_result()  # type: ignore[attr-defined]
     setattr(item, f"rep_{rep.when}", rep)
+    if rep.when == "call" and rep.failed:
+        # The services this test used: those it started (stopped by now) and those still running
+        # for its module. Their log tails go into the failure report, which is all CI prints.
+        started = getattr(item, "_started_at", 0.0)
+        used = [s for s in SYSTEMS if s.created >= started or not s.stopped]
+        for number, system in enumerate(used):
+            rep.sections.append((f"service logs {number + 1} (tails)", system.dump_logs(tail=2500)))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    item._started_at = time.monotonic()  # type: ignore[attr-defined]
+    SYSTEMS[:] = [s for s in SYSTEMS if not s.stopped]  # earlier tests' are reported already

@@ -59,6 +59,11 @@ def run_sync(coro: object) -> object:
     return box.get("value")
 
 
+# Every System this test process made, for the failure report (tests/conftest.py): a test that
+# fails in CI shows what its services logged, not only what the test saw.
+SYSTEMS: list["System"] = []
+
+
 class System:
     """nats-server + chosen services as real processes, sharing one runtime dir.
 
@@ -79,6 +84,9 @@ class System:
         self.procs: dict[str, ManagedProcess] = {}
         self.services: dict[str, str] = {}  # instance -> the service it runs
         self._counter = 0
+        self.created = time.monotonic()
+        self.stopped = False
+        SYSTEMS.append(self)
 
     @property
     def env(self) -> dict[str, str]:
@@ -169,10 +177,16 @@ class System:
         return f"http://127.0.0.1:{port or self.port}"
 
     async def _gateway_ready(self, http: httpx.AsyncClient, instance: str = "gateway") -> bool:
+        """Serving HTTP *and* attached to the bus: /healthz answers while the bus still connects in
+        the background, and a hello sent then is told "try again later" (1013)."""
         try:
-            return (await http.get(f"{self.http_of(instance)}/healthz")).status_code == 200
+            r = await http.get(f"{self.http_of(instance)}/readyz", timeout=3)  # pings inside
         except httpx.HTTPError:
             return False
+        if r.status_code == 200:
+            return True
+        body = r.json() if r.headers.get("content-type", "").startswith("application/json") else {}
+        return r.status_code == 503 and "nats" not in body.get("missing", ["nats"])
 
     @staticmethod
     async def _pong(bus: Bus, name: str) -> bool:
@@ -204,9 +218,10 @@ class System:
                 self.procs[key].stop()
         if self.nats is not None:
             self.nats.stop()
+        self.stopped = True
 
-    def dump_logs(self) -> str:
-        return "\n".join(f"===== {k}\n{p.log_text()[-6000:]}" for k, p in self.procs.items())
+    def dump_logs(self, tail: int = 6000) -> str:
+        return "\n".join(f"===== {k}\n{p.log_text()[-tail:]}" for k, p in self.procs.items())
 
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-output" / "logs"
