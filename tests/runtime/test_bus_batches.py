@@ -7,9 +7,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import nats.js.errors
 import pytest
 from nats.aio.msg import Msg
-from nats.js.api import AckPolicy, ConsumerConfig, ConsumerInfo
+from nats.js.api import AckPolicy, ConsumerConfig, ConsumerInfo, StreamConsumerLimits
 
 from delegate.contracts import topics
 from delegate.contracts.events import Event
@@ -342,6 +343,40 @@ async def test_an_explicit_ack_consumer_is_upgraded_from_its_ack_floor(bus: Bus)
     assert handler.committed == [e.id for e in events[4:]]
     info = await _settled(bus, "b6")
     assert info.config.ack_policy == AckPolicy.ALL and _floor(info) == 10
+
+
+async def test_an_upgrade_that_fails_after_the_delete_still_starts_from_the_ack_floor(
+    bus: Bus, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The old consumer is deleted, and making the new one fails (here: the stream allows less
+    ack pending than it asks for). The next try finds no consumer at all: it must still start
+    after what the old one had settled, not at the stream's beginning."""
+    events = [_event(f"m{i}") for i in range(10)]
+    await _publish_all(bus, events)
+    old = ConsumerConfig(
+        durable_name="b6f", ack_policy=AckPolicy.EXPLICIT, filter_subject=topics.LEDGER_APPEND_ANY.subject,
+        max_ack_pending=10,
+    )
+    await bus.js.add_consumer("LEDGER", old)
+    psub = await bus.js.pull_subscribe_bind("b6f", stream="LEDGER")
+    for msg in await psub.fetch(4, timeout=5):
+        await msg.ack_sync()
+    await psub.unsubscribe()
+    config = (await bus.js.stream_info("LEDGER")).config
+    config.consumer_limits = StreamConsumerLimits(max_ack_pending=10)
+    await bus.js.update_stream(config)
+    handler = Ledgerish()
+    stop = asyncio.Event()
+    task = _batches(bus, handler, stop, "b6f")
+    await _until(lambda: "binding b6f failed" in caplog.text)
+    with pytest.raises(nats.js.errors.NotFoundError):  # deleted, not made again
+        await bus.js.consumer_info("LEDGER", "b6f")
+    config.consumer_limits = StreamConsumerLimits()
+    await bus.js.update_stream(config)
+    await _until(lambda: len(handler.committed) >= 6)
+    stop.set()
+    await asyncio.wait_for(task, 10)
+    assert handler.committed == [e.id for e in events[4:]]
 
 
 async def test_a_batch_consumer_survives_a_nats_restart(nats_server: NatsServer, bus: Bus) -> None:

@@ -135,6 +135,9 @@ class BatchConsumer(Generic[M]):
         self.failures: dict[int, int] = {}  # stream seq -> batches it failed in
         self.dead: set[int] = set()  # stream seqs dead-lettered but not yet covered by an ack
         self.pause = 0.0  # before the next reset, after a failed batch
+        # Set while an old consumer is replaced (deleted, then made again): where the new one
+        # must start, so a failure in between does not start it from the stream's beginning.
+        self.recreating_from: int | None = None
         self.wake = asyncio.Event()
         # Topic.decode, minus a call per message; raw mode hands over the bytes as they came.
         self._decode: Callable[[bytes], Any] = topic.adapter.validate_json if decode else bytes
@@ -174,7 +177,7 @@ class BatchConsumer(Generic[M]):
                         except Exception as exc:  # NATS restarting, stream not created yet: try again
                             failures = backoff.failures + 1
                             if failures in (1, 10) or failures % 100 == 0:
-                                log.warning("binding %s failed (%d): %r", self.durable, failures, exc)
+                                log.warning("binding %s failed (%d): %s", self.durable, failures, str(exc) or repr(exc))
                             await self._unbind()
                             await backoff.sleep(self.stop)
                         continue
@@ -398,7 +401,8 @@ class BatchConsumer(Generic[M]):
         try:
             info: ConsumerInfo = await js.consumer_info(self.stream, self.durable)
         except nats.js.errors.NotFoundError:
-            created: ConsumerInfo = await js.add_consumer(self.stream, self._config(start=0))
+            created: ConsumerInfo = await js.add_consumer(self.stream, self._config(start=self.recreating_from or 0))
+            self.recreating_from = None
             return created
         floor = info.ack_floor.stream_seq if info.ack_floor else 0
         if info.config.ack_policy != AckPolicy.ALL:
@@ -444,12 +448,13 @@ class BatchConsumer(Generic[M]):
         return after
 
     async def _recreate(self, floor: int) -> ConsumerInfo:
+        self.recreating_from = floor + 1 if floor else 0
         try:
             await self.bus.js.delete_consumer(self.stream, self.durable)
         except nats.js.errors.NotFoundError:
             pass
-        config = self._config(start=floor + 1 if floor else 0)
-        created: ConsumerInfo = await self.bus.js.add_consumer(self.stream, config)
+        created: ConsumerInfo = await self.bus.js.add_consumer(self.stream, self._config(start=self.recreating_from))
+        self.recreating_from = None
         return created
 
     def _config(self, *, start: int) -> ConsumerConfig:
