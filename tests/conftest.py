@@ -73,7 +73,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         # The services this test used: those it started (stopped by now) and those still running
         # for its module. Their log tails go into the failure report, which is all CI prints.
         started = getattr(item, "_started_at", 0.0)
-        used = [s for s in SYSTEMS if s.created >= started or not s.stopped]
+        used = [s for s in SYSTEMS if s.created >= started or (not s.stopped and s.logged_since(started))]
         for number, system in enumerate(used):
             rep.sections.append((f"service logs {number + 1} (tails)", system.dump_logs(tail=2500)))
 

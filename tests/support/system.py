@@ -220,6 +220,11 @@ class System:
             self.nats.stop()
         self.stopped = True
 
+    def logged_since(self, monotonic: float) -> bool:
+        """Whether any of its processes wrote to its log since then (``time.monotonic()``)."""
+        wall = time.time() - (time.monotonic() - monotonic)
+        return any(p.log_path.exists() and p.log_path.stat().st_mtime >= wall for p in self.procs.values())
+
     def dump_logs(self, tail: int = 6000) -> str:
         return "\n".join(f"===== {k}\n{p.log_text()[-tail:]}" for k, p in self.procs.items())
 

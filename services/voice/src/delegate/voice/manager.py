@@ -7,7 +7,9 @@ prepare while a session is here.
 
 import asyncio
 import contextlib
+import importlib
 import logging
+import sys
 from typing import TYPE_CHECKING
 
 from delegate.contracts import topics
@@ -56,6 +58,13 @@ class Sessions:
             self._client = AsyncOpenAI(max_retries=0)
         return self._client
 
+    async def load_session_code(self) -> None:
+        """Import what a session runs on (the SDK, ~1 s on a busy machine) in a thread, before the
+        lock is taken: imported on the event loop, it held up the lock's renewals, and a lock
+        whose entry expired meanwhile ended the call it had just prepared."""
+        if "delegate.voice.sessions" not in sys.modules:
+            await asyncio.to_thread(_import_session_code)
+
     async def close_client(self) -> None:
         if self._client is not None:
             await self._client.close()
@@ -72,6 +81,7 @@ class Sessions:
             return PrepareReply(ok=False, reason="bad_preset", message=message), None
         if self.current is not None:
             return self._busy(), None
+        await self.load_session_code()
         lock = VoiceLock(self.bus.js, self.instance, ttl=self.settings.voice_lock_ttl_s)
         if not await lock.acquire():
             return self._busy(), None
@@ -162,3 +172,9 @@ class Sessions:
                 await asyncio.wait_for(session.done.wait(), 15.0)
             except TimeoutError:
                 log.warning("session %s did not finish ending in time", session.id)
+
+
+def _import_session_code() -> None:
+    with without_aiohttp():
+        import openai  # noqa: F401
+    importlib.import_module("delegate.voice.sessions")
