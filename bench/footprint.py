@@ -201,6 +201,57 @@ def wait_idle(root: int, timeout: float) -> float:
     return time.monotonic() - began
 
 
+# ---- the floor ------------------------------------------------------------------------------
+
+# What every service process is before any code of its own: the interpreter, asyncio on uvloop,
+# pydantic with the contracts, nats-py, connected to the stack's NATS as a role and idle. It
+# runs beside the stack, so its PSS shares pages with the services as theirs do.
+FLOOR_PROGRAM = r"""
+import sys
+import delegate.runtime.bus
+from delegate.runtime.bus import Bus
+from delegate.runtime.service import run_service
+from delegate.runtime.settings import ServiceSettings
+
+async def serve(settings, stop):
+    bus = await Bus.connect(sys.argv[1], sys.argv[2])  # as the role it logs in as (its inbox prefix)
+    print("connected", flush=True)
+    await stop.wait()
+    await bus.close()
+
+run_service("floor", ServiceSettings(), serve)
+"""
+
+
+def measure_floor(runtime: Path, env: dict[str, str]) -> dict[str, int] | None:
+    """The floor process's memory, measured once it is connected and has settled."""
+    conf = (runtime / "nats" / "nats.conf").read_text()
+    listen = re.search(r'listen: "([^"]+)"', conf)
+    passwords = json.loads((runtime / "nats-auth" / "nats-identities.json").read_text())
+    if listen is None:
+        return None
+    role = "voice"  # any service identity: the floor subscribes to nothing of its own
+    url = f"nats://{role}:{passwords[role]}@{listen[1]}"
+    floor = subprocess.Popen([sys.executable, "-c", FLOOR_PROGRAM, url, role], env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        assert floor.stdout is not None
+        if floor.stdout.readline().strip() != b"connected":
+            return None
+        before = -1.0
+        while (now := cpu_seconds([floor.pid])) != before:  # settled: no CPU over a window
+            before = now
+            time.sleep(IDLE_WINDOW_S / 2)
+        return memory_kb(floor.pid)
+    finally:
+        floor.send_signal(signal.SIGTERM)
+        try:
+            floor.wait(10)
+        except subprocess.TimeoutExpired:
+            floor.kill()
+            floor.wait()
+
+
 # ---- imports --------------------------------------------------------------------------------
 
 
@@ -250,7 +301,7 @@ def main() -> None:
         idle_s = wait_idle(launcher.pid, args.timeout)
         print(f"ready after {ready_s:.1f} s; idle (tree CPU < {IDLE_CPU_S} s per {IDLE_WINDOW_S:.0f} s, twice) "
               f"{idle_s:.1f} s later" + (f"; with {' '.join(args.env)}" if args.env else ""))
-        report(tree(launcher.pid), args.markdown)
+        report(tree(launcher.pid), args.markdown, measure_floor(runtime, env))
         if args.imports:
             print()
             for name in ("openai-standin", *SERVICES):
@@ -272,7 +323,7 @@ def main() -> None:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def report(procs: list[Proc], markdown: bool) -> None:
+def report(procs: list[Proc], markdown: bool, floor: dict[str, int] | None) -> None:
     rows: list[tuple[str, int, dict[str, int]]] = []
     chromium = [p for p in procs if is_chromium(p)]
     parents = {p.pid: p for p in procs}
@@ -287,22 +338,35 @@ def report(procs: list[Proc], markdown: bool) -> None:
             rows.append((label, proc.pid, memory_kb(proc.pid)))
         except OSError:
             continue
-    print(f"\n{'process':<22} {'pid':>8} {'RSS MB':>8} {'PSS MB':>8} {'USS MB':>8}")
+    base = floor["rss"] / 1024 if floor else 0.0
+
+    def above(label: str, mem: dict[str, int]) -> str:
+        return "" if not floor or label == "nats-server" else f"{mem['rss'] / 1024 - base:+8.1f}"
+
+    print(f"\n{'process':<22} {'pid':>8} {'RSS MB':>8} {'PSS MB':>8} {'USS MB':>8} {'RSS-floor':>9}")
     for label, pid, mem in rows:
-        print(f"{label:<22} {pid:>8} {mem['rss'] / 1024:8.1f} {mem['pss'] / 1024:8.1f} {mem['uss'] / 1024:8.1f}")
+        print(f"{label:<22} {pid:>8} {mem['rss'] / 1024:8.1f} {mem['pss'] / 1024:8.1f} {mem['uss'] / 1024:8.1f} "
+              f"{above(label, mem):>9}")
     total = {k: sum(m[k] for _, _, m in rows) / 1024 for k in ("rss", "pss", "uss")}
     print(f"{'total (' + str(len(rows)) + ' processes)':<22} {'':>8} {total['rss']:8.1f} {total['pss']:8.1f} "
           f"{total['uss']:8.1f}")
     verdict = "within" if total["rss"] <= TARGET_MB else "over"
     print(f"target: RSS total <= {TARGET_MB} MB without Chromium: {verdict} ({total['rss']:.0f} MB)")
+    pythons = sum(1 for label, _, _ in rows if label != "nats-server")
+    if floor:
+        print(f"floor: a Python process with only the bus and service runtime, connected and idle: "
+              f"{base:.1f} MB RSS, {floor['pss'] / 1024:.1f} MB PSS; {pythons} Python processes x floor = "
+              f"{pythons * base:.0f} MB RSS before any code of their own ({total['rss'] / (pythons * base):.2f}x "
+              f"the floor for the whole stack)")
     print("Chromium: " + (f"{len(chromium)} processes running at idle, excluded (they should not be)"
                           if chromium else "not running (excluded by design: tasks launches it when a task browses)"))
     if markdown:
-        print("\n| process | RSS MB | PSS MB | USS MB |\n|---|---:|---:|---:|")
+        print("\n| process | RSS MB | PSS MB | USS MB | RSS above the floor |\n|---|---:|---:|---:|---:|")
         for label, _, mem in rows:
-            print(f"| {label} | {mem['rss'] / 1024:.0f} | {mem['pss'] / 1024:.0f} | {mem['uss'] / 1024:.0f} |")
-        print(f"| **total** | **{total['rss']:.0f}** | **{total['pss']:.0f}** | **{total['uss']:.0f}** |")
-        print(f"| target | ≤ {TARGET_MB} | | |")
+            print(f"| {label} | {mem['rss'] / 1024:.0f} | {mem['pss'] / 1024:.0f} | {mem['uss'] / 1024:.0f} | "
+                  f"{above(label, mem).strip()} |")
+        print(f"| **total** | **{total['rss']:.0f}** | **{total['pss']:.0f}** | **{total['uss']:.0f}** | |")
+        print(f"| target | ≤ {TARGET_MB} | | | |")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ import logging
 import os
 from typing import TYPE_CHECKING
 
-from delegate.runtime import without_aiohttp
+from delegate.runtime import without_unused_extras
 
 from .settings import Settings
 
@@ -32,7 +32,7 @@ class Model:
 
     def _client(self) -> "AsyncOpenAI":
         if self.client is None:
-            with without_aiohttp():  # its optional aiohttp client is never used
+            with without_unused_extras():  # its aiohttp client and httpx's CLI are never used
                 from openai import AsyncOpenAI
 
             # The SDK reads OPENAI_API_KEY / OPENAI_BASE_URL itself; its own retries cover short blips.

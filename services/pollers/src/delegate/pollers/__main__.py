@@ -1,6 +1,8 @@
 import delegate.runtime.bus  # noqa: F401 - first: nats-py without its unused aiohttp (see there)
+from delegate.runtime import without_unused_extras
 
-from .main import run
+with without_unused_extras():  # httpx's command-line client (rich, pygments) is never used here
+    from .main import run
 
 if __name__ == "__main__":
     run()

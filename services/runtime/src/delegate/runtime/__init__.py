@@ -1,25 +1,32 @@
 """Delegate's shared runtime: bus helper, settings base, lifecycle. Not a service.
 
-``without_aiohttp``: nats-py, like the OpenAI SDK, imports aiohttp at module level when it is
-installed, only for a transport Delegate never uses (NATS over WebSockets; the SDK's opt-in
-aiohttp HTTP client): ~11 MB in each of a dozen processes. The bus package imports nats-py
-without it (every service's ``__main__`` imports the bus first), so a ``ws://`` NATS_URL is not
-supported. Twilio's async client does use aiohttp, and may import it as usual afterwards.
+``without_unused_extras``: libraries Delegate needs import optional parts it never uses, at module
+level, whenever the packages behind them happen to be installed. nats-py and the OpenAI SDK import
+aiohttp (~11 MB a process) for a transport Delegate never uses (NATS over WebSockets; the SDK's
+opt-in aiohttp HTTP client); httpx imports its command-line client (click, rich and pygments,
+~5.5 MB) when those are installed, as they are for the memory service's tooling. Imported under
+this guard, each falls back to going without. The bus package imports nats-py under it (every
+service's ``__main__`` imports the bus first), so a ``ws://`` NATS_URL is not supported. Twilio's
+async client does use aiohttp, and imports it as usual afterwards.
 """
 
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+# The first module each unused part imports: hiding it is enough. Nothing imported under the
+# guard may need click itself (uvicorn does: the gateway imports it outside any guard).
+UNUSED_EXTRAS = ("aiohttp", "click")
+
 
 @contextmanager
-def without_aiohttp() -> Iterator[None]:
-    """Import an SDK (nats, openai) with aiohttp hidden, so its optional aiohttp part is left out."""
-    if "aiohttp" in sys.modules:
-        yield  # already loaded by someone who needs it: hiding it would save nothing
-        return
-    sys.modules["aiohttp"] = None  # type: ignore[assignment]  # None makes ``import aiohttp`` fail
+def without_unused_extras() -> Iterator[None]:
+    """Import an SDK (nats, openai, httpx) with its unused optional parts hidden, so it leaves them out."""
+    hidden = [name for name in UNUSED_EXTRAS if name not in sys.modules]  # loaded already: nothing to save
+    for name in hidden:
+        sys.modules[name] = None  # type: ignore[assignment]  # None makes ``import name`` fail
     try:
         yield
     finally:
-        del sys.modules["aiohttp"]
+        for name in hidden:
+            del sys.modules[name]

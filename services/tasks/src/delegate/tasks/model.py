@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from delegate.runtime import without_aiohttp
+from delegate.runtime import without_unused_extras
 
 from .journal import Call
 from .prompts import INSTRUCTIONS
@@ -48,7 +48,7 @@ class Model:
 
     def _client(self) -> "AsyncOpenAI":
         if self.client is None:
-            with without_aiohttp():  # its optional aiohttp client is never used
+            with without_unused_extras():  # its aiohttp client and httpx's CLI are never used
                 from openai import AsyncOpenAI
 
             # The SDK's own retries are off: the runner decides when a step is tried again.

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from delegate.contracts import topics
 from delegate.contracts.voice import PrepareReply, PrepareSession, VoiceState, VoiceStateRequest
-from delegate.runtime import without_aiohttp
+from delegate.runtime import without_unused_extras
 from delegate.runtime.bus import Bus
 
 from .ledger import VoiceLedger
@@ -51,7 +51,7 @@ class Sessions:
     def client(self) -> "AsyncOpenAI":
         """The Realtime client, made with the first session: the SDK loads then, not at start."""
         if self._client is None:
-            with without_aiohttp():  # its optional aiohttp client is never used
+            with without_unused_extras():  # its aiohttp client and httpx's CLI are never used
                 from openai import AsyncOpenAI
 
             # No retries inside a call: a Realtime socket that fails ends the session, cleanly.
@@ -175,6 +175,6 @@ class Sessions:
 
 
 def _import_session_code() -> None:
-    with without_aiohttp():
+    with without_unused_extras():
         import openai  # noqa: F401
     importlib.import_module("delegate.voice.sessions")

@@ -11,9 +11,9 @@ One concept per module:
 - ``errors``: what can go wrong, by what the caller does about it.
 """
 
-from delegate.runtime import without_aiohttp
+from delegate.runtime import without_unused_extras
 
-with without_aiohttp():  # before any module of nats-py: its WebSocket transport is never used
+with without_unused_extras():  # before any module of nats-py: its WebSocket transport is never used
     import nats  # noqa: F401
 
 from .acks import in_progress, nak
