@@ -55,3 +55,15 @@ def test_the_openai_sdk_loads_without_unused_extras_and_twilio_still_gets_it() -
         "import delegate.runtime.bus\nfrom twilio.http.async_http_client import AsyncTwilioHttpClient"
     )
     assert loaded["aiohttp"], loaded
+
+
+def test_the_launcher_supervises_without_the_role_table() -> None:
+    """The launcher runs as long as the system does: the role table (pydantic and every contract,
+    ~18 MB) is read by the short-lived child that prepares the NATS identities, not by it."""
+    probe = (
+        "import sys, delegate.launcher.__main__, delegate.launcher.run\n"
+        "print(sorted(m for m in ('pydantic', 'delegate.contracts', 'nats') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

@@ -2,9 +2,9 @@
 
 import argparse
 import sys
+from pathlib import Path
 
 from . import run
-from .natsconf import operator_config
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -15,9 +15,18 @@ def main(argv: list[str] | None = None) -> None:
     conf.add_argument("--listen", default="0.0.0.0:4222")
     conf.add_argument("--http", default="0.0.0.0:8222", help="the monitoring port (health checks)")
     conf.add_argument("--store-dir", default="/nats")
+    setup = commands.add_parser("nats-setup", help="(for `run`) the private server's identities, as JSON")
+    setup.add_argument("directory", type=Path)
     args = parser.parse_args(argv)
     if args.command == "nats-config":
+        from .natsconf import operator_config
+
         sys.stdout.write(operator_config(listen=args.listen, http=args.http, store_dir=args.store_dir))
+        return
+    if args.command == "nats-setup":
+        from .private_server import print_prepared
+
+        print_prepared(args.directory)
         return
     run.main()
 

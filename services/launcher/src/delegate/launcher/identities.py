@@ -10,13 +10,13 @@ import os
 import secrets
 from pathlib import Path
 
-from delegate.contracts.roles import ROLES
-
 FILE = "nats-identities.json"
 
 
 def load_or_create(directory: Path) -> dict[str, str]:
     """role -> password, kept in ``directory`` (0700) as a 0600 file; a missing role is added."""
+    from delegate.contracts.roles import ROLES  # see natsconf: not in the launcher's own process
+
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     os.chmod(directory, 0o700)
     path = directory / FILE

@@ -9,15 +9,17 @@ delegate.contracts.roles.
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from delegate.contracts.roles import ROLES, Permissions, permissions
+if TYPE_CHECKING:  # the role table is loaded where it is read: the launcher's own process never does
+    from delegate.contracts.roles import Permissions
 
 
 @dataclass(frozen=True)
 class NatsUser:
     name: str
     password: str = ""
-    permissions: Permissions | None = None  # None: everything (the tests' own identity)
+    permissions: "Permissions | None" = None  # None: everything (the tests' own identity)
     password_env: str | None = None  # render ``$VAR``: nats-server reads it from its environment
 
 
@@ -28,6 +30,8 @@ def password_variable(role: str) -> str:
 
 def role_users(passwords: dict[str, str]) -> list[NatsUser]:
     """One user per role, named after it, allowed exactly what its row of the table says."""
+    from delegate.contracts.roles import ROLES, permissions
+
     return [NatsUser(role, passwords[role], permissions(spec)) for role, spec in ROLES.items()]
 
 
@@ -60,6 +64,8 @@ def authorization_block(users: Sequence[NatsUser]) -> str:
 
 def operator_config(*, listen: str = "0.0.0.0:4222", http: str = "0.0.0.0:8222", store_dir: str = "/nats") -> str:
     """A complete server config for compose or any external server; passwords come from the environment."""
+    from delegate.contracts.roles import ROLES, permissions
+
     users = [
         NatsUser(role, permissions=permissions(spec), password_env=password_variable(role))
         for role, spec in ROLES.items()

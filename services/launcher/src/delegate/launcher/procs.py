@@ -117,8 +117,9 @@ def nats_server_binary() -> str:
 class NatsServer:
     """A private nats-server with JetStream on a port of its own, restartable on the same store.
 
-    Given ``users``, the server authenticates every connection and authorizes each user's
-    subjects (see delegate.contracts.roles); ``client`` is the identity ``url`` connects as.
+    Given ``users`` (or their ``authorization`` block, rendered already), the server authenticates
+    every connection and authorizes each user's subjects (see delegate.contracts.roles);
+    ``client`` is the identity ``url`` connects as.
     """
 
     def __init__(
@@ -129,12 +130,14 @@ class NatsServer:
         sync_always: bool = True,
         users: Sequence[NatsUser] = (),
         client: NatsUser | None = None,
+        authorization: str = "",
     ) -> None:
         self.store_dir = store_dir
         self.port = port or free_port()
         self.sync_always = sync_always
         self.users = tuple(users)
         self.client = client
+        self.authorization = authorization  # an authorization block rendered already (instead of users)
         self.proc: ManagedProcess | None = None
 
     @property
@@ -167,6 +170,8 @@ class NatsServer:
         )
         if self.users:
             text += authorization_block(self.users)
+        elif self.authorization:
+            text += self.authorization
         # The config holds every identity's password: only its owner may read it.
         fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as out:

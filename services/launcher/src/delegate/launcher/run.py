@@ -24,8 +24,8 @@ from pathlib import Path
 from delegate.runtime.logs import configure_logging
 from delegate.runtime.settings_source import endpoint_from_environment, merged_environment
 
-from . import identities
-from .natsconf import password_variable, role_users
+from . import identities, private_server
+from .natsconf import password_variable
 from .procs import ManagedProcess, NatsServer, free_port, python_module, wait_for_port
 
 log = logging.getLogger("launch")
@@ -119,8 +119,9 @@ def main() -> None:
     passwords: dict[str, str] | None = None
 
     if not env.get("NATS_URL"):
-        passwords = identities.load_or_create(runtime / "nats-auth")
-        nats = NatsServer(runtime / "nats", users=role_users(passwords)).start()
+        auth = private_server.prepare_in_child(runtime / "nats-auth")
+        passwords = auth.passwords
+        nats = NatsServer(runtime / "nats", authorization=auth.authorization).start()
         env["NATS_URL"] = nats.address
         log.info("private nats-server with JetStream at %s; one identity per service", nats.address)
 
