@@ -67,3 +67,9 @@ def test_the_launcher_supervises_without_the_role_table() -> None:
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_the_ledger_writer_process_loads_no_nats_client() -> None:
+    """It talks to the ledger over a pipe: nats-py (and the bus package) would only cost it memory."""
+    loaded = modules_after("import importlib; importlib.import_module('delegate.ledger.writer')")
+    assert not loaded["nats"], loaded

@@ -42,8 +42,8 @@ from typing import Any, get_args
 from pydantic import ValidationError
 
 from delegate.contracts.events import Fence, Singleton
-from delegate.runtime.bus import describe
 from delegate.runtime.logs import configure_logging
+from delegate.runtime.validation import describe  # not the bus package: this process never uses NATS
 
 from .rows import parse
 from .settings import Settings

@@ -16,11 +16,13 @@ from delegate.runtime import without_unused_extras
 with without_unused_extras():  # before any module of nats-py: its WebSocket transport is never used
     import nats  # noqa: F401
 
+from delegate.runtime.validation import describe
+
 from .acks import in_progress, nak
 from .atomic import MAX_BATCH, BatchRefused
 from .connection import MSG_ID, PUBLISH_RETRY, Bus
 from .dead_letters import DEAD_LETTER_DATA_LIMIT
-from .errors import TRANSIENT, BusUnavailable, DomainError, RemoteError, Retryable, describe
+from .errors import TRANSIENT, BusUnavailable, DomainError, RemoteError, Retryable
 
 __all__ = [
     "DEAD_LETTER_DATA_LIMIT",

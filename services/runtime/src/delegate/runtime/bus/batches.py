@@ -49,10 +49,11 @@ from nats.js.api import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy
 from pydantic import ValidationError
 
 from delegate.contracts.topics import Topic
+from delegate.runtime.validation import describe
 
 from ..retry import Backoff, sleep_unless
 from .acks import ack, term
-from .errors import TRANSIENT, describe, quietly
+from .errors import TRANSIENT, quietly
 
 if TYPE_CHECKING:
     from .connection import Bus

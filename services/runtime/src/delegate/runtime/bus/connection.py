@@ -26,6 +26,7 @@ from pydantic import BaseModel, ValidationError
 from delegate.contracts.messages import ErrorInfo, Ping, Pong
 from delegate.contracts.streams import STREAMS, StreamSpec
 from delegate.contracts.topics import PINGS, Query, Topic
+from delegate.runtime.validation import describe
 
 from ..credentials import connect_options, identity_role
 from ..retry import retrying
@@ -34,7 +35,7 @@ from .atomic import publish_atomic
 from .batches import BatchConsumer
 from .consumer import consume
 from .dead_letters import DeadLetters
-from .errors import TRANSIENT, BusUnavailable, DomainError, RemoteError, describe, quietly
+from .errors import TRANSIENT, BusUnavailable, DomainError, RemoteError, quietly
 
 log = logging.getLogger(__name__)
 

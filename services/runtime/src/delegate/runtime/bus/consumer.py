@@ -16,10 +16,11 @@ from nats.js.api import ConsumerConfig, DeliverPolicy
 from pydantic import ValidationError
 
 from delegate.contracts.topics import Topic
+from delegate.runtime.validation import describe
 
 from ..retry import Backoff
 from .acks import ack, nak
-from .errors import Retryable, describe, quietly
+from .errors import Retryable, quietly
 
 if TYPE_CHECKING:
     from .connection import Bus

@@ -13,7 +13,6 @@ from typing import Any
 
 import nats.errors
 import nats.js.errors
-from pydantic import ValidationError
 
 log = logging.getLogger(__name__)
 
@@ -57,15 +56,6 @@ class DomainError(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
-
-
-def describe(exc: ValidationError) -> str:
-    """A validation error in one line: how many, and the first one's place and message."""
-    errors = exc.errors()
-    if not errors:
-        return f"{exc.error_count()} validation error(s): {exc}"
-    where = ".".join(str(p) for p in errors[0]["loc"])
-    return f"{exc.error_count()} validation error(s); first at {where or 'top'}: {errors[0]['msg']}"
 
 
 async def quietly(awaitable: Awaitable[Any]) -> None:
