@@ -1,60 +1,15 @@
 """The plain Responses calls the inner plane makes: never on the chat chain, nothing stored."""
 
-import logging
-import os
-from typing import TYPE_CHECKING
-
-from delegate.runtime import without_unused_extras
+from delegate.runtime.openai_client import LazyOpenAI, ModelFailed
 
 from .settings import Settings
 
-if TYPE_CHECKING:  # the SDK (about 500 modules) loads on the first call, not at start
-    from openai import AsyncOpenAI
-
-log = logging.getLogger(__name__)
+__all__ = ["Model", "ModelFailed"]
 
 
-class ModelFailed(Exception):
-    """The model call failed or answered nothing usable; the caller retries later."""
-
-
-class Model:
+class Model(LazyOpenAI):
     def __init__(self, settings: Settings) -> None:
-        self.timeout = settings.openai_timeout_seconds
-        self.client: AsyncOpenAI | None = None
-        self.missing = ""
-        # What the SDK's constructor refuses (it reads OPENAI_API_KEY / OPENAI_BASE_URL
-        # itself), checked here so a missing key is still said at start, without loading it.
-        if os.environ.get("OPENAI_API_KEY") is None:
-            # Without a key the service still follows the ledger and fires idle checks.
-            self.missing = "the OPENAI_API_KEY environment variable is not set"
-            log.error("no OpenAI client (%s): capsule refresh and memory extraction will fail", self.missing)
-
-    def _client(self) -> "AsyncOpenAI":
-        if self.client is None:
-            with without_unused_extras():  # its aiohttp client and httpx's CLI are never used
-                from openai import AsyncOpenAI
-
-            # The SDK reads OPENAI_API_KEY / OPENAI_BASE_URL itself; its own retries cover short blips.
-            self.client = AsyncOpenAI(timeout=self.timeout)
-        return self.client
-
-    async def complete(self, *, model: str, instructions: str, text: str) -> str:
-        """One non-streaming, unchained call: ``store=false``, no ``previous_response_id``."""
-        if self.missing:
-            raise ModelFailed(f"no OpenAI client: {self.missing}")
-        import openai
-
-        try:
-            response = await self._client().responses.create(
-                model=model, instructions=instructions, input=text, store=False
-            )
-        except openai.OpenAIError as exc:
-            raise ModelFailed(f"{type(exc).__name__}: {exc}") from exc
-        if response.status not in (None, "completed"):
-            raise ModelFailed(f"response {response.id} ended {response.status}: {response.error}")
-        return response.output_text
-
-    async def close(self) -> None:
-        if self.client is not None:
-            await self.client.close()
+        # The SDK's own retries cover short blips. Without a key the service still follows
+        # the ledger and fires idle checks.
+        super().__init__(timeout=settings.openai_timeout_seconds, max_retries=None,
+                         without_key="capsule refresh and memory extraction will fail")

@@ -1,0 +1,73 @@
+"""An OpenAI client made on first use, for the services whose model calls are occasional.
+
+The inner plane, memory and tasks call the model now and then, not on every input, so the SDK
+(about 500 modules, ~15 MB) loads with the first call, not at start. It loads in a thread: on the
+event loop, an import that takes a second on a busy machine holds up everything else the service
+does meanwhile (lease renewals, the ledger follower, acks). A missing key is still said at start.
+"""
+
+import asyncio
+import logging
+import os
+from typing import TYPE_CHECKING
+
+from delegate.runtime import without_unused_extras
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+
+log = logging.getLogger(__name__)
+
+
+class ModelFailed(Exception):
+    """The call failed, or ended unfinished: the caller decides when it is tried again."""
+
+
+class LazyOpenAI:
+    def __init__(self, *, timeout: float, max_retries: int | None, without_key: str) -> None:
+        """``max_retries`` None keeps the SDK's own retries; ``without_key`` says what waits
+        while OPENAI_API_KEY is unset (logged once, at start)."""
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.client: AsyncOpenAI | None = None
+        self.missing = ""
+        # What the SDK's constructor refuses (it reads OPENAI_API_KEY / OPENAI_BASE_URL itself),
+        # checked here so a missing key is said at start, without loading the SDK.
+        if os.environ.get("OPENAI_API_KEY") is None:
+            self.missing = "the OPENAI_API_KEY environment variable is not set"
+            log.error("no OpenAI client (%s): %s", self.missing, without_key)
+
+    async def get(self) -> "AsyncOpenAI":
+        if self.missing:
+            raise ModelFailed(f"no OpenAI client: {self.missing}")
+        if self.client is None:
+            await asyncio.to_thread(_import_sdk)
+            from openai import AsyncOpenAI
+
+            if self.max_retries is None:
+                self.client = AsyncOpenAI(timeout=self.timeout)
+            else:
+                self.client = AsyncOpenAI(timeout=self.timeout, max_retries=self.max_retries)
+        return self.client
+
+    async def complete(self, *, model: str, instructions: str, text: str) -> str:
+        """One plain call: non-streaming, unchained (no ``previous_response_id``), ``store=false``."""
+        client = await self.get()
+        import openai
+
+        try:
+            response = await client.responses.create(model=model, instructions=instructions, input=text, store=False)
+        except openai.OpenAIError as exc:
+            raise ModelFailed(f"{type(exc).__name__}: {exc}") from exc
+        if response.status not in (None, "completed"):
+            raise ModelFailed(f"response {response.id} ended {response.status}: {response.error}")
+        return response.output_text
+
+    async def close(self) -> None:
+        if self.client is not None:
+            await self.client.close()
+
+
+def _import_sdk() -> None:
+    with without_unused_extras():  # its aiohttp client and httpx's CLI are never used
+        import openai  # noqa: F401
