@@ -41,7 +41,7 @@ class LazyOpenAI:
         if self.missing:
             raise ModelFailed(f"no OpenAI client: {self.missing}")
         if self.client is None:
-            await asyncio.to_thread(_import_sdk)
+            await asyncio.to_thread(import_sdk)
             from openai import AsyncOpenAI
 
             if self.max_retries is None:
@@ -68,6 +68,7 @@ class LazyOpenAI:
             await self.client.close()
 
 
-def _import_sdk() -> None:
+def import_sdk() -> None:
+    """Load the SDK (call it in a thread), without the parts nothing here uses."""
     with without_unused_extras():  # its aiohttp client and httpx's CLI are never used
         import openai  # noqa: F401

@@ -16,6 +16,7 @@ from delegate.contracts import topics
 from delegate.contracts.voice import PrepareReply, PrepareSession, VoiceState, VoiceStateRequest
 from delegate.runtime import without_unused_extras
 from delegate.runtime.bus import Bus
+from delegate.runtime.openai_client import import_sdk
 
 from .ledger import VoiceLedger
 from .lock import VoiceLock
@@ -175,6 +176,5 @@ class Sessions:
 
 
 def _import_session_code() -> None:
-    with without_unused_extras():
-        import openai  # noqa: F401
+    import_sdk()
     importlib.import_module("delegate.voice.sessions")
