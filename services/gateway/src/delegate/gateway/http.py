@@ -184,7 +184,7 @@ async def sign_out_everywhere(request: Request, ctx: ContextDep) -> Response:
 @api.get("/timeline")
 async def timeline(
     bus: BusDep, settings: SettingsDep, limit: str | None = None, before: str | None = None
-) -> dict[str, Any]:
+) -> JSONResponse:
     size = settings.timeline_history_event_limit
     if limit is not None:
         try:
@@ -199,14 +199,16 @@ async def timeline(
         except CursorError as exc:
             raise ApiError(400, "bad_cursor", "the cursor is malformed") from exc
     try:
-        reply = await bus.request(topics.LEDGER_PAGE, PageRequest(limit=size, before=before))
+        # Forwarded as the ledger wrote it (its events were validated when they were appended):
+        # validating and encoding them again here was most of a page's time.
+        page = await bus.request_unchecked(topics.LEDGER_PAGE, PageRequest(limit=size, before=before))
     except BusUnavailable as exc:
         raise ApiError(503, "ledger_unavailable", "the ledger is not answering") from exc
     except RemoteError as exc:
         if exc.code in ("bad_cursor", "bad_request"):
             raise ApiError(400, exc.code, exc.message) from exc
         raise ApiError(502, exc.code, exc.message) from exc
-    return reply.model_dump(mode="json", exclude={"error"})
+    return JSONResponse({"events": page.get("events", []), "cursor": page.get("cursor")})
 
 
 def offline_state(settings: Settings) -> AgentState:
