@@ -162,6 +162,16 @@ def gateway_healthy(port: int) -> bool:
         return False
 
 
+def stack_nats(runtime: Path) -> tuple[str, dict[str, str]] | None:
+    """The launcher's private nats-server (its address) and the identities it made, once both exist."""
+    conf = runtime / "nats" / "nats.conf"
+    auth = runtime / "nats-auth" / "nats-identities.json"
+    if not (conf.exists() and auth.exists()):
+        return None
+    listen = re.search(r'listen: "([^"]+)"', conf.read_text())
+    return (f"nats://{listen[1]}", json.loads(auth.read_text())) if listen else None
+
+
 def wait_ready(launcher: subprocess.Popen[bytes], runtime: Path, port: int, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     pingable = {s for s in SERVICES if prober(s) is not None}
@@ -169,12 +179,9 @@ def wait_ready(launcher: subprocess.Popen[bytes], runtime: Path, port: int, time
     while time.monotonic() < deadline:
         if launcher.poll() is not None:
             raise RuntimeError(f"the launcher exited with {launcher.returncode}; see {runtime / 'logs'}")
-        conf = runtime / "nats" / "nats.conf"
-        auth = runtime / "nats-auth" / "nats-identities.json"
-        if conf.exists() and auth.exists():
-            listen = re.search(r'listen: "([^"]+)"', conf.read_text())
-            if listen:
-                ready = asyncio.run(ping_all(f"nats://{listen[1]}", json.loads(auth.read_text())))
+        stack = stack_nats(runtime)
+        if stack is not None:
+            ready = asyncio.run(ping_all(*stack))
         if pingable <= ready and gateway_healthy(port):
             unpinged = sorted(set(SERVICES) - pingable - {"gateway"})
             print(f"ready: {', '.join(sorted(ready | {'gateway'}))} answer"
@@ -225,13 +232,12 @@ run_service("floor", ServiceSettings(), serve)
 
 def measure_floor(runtime: Path, env: dict[str, str]) -> dict[str, int] | None:
     """The floor process's memory, measured once it is connected and has settled."""
-    conf = (runtime / "nats" / "nats.conf").read_text()
-    listen = re.search(r'listen: "([^"]+)"', conf)
-    passwords = json.loads((runtime / "nats-auth" / "nats-identities.json").read_text())
-    if listen is None:
+    stack = stack_nats(runtime)
+    if stack is None:
         return None
+    address, passwords = stack
     role = "voice"  # any service identity: the floor subscribes to nothing of its own
-    url = f"nats://{role}:{passwords[role]}@{listen[1]}"
+    url = address.replace("nats://", f"nats://{role}:{passwords[role]}@", 1)
     floor = subprocess.Popen([sys.executable, "-c", FLOOR_PROGRAM, url, role], env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.DEVNULL, start_new_session=True)
     try:

@@ -42,12 +42,10 @@ class LazyOpenAI:
             raise ModelFailed(f"no OpenAI client: {self.missing}")
         if self.client is None:
             await asyncio.to_thread(import_sdk)
-            from openai import AsyncOpenAI
+            from openai import DEFAULT_MAX_RETRIES, AsyncOpenAI
 
-            if self.max_retries is None:
-                self.client = AsyncOpenAI(timeout=self.timeout)
-            else:
-                self.client = AsyncOpenAI(timeout=self.timeout, max_retries=self.max_retries)
+            retries = DEFAULT_MAX_RETRIES if self.max_retries is None else self.max_retries
+            self.client = AsyncOpenAI(timeout=self.timeout, max_retries=retries)
         return self.client
 
     async def complete(self, *, model: str, instructions: str, text: str) -> str:

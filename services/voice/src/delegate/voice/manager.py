@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 
 from delegate.contracts import topics
 from delegate.contracts.voice import PrepareReply, PrepareSession, VoiceState, VoiceStateRequest
-from delegate.runtime import without_unused_extras
 from delegate.runtime.bus import Bus
 from delegate.runtime.openai_client import import_sdk
 
@@ -52,8 +51,8 @@ class Sessions:
     def client(self) -> "AsyncOpenAI":
         """The Realtime client, made with the first session: the SDK loads then, not at start."""
         if self._client is None:
-            with without_unused_extras():  # its aiohttp client and httpx's CLI are never used
-                from openai import AsyncOpenAI
+            import_sdk()  # at once when a session has loaded it already (load_session_code)
+            from openai import AsyncOpenAI
 
             # No retries inside a call: a Realtime socket that fails ends the session, cleanly.
             self._client = AsyncOpenAI(max_retries=0)
