@@ -88,13 +88,16 @@ async def test_a_chat_turn_end_to_end_through_the_agent(tmp_path: Path, standin:
             for conn in (a, b):
                 await hello(conn, 0)
             await a.send(json.dumps({"type": "message", "text": "What is on today?", "client_msg_id": "t-1"}))
-            ack = (await recv_until(a, lambda f: f["type"] == "ack"))[-1]
+            # Frames may reach tab A before the ack (the user's event, a state): they belong to the
+            # timeline compared with tab B's below, so they are kept, not consumed by this wait.
+            before_ack = await recv_until(a, lambda f: f["type"] == "ack")
+            ack = before_ack[-1]
 
             def answered(f: dict[str, Any]) -> bool:
                 event = f.get("event") or {}
                 return f["type"] == "event" and event.get("kind") == "message" and event.get("role") == "assistant"
 
-            frames_a = await recv_until(a, answered, timeout=60)
+            frames_a = before_ack[:-1] + await recv_until(a, answered, timeout=60)
             frames_b = await recv_until(b, answered, timeout=60)
         user = next(f["event"] for f in frames_a if f["type"] == "event" and f["event"].get("role") == "user")
         assert user["id"] == ack["event_id"] and user["payload"]["text"] == "What is on today?"

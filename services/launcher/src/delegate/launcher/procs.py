@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import quote
 
+from .lifeline import die_with_parent
 from .natsconf import NatsUser, authorization_block
 
 
@@ -41,7 +42,14 @@ class ManagedProcess:
     """A child process whose output goes to a log file (a full pipe can never stall it)."""
 
     def __init__(
-        self, name: str, argv: list[str], env: dict[str, str], log_path: Path, *, own_session: bool = True
+        self,
+        name: str,
+        argv: list[str],
+        env: dict[str, str],
+        log_path: Path,
+        *,
+        own_session: bool = True,
+        with_parent: bool = False,
     ) -> None:
         self.name = name
         self.argv = argv
@@ -50,6 +58,9 @@ class ManagedProcess:
         # In a session (process group) of its own, a terminal's Ctrl-C reaches only whoever
         # started it, who stops its children in order (NATS last), never all at the same moment.
         self.own_session = own_session
+        # with_parent: the child is sent SIGTERM when its starter dies (`lifeline`). Only for a
+        # starter that forks from its main thread (the launcher): the kernel watches the thread.
+        self.with_parent = with_parent
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> "ManagedProcess":
@@ -58,7 +69,7 @@ class ManagedProcess:
         try:
             self.proc = subprocess.Popen(
                 self.argv, env=self.env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=self.own_session,
+                start_new_session=self.own_session, preexec_fn=die_with_parent() if self.with_parent else None,
             )
         finally:
             log.close()
@@ -99,8 +110,10 @@ class ManagedProcess:
             return ""
 
 
-def python_module(name: str, module: str, env: dict[str, str], log_path: Path) -> ManagedProcess:
-    return ManagedProcess(name, [sys.executable, "-m", module], env, log_path)
+def python_module(
+    name: str, module: str, env: dict[str, str], log_path: Path, *, with_parent: bool = False
+) -> ManagedProcess:
+    return ManagedProcess(name, [sys.executable, "-m", module], env, log_path, with_parent=with_parent)
 
 
 def nats_server_binary() -> str:
@@ -131,7 +144,9 @@ class NatsServer:
         users: Sequence[NatsUser] = (),
         client: NatsUser | None = None,
         authorization: str = "",
+        with_parent: bool = False,
     ) -> None:
+        self.with_parent = with_parent
         self.store_dir = store_dir
         self.port = port or free_port()
         self.sync_always = sync_always
@@ -182,7 +197,8 @@ class NatsServer:
     def start(self, timeout: float = 15.0) -> "NatsServer":
         conf = self._config()
         self.proc = ManagedProcess(
-            "nats", [nats_server_binary(), "-c", str(conf)], dict(os.environ), self.store_dir / "nats.log"
+            "nats", [nats_server_binary(), "-c", str(conf)], dict(os.environ), self.store_dir / "nats.log",
+            with_parent=self.with_parent,
         ).start()
         assert self.proc.proc is not None
         wait_for_port(self.port, timeout, self.proc.proc)
@@ -192,9 +208,9 @@ class NatsServer:
         if self.proc:
             self.proc.kill()
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 10.0) -> None:
         if self.proc:
-            self.proc.stop()
+            self.proc.stop(timeout)
 
     def restart(self) -> None:
         self.stop()

@@ -15,9 +15,10 @@ after them, so every service can still record its last events on the bus.
 """
 
 import logging
+import os
+import select
 import signal
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -41,6 +42,10 @@ STOP_STAGES: tuple[tuple[str, ...], ...] = (
 )
 
 SUPERVISE_EVERY_S = 0.5  # how often the launcher looks at its children (and shows the token)
+# How long the staged stop may take in all before what still runs is SIGKILLed (a service's own
+# stop is bounded as well: `delegate.runtime.service`), and NATS's share after it.
+STOP_BUDGET_S = 4.0
+NATS_STOP_S = 1.0
 
 SERVICES = (
     ("ledger", "delegate.ledger"),
@@ -72,18 +77,69 @@ class Supervisor:
             self.restarts[proc.name] = [*recent, time.monotonic()]
             proc.start()
 
-    def stop(self) -> None:
+    def stop(self, budget_s: float = STOP_BUDGET_S, hurry: "Signals | None" = None) -> None:
         """SIGTERM stage by stage (`STOP_STAGES`), each stage's processes together, each stage
-        waited for before the next; a process no stage names stops with the second stage."""
+        waited for before the next; a process no stage names stops with the second stage.
+
+        The whole stop fits in ``budget_s``: what still runs then is SIGKILLed (a crash every
+        service survives). Another signal while stopping (a second Ctrl-C) ends the wait too."""
         named = {name for stage in STOP_STAGES for name in stage}
         stages = [[p for p in self.procs if p.name in stage] for stage in STOP_STAGES]
         stages[1].extend(p for p in self.procs if p.name not in named)
+        deadline = time.monotonic() + budget_s
         for stage in stages:
             for proc in stage:
                 if proc.alive() and proc.proc:
                     proc.proc.send_signal(signal.SIGTERM)
-            for proc in stage:
-                proc.stop(timeout=15)
+            while any(p.alive() for p in stage) and time.monotonic() < deadline:
+                if hurry is not None and hurry.wait(0.05):
+                    deadline = time.monotonic()
+                elif hurry is None:
+                    time.sleep(0.05)
+        for proc in self.procs:
+            if proc.alive():
+                log.warning("%s did not stop in time; killing it", proc.name)
+                proc.kill()
+
+
+class Signals:
+    """SIGINT and SIGTERM as a count and a wakeup pipe, with no lock anywhere.
+
+    A Python signal handler runs between two bytecodes of the main thread, possibly inside
+    another handler: one that set a `threading.Event` could deadlock on the Event's own lock
+    when a second signal came while the first was being handled (`kill -TERM -<pgid>` of
+    `make run` delivers two: make forwards its own). Here the handler only counts, and the
+    interpreter's C-level handler writes the wakeup byte (`signal.set_wakeup_fd`) that ends the
+    supervision wait.
+    """
+
+    def __init__(self) -> None:
+        self.received = 0  # only ever incremented, by the handler
+        self._taken = 0  # how many of them `wait` has reported
+        self._read, self._write = os.pipe()
+        os.set_blocking(self._read, False)
+        os.set_blocking(self._write, False)
+        signal.set_wakeup_fd(self._write, warn_on_full_buffer=False)
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, self._on_signal)
+
+    def _on_signal(self, _signum: int, _frame: object) -> None:
+        self.received += 1
+
+    def wait(self, timeout: float) -> int:
+        """Up to ``timeout`` seconds, or until a signal came: how many came since the last call."""
+        if self.received == self._taken:
+            select.select([self._read], [], [], timeout)
+            try:
+                while os.read(self._read, 512):
+                    pass
+            except BlockingIOError:
+                pass
+        # The handler runs just after its wakeup byte is written, so a select that woke may
+        # find the count not yet raised: that signal is reported by the next call.
+        received = self.received
+        new, self._taken = received - self._taken, received
+        return new
 
 
 def _without_identities(env: dict[str, str]) -> dict[str, str]:
@@ -110,6 +166,7 @@ def launch_environment(environ: dict[str, str] | None = None, env_file: str | Pa
 
 
 def main() -> None:
+    signals = Signals()  # before any child starts: a Ctrl-C during start-up stops what started
     env = launch_environment()
     configure_logging("launch", env.get("LOG_LEVEL", "INFO"))
     runtime = Path(env["RUNTIME_DATA_DIR"])
@@ -121,7 +178,7 @@ def main() -> None:
     if not env.get("NATS_URL"):
         auth = private_server.prepare_in_child(runtime / "nats-auth")
         passwords = auth.passwords
-        nats = NatsServer(runtime / "nats", authorization=auth.authorization).start()
+        nats = NatsServer(runtime / "nats", authorization=auth.authorization, with_parent=True).start()
         env["NATS_URL"] = nats.address
         log.info("private nats-server with JetStream at %s; one identity per service", nats.address)
 
@@ -132,7 +189,9 @@ def main() -> None:
         standin_port = free_port()
         standin_env = _without_identities(dict(env, STANDIN_PORT=str(standin_port), STANDIN_DEMO="on"))
         standin_env.pop("OPENAI_API_KEY", None)
-        standin = python_module("openai-standin", "delegate.openai_standin", standin_env, logs / "openai-standin.log")
+        standin = python_module(
+            "openai-standin", "delegate.openai_standin", standin_env, logs / "openai-standin.log", with_parent=True
+        )
         standin.start()
         assert standin.proc is not None
         wait_for_port(standin_port, 20, standin.proc)
@@ -149,7 +208,7 @@ def main() -> None:
     # The token is shown on this terminal (below), never in the gateway's log file.
     env["GATEWAY_ANNOUNCE_TOKEN"] = "0"
     procs = [
-        python_module(name, module, service_env(name, env, passwords), logs / f"{name}.log").start()
+        python_module(name, module, service_env(name, env, passwords), logs / f"{name}.log", with_parent=True).start()
         for name, module in SERVICES
     ]
     supervisor = Supervisor([*extra, *procs])
@@ -165,15 +224,6 @@ def main() -> None:
     elif token_file.exists():
         log.info("sign in with the owner token stored in %s (`make token` prints it, `make token-rotate` "
                  "replaces it)", token_file)
-    # Set by Ctrl-C or SIGTERM; the wait on it is also the supervision period (children are
-    # looked at twice a second), so a signal ends the wait at once instead of after it.
-    stopping = threading.Event()
-
-    def on_signal(signum: int, _frame: object) -> None:
-        stopping.set()
-
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
     try:
         while True:
             supervisor.tick()
@@ -181,13 +231,15 @@ def main() -> None:
                 announce_token = False
                 token = token_file.read_text().strip()
                 log.warning("owner token (shown once; sign in with it at http://localhost:%s): %s", port, token)
-            if stopping.wait(SUPERVISE_EVERY_S):
+            # The wait is also the supervision period (children are looked at twice a second);
+            # Ctrl-C or SIGTERM ends it at once.
+            if signals.wait(SUPERVISE_EVERY_S):
                 break
     finally:
         log.info("stopping")
         began = time.monotonic()
-        supervisor.stop()
+        supervisor.stop(hurry=signals)
         if nats:
-            nats.stop()
+            nats.stop(timeout=NATS_STOP_S)
         log.info("stopped in %.1f s", time.monotonic() - began)
     sys.exit(0)

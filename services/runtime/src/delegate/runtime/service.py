@@ -2,7 +2,9 @@
 
 import asyncio
 import logging
+import os
 import signal
+import threading
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -16,15 +18,40 @@ log = logging.getLogger(__name__)
 S = TypeVar("S", bound=ServiceSettings)
 
 
+def exit_unless_stopped_within(seconds: float) -> None:
+    """Arm a watchdog: if the process still runs ``seconds`` from now, it exits at once.
+
+    A stop waits on the bus (the last events, a lease's release) and on threads; with NATS gone
+    those waits could outlast whoever asked us to stop. Past the grace the process ends as if
+    killed, which every service survives by design (nothing acked is lost, nothing repeats).
+    """
+
+    def give_up() -> None:
+        log.warning("did not stop within %.1f s of the signal; exiting without finishing", seconds)
+        logging.shutdown()
+        os._exit(1)
+
+    watchdog = threading.Timer(seconds, give_up)
+    watchdog.daemon = True
+    watchdog.start()
+
+
 def run_service(name: str, settings: S, serve: Callable[[S, asyncio.Event], Awaitable[None]]) -> None:
-    """Run ``serve(settings, stop)``; ``stop`` is set by SIGTERM or SIGINT."""
+    """Run ``serve(settings, stop)``; ``stop`` is set by SIGTERM or SIGINT, and the process
+    ends within ``settings.stop_grace_s`` of it however the stop goes."""
     configure_logging(name, settings.log_level)
 
     async def main() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
+
+        def on_signal() -> None:
+            if not stop.is_set():
+                exit_unless_stopped_within(settings.stop_grace_s)
+            stop.set()
+
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, on_signal)
         log.info("starting")
         await serve(settings, stop)
         log.info("stopped")
