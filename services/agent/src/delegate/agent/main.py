@@ -19,6 +19,7 @@ from delegate.runtime.bus import Bus, BusUnavailable
 from delegate.runtime.lease import Lease
 from delegate.runtime.retry import Backoff, sleep_unless
 from delegate.runtime.service import run_service
+from delegate.runtime.settings_check import load_settings
 
 from .agent import Agent
 from .ledger import Ledger, LedgerUnavailable
@@ -36,7 +37,7 @@ TERM_END_TIMEOUT = 5.0
 
 
 def run() -> None:
-    run_service(SERVICE, Settings(), serve)
+    run_service(SERVICE, load_settings(SERVICE, Settings), serve)
 
 
 async def serve(settings: Settings, stop: asyncio.Event) -> None:

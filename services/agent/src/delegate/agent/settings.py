@@ -2,8 +2,9 @@
 
 from typing import Literal
 
-from pydantic import model_validator
+from pydantic import Field, model_validator
 
+from delegate.runtime.openai_bounds import CompactThreshold
 from delegate.runtime.settings import ServiceSettings
 
 
@@ -13,8 +14,10 @@ class Settings(ServiceSettings):
     openai_model: str = "gpt-5.5"  # OPENAI_MODEL
     openai_max_retries: int = 2  # OPENAI_MAX_RETRIES: the SDK's own retries before any stream output
     openai_timeout: float = 90.0  # OPENAI_TIMEOUT: seconds, also the longest silence inside a stream
-    compact_threshold: int = 200_000  # COMPACT_THRESHOLD: input tokens at which compaction triggers
-    capsule_threshold: float = 0.6  # CAPSULE_THRESHOLD: shown in logs; the inner plane acts on it
+    # COMPACT_THRESHOLD: input tokens at which compaction triggers; sent with every request, so
+    # a value the API refuses would fail every turn: it stops the start instead.
+    compact_threshold: CompactThreshold = 200_000
+    capsule_threshold: float = Field(default=0.6, gt=0, le=1)  # CAPSULE_THRESHOLD: the inner plane acts on it
     # DELEGATE_OFFLINE_MODEL: the offline stand-in answers. Always true without a real key (what
     # /api/state reports must be the truth); setting it only forces the Offline badge on.
     delegate_offline_model: bool = False

@@ -62,10 +62,14 @@ class Settings(ServiceSettings):
     # Voice (VOICE_*): the gateway and the voice service each send a heartbeat every
     # VOICE_HEARTBEAT_S on a live call; hearing nothing from voice for VOICE_LOST_AFTER_S means
     # it died, and the call is ended (the phone hears the TwiML's apology). A Media Stream must
-    # say ``start`` within VOICE_START_TIMEOUT_S of opening.
+    # say ``start`` within VOICE_START_TIMEOUT_S of opening. Twilio sends caller audio every 20 ms
+    # for as long as a call lives, and the page sends audio (or, muted, a heartbeat frame) as
+    # often: nothing from the caller's side for VOICE_MEDIA_TIMEOUT_S means the stream is lost
+    # though its socket still answers pings, and the call ends (``stream_lost``), freeing the lock.
     voice_heartbeat_s: float = Field(default=1.0, gt=0)
     voice_lost_after_s: float = Field(default=3.0, gt=0)
     voice_start_timeout_s: float = Field(default=10.0, gt=0)
+    voice_media_timeout_s: float = Field(default=10.0, gt=0)
 
     # POST /api/import: the largest body taken (NDJSON or a ChatGPT conversations.json export).
     import_max_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)  # IMPORT_MAX_BYTES

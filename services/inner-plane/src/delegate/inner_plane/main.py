@@ -5,8 +5,9 @@ import logging
 import os
 import threading
 
-from delegate.runtime.bus import Bus
+from delegate.runtime.bus import MESSAGE_SCHEDULES, Bus, start_when_server_suits
 from delegate.runtime.service import run_service
+from delegate.runtime.settings_check import load_settings
 
 from .model import Model
 from .plane import InnerPlane
@@ -28,6 +29,9 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     bus = await Bus.connect(settings.nats_url, f"{SERVICE}:{settings.instance_name or SERVICE}")
     model = Model(settings)
     try:
+        # Reminders are JetStream message schedules: an older server would take them and never fire.
+        if not await start_when_server_suits(bus, SERVICE, [MESSAGE_SCHEDULES], stop):
+            return
         await bus.ensure_streams()
         plane = InnerPlane(settings, bus, model, stop)
         await plane.start()
@@ -52,4 +56,4 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
 
 
 def run() -> None:
-    run_service(SERVICE, Settings(), serve)
+    run_service(SERVICE, load_settings(SERVICE, Settings), serve)

@@ -4,6 +4,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import Field, field_validator, model_validator
 
+from delegate.runtime.openai_bounds import CompactThreshold
 from delegate.runtime.settings import ServiceSettings
 
 from .quiet_hours import QuietHours
@@ -11,7 +12,7 @@ from .quiet_hours import QuietHours
 
 class Settings(ServiceSettings):
     idle_span_seconds: float = Field(default=900.0, gt=0)  # IDLE_SPAN_SECONDS
-    compact_threshold: int = Field(default=200_000, gt=0)  # COMPACT_THRESHOLD
+    compact_threshold: CompactThreshold = 200_000  # COMPACT_THRESHOLD
     capsule_threshold: float = Field(default=0.6, gt=0)  # CAPSULE_THRESHOLD (fraction of COMPACT_THRESHOLD)
     openai_model: str = "gpt-5.5"  # OPENAI_MODEL
     capsule_model: str = ""  # CAPSULE_MODEL; empty: OPENAI_MODEL

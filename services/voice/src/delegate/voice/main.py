@@ -13,6 +13,7 @@ from delegate.contracts import topics
 from delegate.contracts.messages import Ping, Pong
 from delegate.runtime.bus import Bus
 from delegate.runtime.service import run_service
+from delegate.runtime.settings_check import load_settings
 
 from .manager import Sessions
 from .outbound_call import OwnerCaller
@@ -53,4 +54,4 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
 
 
 def run() -> None:
-    run_service(SERVICE, Settings(), serve)
+    run_service(SERVICE, load_settings(SERVICE, Settings), serve)

@@ -1,5 +1,6 @@
 """The voice service's one settings class; env var names in the comments."""
 
+from delegate.runtime.openai_bounds import RetentionRatio
 from delegate.runtime.settings import ServiceSettings
 
 
@@ -7,7 +8,7 @@ class Settings(ServiceSettings):
     openai_realtime_model: str = "gpt-realtime"  # OPENAI_REALTIME_MODEL
     # OPENAI_TRANSCRIBE_MODEL: transcribes the caller's words (the ledger's user messages)
     openai_transcribe_model: str = "gpt-4o-mini-transcribe"
-    realtime_retention_ratio: float = 0.8  # REALTIME_RETENTION_RATIO: context kept when Realtime truncates
+    realtime_retention_ratio: RetentionRatio = 0.8  # REALTIME_RETENTION_RATIO: context kept when Realtime truncates
     # The voice lock: one session at a time, system-wide, renewed while the session lives.
     voice_lock_ttl_s: float = 6.0  # VOICE_LOCK_TTL_S
     voice_prewarm_timeout_s: float = 30.0  # VOICE_PREWARM_TIMEOUT_S: a prepared session nobody attached ends
