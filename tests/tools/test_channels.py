@@ -222,7 +222,28 @@ async def test_web_search_through_the_responses_api(tmp_path: Path) -> None:
             assert found.ok and "opens at 10:00" in found.output
             body = standin.response_requests()[-1]["body"]
             assert body["tools"] == [{"type": "web_search"}]
+            assert body["include"] == ["web_search_call.action.sources"]
             assert body["input"] == "When does the city museum open on Sunday?" and body["model"] == "gpt-test"
+        finally:
+            await registry.aclose()
+
+
+async def test_web_search_lists_the_sources_it_asked_for(tmp_path: Path) -> None:
+    """An answer citing nothing inline still names what the search read: the search call's sources,
+    which the API sends only when the request asks for them (`include`)."""
+    with StandinProcess() as standin:
+        standin.script({
+            "action": "web_search", "text": "The ferry runs every 30 minutes.", "append_citations": False,
+            "results": [{"url": "https://ferry.example.org/timetable", "title": "Timetable"},
+                        {"url": "https://news.example.com/ferry", "title": "Ferry news"}],
+        })
+        registry = ToolRegistry(tmp_path / "rt", None, settings=tool_settings(
+            openai_api_key="sk-standin-test", openai_base_url=standin.base_url, openai_model="gpt-test"))
+        await registry.start()
+        try:
+            found = await registry.call(_req("web_search", query="How often does the ferry run?"))
+            assert found.ok and found.output.startswith("The ferry runs every 30 minutes.")
+            assert "Sources:\n- https://ferry.example.org/timetable\n- https://news.example.com/ferry" in found.output
         finally:
             await registry.aclose()
 

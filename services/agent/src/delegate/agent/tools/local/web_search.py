@@ -4,13 +4,15 @@ One separate ``responses.create`` call per search through the official SDK; the 
 the cited URLs come back as the tool output.
 """
 
-from typing import Any
+from typing import Any, Final
 
 import openai
 from openai import AsyncOpenAI
 
 from ..base import FAILED, UNAVAILABLE, Tool, ToolError, object_schema
 from ..settings import ToolSettings
+
+SOURCES_INCLUDE: Final = "web_search_call.action.sources"
 
 
 def citations(response: Any) -> list[tuple[str, str]]:
@@ -42,8 +44,11 @@ def web_search_tool(settings: ToolSettings) -> tuple[Tool, AsyncOpenAI]:
 
     async def handler(args: dict[str, Any]) -> str:
         try:
+            # Without the include the search call carries no sources: only what the answer
+            # text happens to cite would be listed.
             response = await client.responses.create(
-                model=settings.openai_model, input=args["query"], tools=[{"type": "web_search"}]
+                model=settings.openai_model, input=args["query"], tools=[{"type": "web_search"}],
+                include=[SOURCES_INCLUDE],
             )
         except (openai.APIConnectionError, openai.APITimeoutError) as exc:
             raise ToolError(UNAVAILABLE, f"web search could not reach the model API: {exc}") from exc
