@@ -36,6 +36,9 @@ export const MESSAGES = Object.freeze({
 export const MAX_BUFFERED_BYTES = 48000; // 1 s of PCM16 at 24 kHz
 /** How long Hang up waits for the server's "ended" before closing the socket itself. */
 export const HANGUP_GRACE_MS = 1500;
+/** Muted, no audio goes out: a heartbeat this often tells the server the page is still there
+ * (a call that sends neither is ended as lost after the server's VOICE_MEDIA_TIMEOUT_S, 10 s). */
+export const MUTED_HEARTBEAT_MS = 2000;
 
 /** ws(s)://host/browser-call, with `?preset=` when one was picked. */
 export function callUrl(loc, preset = "") {
@@ -107,6 +110,7 @@ export class VoiceCall {
     this.ws = null;
     this.lastError = null; // the server's error frame, for the close that follows it
     this.graceTimer = null;
+    this.lastHeartbeat = null; // when a muted call last sent one
   }
 
   get status() {
@@ -210,6 +214,9 @@ export class VoiceCall {
     if (this.info.status !== "live" || !ws || ws.readyState !== 1) return;
     if (this.info.muted) {
       this.stats.framesHeld += 1;
+      const now = this.now();
+      const due = this.lastHeartbeat === null || now - this.lastHeartbeat >= MUTED_HEARTBEAT_MS;
+      if (due && this._sendJson({ type: "heartbeat" })) this.lastHeartbeat = now;
       return;
     }
     if (ws.bufferedAmount > this.maxBuffered) {

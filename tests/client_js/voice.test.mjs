@@ -19,6 +19,7 @@ import {
   CLOSE_BUSY,
   MESSAGES,
   MIC_CONSTRAINTS,
+  MUTED_HEARTBEAT_MS,
   VoiceCall,
   callUrl,
   formatDuration,
@@ -350,7 +351,14 @@ test("a call goes starting → connecting → live, sends mic frames only while 
   hx.call.toggleMute();
   assert.equal(hx.tracks[0].enabled, false);
   hx.audio.hooks.onFrame(new ArrayBuffer(960));
-  assert.equal(ws.sent.length, 1, "muted: nothing is sent");
+  hx.tick(MUTED_HEARTBEAT_MS - 1);
+  hx.audio.hooks.onFrame(new ArrayBuffer(960));
+  // muted: no audio, only a heartbeat now and then (the server ends a call that sends neither)
+  assert.deepEqual(ws.sent.slice(1), [{ type: "heartbeat" }]);
+  hx.tick(1);
+  hx.audio.hooks.onFrame(new ArrayBuffer(960));
+  assert.deepEqual(ws.sent.slice(1), [{ type: "heartbeat" }, { type: "heartbeat" }]);
+  ws.sent.length = 1;
   hx.call.toggleMute();
   ws.bufferedAmount = 10 ** 6; // a stalled socket: frames are dropped, not queued up
   hx.audio.hooks.onFrame(new ArrayBuffer(960));

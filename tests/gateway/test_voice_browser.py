@@ -148,3 +148,27 @@ async def test_voice_going_silent_ends_the_call_with_voice_lost(rig: VoiceRig) -
     assert ended["message"]
     await ws.wait_closed()
     assert rig.voice.of_type("hangup") == []
+
+
+async def test_a_page_sending_neither_audio_nor_heartbeats_is_ended_as_stream_lost(
+    nats_server: NatsServer, tmp_path: Path
+) -> None:
+    async with voice_rig(nats_server, tmp_path, voice_media_timeout_s=1.0) as rig:
+        rig.voice.audio_format = "pcm16"
+        ws = await live_call(rig)
+        # Muted: no audio, but a heartbeat frame now and then keeps the call up past the timeout.
+        for _ in range(6):
+            await ws.send(json.dumps({"type": "heartbeat"}))
+            try:
+                frame = await next_json(ws, timeout=0.4)
+            except TimeoutError:
+                continue
+            raise AssertionError(f"the muted call got {frame}")
+        # Then the page goes quiet (its socket still answers pings).
+        ended = await next_json(ws, timeout=1.0 + 2.0)
+        assert (ended["status"], ended["reason"]) == ("ended", "stream_lost")
+        await ws.wait_closed()
+        assert ws.close_code == 4408
+        await rig.voice.wait_for(lambda v: bool(v.of_type("hangup")), what="the hang-up")
+        assert rig.voice.of_type("hangup") == [HangupIn(reason="stream_lost")]
+        assert rig.voice.of_type("audio") == []

@@ -146,3 +146,18 @@ async def test_a_start_without_session_parameters_is_closed_with_1008(rig: Voice
     await twilio.open({"caller": "+15550001111"})
     assert await twilio.wait_closed() == 1008
     assert rig.voice.attaches == []
+
+
+async def test_a_stream_that_goes_silent_is_ended_as_stream_lost(nats_server: NatsServer, tmp_path: Path) -> None:
+    """Twilio sends media every 20 ms while a call lives: a socket that still answers pings but
+    sends nothing is a lost stream, and holding it would keep the voice lock for ever."""
+    async with voice_rig(nats_server, tmp_path, voice_media_timeout_s=1.0) as rig:
+        call = rig.twilio()
+        await call.open(PARAMS)
+        await rig.voice.wait_for(lambda v: bool(v.attaches), what="the stream to attach")
+        await call.silence(1500)  # audio for longer than the timeout keeps the call up
+        assert not call.closed.is_set()
+        # then nothing more, while the client library keeps answering the gateway's pings
+        assert await call.wait_closed(timeout=1.0 + 2.0) == 1000  # Twilio goes on to the apology
+        await rig.voice.wait_for(lambda v: bool(v.of_type("hangup")), what="the hang-up")
+        assert rig.voice.of_type("hangup") == [HangupIn(reason="stream_lost")]

@@ -7,12 +7,15 @@ else is a JSON text frame (see twilio-email-wire.md §6 and the voice design):
 
     client -> server: {"type":"hangup"}, {"type":"mark","name"} (a mark's audio has played,
                       or was cleared), {"type":"preset","name"} (ignored: the session is
-                      prepared with ``?preset=`` before any audio)
+                      prepared with ``?preset=`` before any audio), {"type":"heartbeat"}
+                      (a muted page, which sends no audio, says it is still there)
     server -> client: {"type":"state","status":"connecting"|"live"|"ended","session_id",
                       "reason"?, "message"?}, {"type":"mark","name"}, {"type":"clear"},
                       {"type":"transcript","role","text","final"}, {"type":"error","code","message"}
 
 A frame over 64 KiB, bad JSON or an unknown type gets an error frame; the call goes on.
+Neither audio nor a heartbeat for VOICE_MEDIA_TIMEOUT_S ends the call (``stream_lost``): the
+``ended`` state frame, then close 4408.
 """
 
 import asyncio
@@ -38,10 +41,11 @@ log = logging.getLogger(__name__)
 router = APIRouter()
 
 CLOSE_NORMAL = 1000
+CLOSE_SILENT = 4408  # the page sent neither audio nor a heartbeat in time
 CLOSE_BAD_PRESET = 4400
 CLOSE_BUSY = 4409
 MAX_PRESET = 100
-KNOWN_TYPES = ("hangup", "mark", "preset")
+KNOWN_TYPES = ("hangup", "mark", "preset", "heartbeat")
 
 
 def _error(code: str, message: str) -> str:
@@ -100,10 +104,7 @@ class BrowserCall:
             return
         self.session_id = session_id
         self.label = f"browser call {session_id}"
-        settings = self.ctx.settings
-        relay = VoiceRelay(
-            self.bus, session_id, heartbeat_s=settings.voice_heartbeat_s, lost_after_s=settings.voice_lost_after_s
-        )
+        relay = VoiceRelay.for_call(self.bus, session_id, self.ctx.settings)
         await relay.open()  # before attaching: the greeting may come at once
         try:
             try:
@@ -141,7 +142,7 @@ class BrowserCall:
             self.ctx.hub.voice.forget()
         with contextlib.suppress(Exception):
             await self._state("ended", reason=ending.reason, message=ending.message or "the call ended")
-            await self.ws.close(CLOSE_NORMAL)
+            await self.ws.close(CLOSE_SILENT if ending.by == "silent" else CLOSE_NORMAL)
 
     async def _relay_in(self, relay: VoiceRelay) -> str:
         """Browser -> voice until the caller is gone; the hang-up reason."""
@@ -172,6 +173,9 @@ class BrowserCall:
         kind = data.get("type") if isinstance(data, dict) else None
         if kind == "hangup":
             return True
+        if kind == "heartbeat":
+            relay.caller_alive()
+            return False
         if kind == "mark" and isinstance(data.get("name"), str):
             try:
                 await relay.send(MarkIn(name=data["name"]))

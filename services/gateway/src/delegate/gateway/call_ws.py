@@ -146,10 +146,7 @@ class TwilioStream:
             return
         self.stream_sid = stream_sid if isinstance(stream_sid, str) else ""
         self.label = f"call {session_id}"
-        settings = self.ctx.settings
-        relay = VoiceRelay(
-            self.bus, session_id, heartbeat_s=settings.voice_heartbeat_s, lost_after_s=settings.voice_lost_after_s
-        )
+        relay = VoiceRelay.for_call(self.bus, session_id, self.ctx.settings)
         await relay.open()  # before attaching: the greeting may come at once
         try:
             try:

@@ -5,9 +5,12 @@ Both sockets (Twilio's ``/call`` and the browser's ``/browser-call``) relay thro
 ``VoiceOut`` to the socket, and the heartbeat, until one side ends. The relay subscribes
 before it attaches, so the greeting the voice service flushes at attach is never missed.
 
-The watchdog: the voice service sends something (a heartbeat at least) every
+The watchdogs: the voice service sends something (a heartbeat at least) every
 ``VOICE_HEARTBEAT_S``; nothing for ``VOICE_LOST_AFTER_S`` means it died, and the call ends
-on our side (``voice_lost``). The hot path stays lean: one model per frame, encoded and
+on our side (``voice_lost``). The caller's side sends audio all the time (Twilio every 20 ms,
+a muted page a heartbeat frame): nothing from it for ``VOICE_MEDIA_TIMEOUT_S`` means the
+stream is lost even though its socket still answers pings, and the call ends (``stream_lost``)
+so the voice lock is free for the next one. The hot path stays lean: one model per frame, encoded and
 decoded with the shared topic adapters (a new per-session Topic would build its own).
 """
 
@@ -37,6 +40,8 @@ from delegate.contracts.voice import (
 )
 from delegate.runtime.bus import Bus, BusUnavailable, RemoteError
 
+from .settings import Settings
+
 log = logging.getLogger(__name__)
 
 VOICE_IN = topics.VOICE_IN_ANY  # the models of every voice_in(sid) / voice_out(sid) subject
@@ -56,16 +61,27 @@ class AttachRefused(Exception):
 
 
 class VoiceRelay:
-    def __init__(self, bus: Bus, session_id: str, *, heartbeat_s: float, lost_after_s: float) -> None:
+    def __init__(
+        self, bus: Bus, session_id: str, *, heartbeat_s: float, lost_after_s: float, media_timeout_s: float
+    ) -> None:
         self.bus = bus
         self.session_id = session_id
         self.heartbeat_s = heartbeat_s
         self.lost_after_s = lost_after_s
+        self.media_timeout_s = media_timeout_s
         self._in_subject = subjects.voice_in(session_id)
         self._out: asyncio.Queue[Any] = asyncio.Queue(OUT_QUEUE_LIMIT)
         self._sub: Subscription | None = None
         self.last_heard = time.monotonic()
+        self.last_from_caller = time.monotonic()  # audio, or a muted page's heartbeat
         self.dropped = 0  # messages from voice the socket had no room for
+
+    @classmethod
+    def for_call(cls, bus: Bus, session_id: str, settings: Settings) -> "VoiceRelay":
+        return cls(
+            bus, session_id, heartbeat_s=settings.voice_heartbeat_s, lost_after_s=settings.voice_lost_after_s,
+            media_timeout_s=settings.voice_media_timeout_s,
+        )
 
     async def open(self) -> None:
         self._sub = await self.bus.nc.subscribe(subjects.voice_out(self.session_id), cb=self._on_out)
@@ -84,7 +100,7 @@ class VoiceRelay:
             raise AttachRefused(exc.code, exc.message) from exc
         if not reply.ok:
             raise AttachRefused(reply.reason or "refused", reply.message or "the voice service refused the call")
-        self.last_heard = time.monotonic()
+        self.last_heard = self.last_from_caller = time.monotonic()
         return reply
 
     async def close(self) -> None:
@@ -99,7 +115,11 @@ class VoiceRelay:
         await self.bus.emit_raw(self._in_subject, VOICE_IN.encode(msg))
 
     async def audio(self, payload: str, ts_ms: int | None) -> None:
+        self.caller_alive()
         await self.send(AudioIn(audio=payload, ts_ms=ts_ms, sent_at=time.time()))
+
+    def caller_alive(self) -> None:
+        self.last_from_caller = time.monotonic()
 
     async def heartbeats(self) -> None:
         while True:
@@ -138,10 +158,11 @@ class VoiceRelay:
 
 @dataclass(frozen=True)
 class Ending:
-    """Who ended the call: the caller (``reason`` is the hang-up's), voice (its ``EndOut``), or
-    nobody answered from voice any more (``lost``)."""
+    """Who ended the call: the caller (``reason`` is the hang-up's), voice (its ``EndOut``),
+    nobody answered from voice any more (``lost``), or nothing came from the caller's side any
+    more (``silent``: the stream is lost, though its socket may still be open)."""
 
-    by: Literal["caller", "voice", "lost"]
+    by: Literal["caller", "voice", "lost", "silent"]
     reason: str
     message: str = ""
 
@@ -167,7 +188,12 @@ async def run_call(
     async def caller() -> Ending:
         return Ending("caller", await read())
 
-    tasks = [asyncio.ensure_future(caller()), asyncio.ensure_future(pump())]
+    async def silence() -> Ending:
+        while (remaining := relay.last_from_caller + relay.media_timeout_s - time.monotonic()) > 0:
+            await asyncio.sleep(remaining)  # until the deadline as it stands: audio moves it on
+        return Ending("silent", "stream_lost", f"nothing from the caller for {relay.media_timeout_s:g} s")
+
+    tasks = [asyncio.ensure_future(caller()), asyncio.ensure_future(pump()), asyncio.ensure_future(silence())]
     beating = asyncio.ensure_future(relay.heartbeats())
     try:
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
@@ -176,8 +202,10 @@ async def run_call(
         for task in (*tasks, beating):
             task.cancel()
         await asyncio.gather(*tasks, beating, return_exceptions=True)
-    if ending.by == "caller":
-        await relay.send(HangupIn(reason=ending.reason))
+    if ending.by in ("caller", "silent"):
+        await relay.send(HangupIn(reason=ending.reason))  # voice records the reason and frees the lock
+    if ending.by == "silent":
+        log.warning("call %s: nothing from the caller for %.1f s: ending it", relay.session_id, relay.media_timeout_s)
     elif ending.by == "lost":
         log.warning("call %s: nothing from voice for %.1f s: ending it", relay.session_id, relay.lost_after_s)
     return ending
