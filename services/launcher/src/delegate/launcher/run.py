@@ -63,10 +63,16 @@ class Supervisor:
     def __init__(self, procs: list[ManagedProcess]) -> None:
         self.procs = procs
         self.restarts: dict[str, list[float]] = {p.name: [] for p in procs}
+        # A service that exited with EX_CONFIG (`delegate.runtime.settings_check`): its settings
+        # are wrong, so another start cannot help; the system stops and says why.
+        self.refused: ManagedProcess | None = None
 
     def tick(self) -> None:
         for proc in self.procs:
             if proc.alive():
+                continue
+            if proc.proc is not None and proc.proc.returncode == os.EX_CONFIG:
+                self.refused = self.refused or proc
                 continue
             recent = [t for t in self.restarts[proc.name] if time.monotonic() - t < 60]
             delay = min(2 ** len(recent) * 0.5, 30)
@@ -224,6 +230,7 @@ def main() -> None:
     elif token_file.exists():
         log.info("sign in with the owner token stored in %s (`make token` prints it, `make token-rotate` "
                  "replaces it)", token_file)
+    exit_code = 0
     try:
         while True:
             supervisor.tick()
@@ -233,6 +240,10 @@ def main() -> None:
                 log.warning("owner token (shown once; sign in with it at http://localhost:%s): %s", port, token)
             # The wait is also the supervision period (children are looked at twice a second);
             # Ctrl-C or SIGTERM ends it at once.
+            if supervisor.refused is not None:
+                log.error("%s (see %s)", refusal(supervisor.refused), supervisor.refused.log_path)
+                exit_code = os.EX_CONFIG
+                break
             if signals.wait(SUPERVISE_EVERY_S):
                 break
     finally:
@@ -242,4 +253,16 @@ def main() -> None:
         if nats:
             nats.stop(timeout=NATS_STOP_S)
         log.info("stopped in %.1f s", time.monotonic() - began)
-    sys.exit(0)
+    sys.exit(exit_code)
+
+
+def refusal(proc: ManagedProcess) -> str:
+    """What a service that refused its settings said (the last lines of its log say why)."""
+    try:
+        with open(proc.log_path, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - 4096))
+            lines = f.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        lines = []
+    said = next((line for line in reversed(lines) if "refuses to start" in line), None)
+    return said or f"{proc.name} refused to start: its settings are not valid"

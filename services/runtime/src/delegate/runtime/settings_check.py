@@ -6,6 +6,7 @@ The service exits with ``EX_CONFIG`` instead: the launcher does not restart a se
 exits so (another try cannot help), it stops the system and shows the message.
 """
 
+import os
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -13,7 +14,7 @@ from typing import Any, TypeVar
 from pydantic import ValidationError
 from pydantic_settings import BaseSettings
 
-EX_CONFIG = 78  # sysexits.h: a configuration error
+EX_CONFIG = os.EX_CONFIG  # 78, sysexits.h: a configuration error
 
 S = TypeVar("S", bound=BaseSettings)
 
