@@ -18,9 +18,13 @@ import pytest
 from delegate.contracts.roles import ROLES
 from delegate.launcher.identities import child_env
 from delegate.launcher.natsconf import NatsUser, role_users
-from delegate.launcher.procs import NatsServer, nats_server_binary
+from delegate.launcher.procs import ManagedProcess, NatsServer, nats_server_binary, wait_for_port
 
 TEST_USER = "test"
+
+# Debian's own nats-server package (2.9.10 on bookworm): older than what reminders and atomic
+# batches need. .ci/run installs it; the tests that show a service refusing it start it.
+DEBIAN_NATS = "/usr/sbin/nats-server"
 
 
 def auth_enabled() -> bool:
@@ -52,6 +56,29 @@ def start_nats(store: Path, *, auth: bool | None = None) -> NatsServer:
     if store.exists():
         shutil.rmtree(store)
     return nats_server(store, auth=auth).start()
+
+
+def start_debian_nats(store: Path) -> NatsServer:
+    """Debian's nats-server with the users ``start_nats`` gives (2.9 knows no ``sync_interval``)."""
+    if not os.access(DEBIAN_NATS, os.X_OK):
+        if os.environ.get("CI"):
+            pytest.fail(f"{DEBIAN_NATS} is missing on CI: .ci/run must install Debian's nats-server package")
+        pytest.skip("Debian's nats-server package is not installed")
+    if store.exists():
+        shutil.rmtree(store)
+    server = nats_server(store, sync_always=False)
+    server.proc = ManagedProcess(
+        "nats", [DEBIAN_NATS, "-c", str(server._config())], dict(os.environ), store / "nats.log"
+    ).start()
+    assert server.proc.proc is not None
+    wait_for_port(server.port, 15.0, server.proc.proc)
+    return server
+
+
+def upgraded(server: NatsServer, store: Path) -> NatsServer:
+    """The pinned nats-server on ``server``'s port with its users (not yet started): the same
+    address after an upgrade, which its clients reconnect to by themselves."""
+    return NatsServer(store, port=server.port, users=server.users, client=server.client)
 
 
 def role_env(server: NatsServer, role: str) -> dict[str, str]:

@@ -33,6 +33,9 @@ class Pong(Reply):
     instance: str = ""
     ready: bool = True
     detail: str = ""
+    # Why the service will not start until its operator acts (the NATS server lacks a feature
+    # it needs); empty when it is not refusing. Waiting does not make such a service ready.
+    refusal: str = ""
     # Counters a service reports since it started (the ledger: events refused by the fence rules).
     counts: dict[str, int] = Field(default_factory=dict)
 

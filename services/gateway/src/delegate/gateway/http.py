@@ -30,6 +30,11 @@ log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 64 * 1024
 MAX_PAGE = 5000
 READY_PING_TIMEOUT_S = 1.0
+# /readyz: ready when these answer ready; also unready, with the reason, when one of the
+# others says it refuses to start (the NATS server lacks what it needs): that waits on the
+# operator, where a service that is merely not up yet (background work) does not hold chat back.
+READY_NEEDS = ("ledger", "agent")
+REFUSAL_WATCHED = ("inner-plane",)
 
 public = APIRouter()
 api = APIRouter(prefix="/api", dependencies=[Depends(require_owner)])
@@ -97,10 +102,11 @@ async def readyz(request: Request, ctx: ContextDep) -> JSONResponse:
     bus = ctx.bus
     channels: dict[str, Any] | None = None
     voice: dict[str, Any] | None = None
+    reasons: dict[str, str] = {}
     if bus is None or not bus.nc.is_connected:
         missing = ["nats", "ledger", "agent"]
     else:
-        names = ("ledger", "agent")
+        names = (*READY_NEEDS, *REFUSAL_WATCHED)
         # The pollers' state and voice's pong are detail, asked alongside the pings: readiness
         # stays ledger + agent (chat works without phone calls).
         channels_task = asyncio.ensure_future(channels_cache(request).get(bus))
@@ -108,11 +114,20 @@ async def readyz(request: Request, ctx: ContextDep) -> JSONResponse:
         pongs = await asyncio.gather(
             *(bus.ping(name, timeout=READY_PING_TIMEOUT_S) for name in names), return_exceptions=True
         )
-        missing = [n for n, p in zip(names, pongs, strict=True) if isinstance(p, BaseException) or not p.ready]
+        missing = []
+        for name, pong in zip(names, pongs, strict=True):
+            answer = None if isinstance(pong, BaseException) else pong
+            if answer is not None and answer.refusal:
+                reasons[name] = answer.refusal
+            if (name in READY_NEEDS and not (answer is not None and answer.ready)) or name in reasons:
+                missing.append(name)
         channels = await channels_task
         voice = await voice_task
     if missing:
-        return JSONResponse({"status": "unready", "missing": missing}, status_code=503)
+        body: dict[str, Any] = {"status": "unready", "missing": missing}
+        if reasons:
+            body["reasons"] = reasons
+        return JSONResponse(body, status_code=503)
     return JSONResponse({"status": "ready", "channels": channels, "voice": voice})
 
 

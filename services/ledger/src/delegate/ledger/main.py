@@ -6,7 +6,7 @@ import sys
 
 from delegate.contracts import streams, topics
 from delegate.contracts.messages import Ping, Pong
-from delegate.runtime.bus import Bus
+from delegate.runtime.bus import ATOMIC_BATCHES, Bus, start_when_server_suits
 from delegate.runtime.retry import retrying
 from delegate.runtime.service import run_service
 
@@ -38,6 +38,9 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
 
 
 async def _serve(settings: Settings, store: LedgerStore, bus: Bus, stop: asyncio.Event) -> None:
+    # The LEDGER stream takes atomic batches (imports): an older server would store them piecemeal.
+    if not await start_when_server_suits(bus, SERVICE, [ATOMIC_BATCHES], stop):
+        return
     try:  # JetStream may still be starting next to us
         async for attempt in retrying(stop=stop, initial=0.2, maximum=1.0, what="ensuring the streams"):
             with attempt:

@@ -8,7 +8,8 @@ One concept per module:
 - ``dead_letters``: parking what can never be processed;
 - ``atomic``: atomic batch publish (all of a batch stored, or none);
 - ``acks``: settling a delivery, with failures reported;
-- ``errors``: what can go wrong, by what the caller does about it.
+- ``errors``: what can go wrong, by what the caller does about it;
+- ``server``: what we need of the nats-server, checked at start.
 """
 
 from delegate.runtime import without_unused_extras
@@ -23,10 +24,13 @@ from .atomic import MAX_BATCH, BatchRefused
 from .connection import MSG_ID, PUBLISH_RETRY, Bus
 from .dead_letters import DEAD_LETTER_DATA_LIMIT
 from .errors import TRANSIENT, BusUnavailable, DomainError, RemoteError, Retryable
+from .server import ATOMIC_BATCHES, MESSAGE_SCHEDULES, ServerFeature, ServerUnsuitable, start_when_server_suits
 
 __all__ = [
+    "ATOMIC_BATCHES",
     "DEAD_LETTER_DATA_LIMIT",
     "MAX_BATCH",
+    "MESSAGE_SCHEDULES",
     "MSG_ID",
     "PUBLISH_RETRY",
     "TRANSIENT",
@@ -36,7 +40,10 @@ __all__ = [
     "DomainError",
     "RemoteError",
     "Retryable",
+    "ServerFeature",
+    "ServerUnsuitable",
     "describe",
     "in_progress",
     "nak",
+    "start_when_server_suits",
 ]

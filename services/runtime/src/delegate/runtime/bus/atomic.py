@@ -27,6 +27,7 @@ from delegate.contracts.topics import Topic
 
 from ..retry import retrying
 from .errors import TRANSIENT, BusUnavailable
+from .server import ATOMIC_BATCHES, ServerUnsuitable
 
 if TYPE_CHECKING:
     from .connection import Bus
@@ -64,6 +65,10 @@ async def publish_atomic(
         raise ValueError(f"a batch holds 1 to {MAX_BATCH} messages, not {len(msgs)}")
     if len(msg_ids) != len(msgs):
         raise ValueError("one message id per message")
+    try:  # an older server would store the batch's messages one by one, never refusing any
+        bus.require_server(ATOMIC_BATCHES)
+    except ServerUnsuitable as exc:
+        raise BatchRefused(0, str(exc)) from exc
     bodies = [topic.encode(m) for m in msgs]
     try:
         async for attempt in retrying(retry_on=RETRY_ON, deadline=deadline, initial=0.1, maximum=2.0):

@@ -36,6 +36,7 @@ from .batches import BatchConsumer
 from .consumer import consume
 from .dead_letters import DeadLetters
 from .errors import TRANSIENT, BusUnavailable, DomainError, RemoteError, quietly
+from .server import ServerFeature, check_server, stream_features
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +112,8 @@ class Bus:
         """
         if specs is None:
             specs = STREAMS if all_owners else [spec for spec in STREAMS if spec.owner == self.role]
+        # An older server takes these settings without a word and then ignores them.
+        self.require_server(*stream_features(specs))
         for spec in specs:
             config = StreamConfig(
                 name=spec.name,
@@ -129,6 +132,11 @@ class Bus:
                 # It exists with other limits (or another replica count): JetStream changes
                 # them in place, moving a stream between 1 and 3 copies without losing it.
                 await update_stream(self.js, config)
+
+    def require_server(self, *features: ServerFeature) -> None:
+        """Raise ``ServerUnsuitable`` (naming the version found and the one needed) unless the
+        connected nats-server has ``features`` (``server``)."""
+        check_server(self.nc, features)
 
     # ---- publishing -----------------------------------------------------------------------
 
@@ -222,14 +230,20 @@ class Bus:
         self._subs.append(sub)
         return sub
 
-    async def serve_ping(self, service: str, ready: Callable[[], bool] | None = None, detail: str = "") -> None:
-        """Answer ``<service>.cmd.ping``: alive, and whether it is ready (``detail`` says why not)."""
+    async def serve_ping(
+        self, service: str, ready: Callable[[], bool] | None = None, detail: str = "", refusal: str = ""
+    ) -> Subscription:
+        """Answer ``<service>.cmd.ping``: alive, and whether it is ready (``detail`` says why not;
+        ``refusal`` why it will not start at all)."""
         query = PINGS[service]
 
         async def pong(_: Ping) -> Pong:
-            return Pong(service=service, instance=self.service, ready=ready() if ready else True, detail=detail)
+            return Pong(
+                service=service, instance=self.service, ready=ready() if ready else True, detail=detail,
+                refusal=refusal,
+            )
 
-        await self.serve(query, pong)
+        return await self.serve(query, pong)
 
     async def ping(self, service: str, timeout: float = 1.0) -> Pong:
         return await self.request(PINGS[service], Ping(), timeout=timeout)

@@ -1,0 +1,106 @@
+"""The inner plane's reminders need JetStream message schedules (nats-server 2.12+).
+
+Against Debian's nats-server 2.9, which would take a schedule and never fire it, the inner plane
+refuses to start: it says why in its log and in its ping, and the gateway's /readyz shows it.
+Once the server at the same address is the pinned one, it starts by itself and runs.
+"""
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from delegate.runtime.bus import Bus
+from tests.support.nats import start_debian_nats, upgraded
+from tests.support.system import System
+
+pytestmark = pytest.mark.integration
+
+REFUSAL = "nats-server 2.9.10 is too old: JetStream message schedules (reminders fire from them) came in 2.12.0"
+
+
+async def _readyz(system: System) -> tuple[int, dict[str, Any]]:
+    async with httpx.AsyncClient() as http:
+        try:
+            r = await http.get(f"{system.http}/readyz", timeout=3)
+        except httpx.HTTPError:
+            return 0, {}
+        return r.status_code, r.json()
+
+
+async def _until_readyz(system: System, accept: Any, timeout: float = 30.0) -> dict[str, Any]:
+    deadline = asyncio.get_running_loop().time() + timeout
+    last: tuple[int, dict[str, Any]] = (0, {})
+    while True:
+        last = await _readyz(system)
+        if accept(*last):
+            return last[1]
+        assert asyncio.get_running_loop().time() < deadline, last
+        await asyncio.sleep(0.1)
+
+
+async def _until_pong(bus: Bus, service: str, ready: bool, timeout: float = 30.0) -> Any:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        try:
+            pong = await bus.ping(service, timeout=0.5)
+            if pong.ready == ready:
+                return pong
+        except Exception:
+            pass
+        assert asyncio.get_running_loop().time() < deadline, f"{service} never answered ready={ready}"
+        await asyncio.sleep(0.1)
+
+
+async def test_on_debian_nats_2_9_the_inner_plane_refuses_and_readyz_says_why(tmp_path: Path) -> None:
+    system = System(tmp_path / "system", nats=start_debian_nats(tmp_path / "nats"))
+    try:
+        system.start("gateway", "inner-plane", "ledger", wait=False)
+        body = await _until_readyz(
+            system, lambda status, b: status == 503 and {"inner-plane", "ledger"} <= set(b.get("reasons", {}))
+        )
+        assert body["missing"] == ["ledger", "agent", "inner-plane"]
+        assert body["reasons"]["inner-plane"].startswith(REFUSAL)
+        assert "Run nats-server 2.12.0 or newer" in body["reasons"]["inner-plane"]
+        assert "atomic batch publish" in body["reasons"]["ledger"]  # the LEDGER stream's imports
+        assert "refusing to start: " + REFUSAL in system.procs["inner-plane"].log_text()
+        assert system.procs["inner-plane"].alive()  # refusing, not crashing in a restart loop
+        assert system.nats is not None
+        bus = await Bus.connect(system.nats.url, "test")
+        try:
+            # Neither made the streams it owns: no REMINDERS stream whose schedules never fire.
+            # (The gateway's sessions bucket needs nothing new.)
+            assert [info.config.name for info in await bus.js.streams_info()] == ["KV_gateway_sessions"]
+        finally:
+            await bus.close()
+    finally:
+        system.stop()
+
+
+async def test_a_refusing_inner_plane_starts_once_the_server_is_upgraded(tmp_path: Path) -> None:
+    old = start_debian_nats(tmp_path / "old-nats")
+    system = System(tmp_path / "system", nats=old)
+    try:
+        system.start("inner-plane", wait=False)
+        bus = await Bus.connect(old.url, "test")
+        try:
+            refused = await _until_pong(bus, "inner-plane", ready=False)
+            assert refused.refusal.startswith(REFUSAL)
+        finally:
+            await bus.close()
+        old.stop()
+        system.nats = upgraded(old, tmp_path / "new-nats").start()  # same address and users
+        system.start("ledger")  # the inner plane catches up with the ledger before it is ready
+        bus = await Bus.connect(system.nats.url, "test")
+        try:
+            started = await _until_pong(bus, "inner-plane", ready=True)
+            assert started.refusal == ""
+            assert (await bus.js.stream_info("REMINDERS")).config.allow_msg_schedules
+        finally:
+            await bus.close()
+        assert system.procs["inner-plane"].alive()
+        assert "has what this service needs: starting" in system.procs["inner-plane"].log_text()
+    finally:
+        system.stop()
