@@ -32,7 +32,7 @@ from tests.support.nats import role_url
 from tests.support.system import System
 from tests.support.twilio_sign import twilio_signature
 
-from .helpers import Gateway, auth, gateway_settings, running_gateway
+from .helpers import Gateway, auth, gateway_context, gateway_settings, running_gateway, until
 
 AUTH_TOKEN = "test_auth_token_0123"
 PUBLIC = "https://delegate.example.test"
@@ -76,6 +76,16 @@ class Rig:
             sent["X-Twilio-Signature"] = signature
         async with httpx.AsyncClient(base_url=self.gw.http) as c:
             return await c.post(target, content=urlencode(params), headers=sent)
+
+    async def settled(self) -> None:
+        """Wait until the gateway's spool has delivered everything its webhooks stored."""
+        courier = gateway_context(self.gw).courier
+        await until(lambda: courier.backlog == 0, what="the gateway's spool to drain")
+
+    def spooled_nothing(self) -> bool:
+        """Nothing was ever stored by a webhook: then nothing can reach the bus later either."""
+        courier = gateway_context(self.gw).courier
+        return courier.backlog == 0 and courier.delivered == 0
 
     async def stream(self, name: str, subject: str) -> list[tuple[dict[str, Any], dict[str, str]]]:
         """Every message on ``subject`` that stream ``name`` holds: (body, headers)."""
@@ -150,6 +160,7 @@ async def test_owner_sms_becomes_one_user_input_and_a_retry_is_stored_once(rig: 
     assert is_twiml_ack(first), first.text
     again = await rig.post("/sms", sms_params(message_sid, body="remind me at 5"))  # Twilio retried
     assert is_twiml_ack(again), again.text
+    await rig.settled()
 
     inputs = await rig.agent_inputs()
     assert len(inputs) == 1
@@ -195,7 +206,8 @@ async def test_forged_unsigned_altered_or_misaddressed_requests_are_403_and_publ
     for name, r in attempts.items():
         assert r.status_code == 403, (name, r.status_code, r.text)
         assert r.json()["error"]["code"] == "bad_signature", name
-    # Every publish is acknowledged before the gateway answers: an empty stream is final.
+    # Every webhook's messages are in the spool before it is answered: nothing stored is final.
+    assert rig.spooled_nothing()
     assert await rig.agent_inputs() == []
     assert await rig.gateway_appends() == []
     assert await rig.stream("CHANNELS", topics.MEDIA_FETCH.subject) == []
@@ -238,6 +250,7 @@ async def test_mms_lists_its_media_and_queues_one_download_per_item(rig: Rig) ->
     for _ in range(2):
         r = await rig.post("/sms", sms_params(message_sid, body="", **media))
         assert is_twiml_ack(r), r.text
+    await rig.settled()
 
     (item,) = await rig.agent_inputs()
     assert item["text"] == "(MMS with 2 attachments: image/jpeg, image/png)"
@@ -273,6 +286,7 @@ async def test_status_callbacks_record_deliveries_once_and_skip_unknown_statuses
         assert is_twiml_ack(r), r.text
 
     events = await rig.wait_events("delivery", 3)
+    await rig.settled()
     assert [e.payload["status"] for e in events] == ["sending", "sent", "undelivered"]
     for event in events:
         status = event.payload["status"]
@@ -312,6 +326,7 @@ async def test_hostile_bodies_get_a_clear_error_and_publish_nothing(rig: Rig) ->
         r = await c.post("/sms", content=b"Body=%ff%fe&MessageSid=" + sid(9).encode(), headers={
             "Content-Type": "application/x-www-form-urlencoded", "X-Twilio-Signature": "x"})
     assert r.status_code == 400 and r.json()["error"]["code"] == "bad_request"
+    assert rig.spooled_nothing()
     assert await rig.agent_inputs() == []
     assert await rig.gateway_appends() == []
 

@@ -20,9 +20,11 @@ from websockets.exceptions import InvalidStatus
 from delegate.contracts import topics
 from delegate.contracts.voice import HangupIn
 from delegate.launcher.procs import NatsServer
+from tests.support.nats import role_url
 from tests.support.twilio_media import incoming_call_params, new_sid, stream_from_twiml
 from tests.support.twilio_sign import twilio_signature
 
+from .helpers import gateway_context, gateway_settings, running_gateway, until
 from .voice_peer import (
     AUTH_TOKEN,
     OWNER,
@@ -120,6 +122,8 @@ async def test_a_stranger_is_refused_politely_and_the_refusal_is_recorded(rig: V
     assert rig.voice.prepares == []
     # Twilio retries a webhook it did not get an answer to: the same call is recorded once.
     assert (await post(rig, "/twiml", call_params(call_sid, caller=STRANGER))).status_code == 200
+    courier = gateway_context(rig.gw).courier
+    await until(lambda: courier.backlog == 0 and courier.delivered > 0, what="the refusal to leave the spool")
     refused = [e for e in await gateway_appends(rig) if e["kind"] == "inbound.refused"]
     assert len({e["id"] for e in refused}) == 1
     event = refused[0]
@@ -198,10 +202,22 @@ async def test_call_status_forged_is_403_and_a_terminal_status_hangs_the_session
     assert rig.voice.inbox == [HangupIn(reason="no-answer")]  # the forged and the ringing ones said nothing
 
 
-async def test_call_status_without_a_usable_session_is_400(rig: VoiceRig) -> None:
-    for path in ("/call/status", "/call/status?session=a.b", "/call/status?session=%3E"):
+async def test_call_status_with_a_malformed_session_is_400(rig: VoiceRig) -> None:
+    for path in ("/call/status?session=", "/call/status?session=a.b", "/call/status?session=%3E"):
         r = await post(rig, path, {"CallStatus": "completed"})
         assert r.status_code == 400, path
+    assert rig.voice.inbox == []
+
+
+async def test_the_numbers_own_call_status_callback_without_a_session_is_accepted_and_ends_nothing(
+    rig: VoiceRig,
+) -> None:
+    """A number whose "call status changes" URL is /call/status (no ?session=): Twilio's debugger
+    shows no error for it, and no session is ended on its word."""
+    r = await post(rig, "/call/status", {"CallSid": new_sid("CA"), "CallStatus": "completed"})
+    assert r.status_code == 204
+    courier = gateway_context(rig.gw).courier
+    assert courier.backlog == 0 and courier.delivered == 0
     assert rig.voice.inbox == []
 
 
@@ -227,3 +243,44 @@ async def test_the_https_form_of_the_stream_url_is_accepted_too(rig: VoiceRig) -
         await ws.send(json.dumps({"event": "media", "media": {"payload": ""}}))  # before start: refused
         await ws.wait_closed()
         assert ws.close_code == 1008
+
+
+# ---- NATS away: words, never a 5xx ---------------------------------------------------------------
+
+
+async def test_with_nats_down_the_owner_hears_an_apology_and_a_strangers_refusal_is_recorded_later(
+    nats_server: NatsServer, tmp_path: Path
+) -> None:
+    async with voice_rig(nats_server, tmp_path) as rig:
+        nats_server.stop()
+        owner = parse_twiml(await post(rig, "/twiml", call_params(new_sid("CA"))))
+        assert [child.tag for child in owner] == ["Say", "Hangup"]
+        assert "cannot take calls" in (owner[0].text or "")
+        stranger_sid = new_sid("CA")
+        stranger = parse_twiml(await post(rig, "/twiml", call_params(stranger_sid, caller=STRANGER)))
+        assert [child.tag for child in stranger] == ["Say", "Hangup"] and "owner" in (stranger[0].text or "")
+        nats_server.start()
+        courier = gateway_context(rig.gw).courier
+        await until(lambda: courier.backlog == 0, timeout=30, what="the spooled refusal to be delivered")
+        refused = [e for e in await gateway_appends(rig) if e["kind"] == "inbound.refused"]
+        assert [e["id"] for e in refused] == [f"refused:phone:{stranger_sid}"]
+
+
+async def test_a_gateway_that_never_reached_nats_answers_twiml_with_an_apology(
+    nats_server: NatsServer, tmp_path: Path
+) -> None:
+    nats_server.stop()
+    (tmp_path / "client").mkdir()
+    settings = gateway_settings(
+        role_url(nats_server, "gateway"), tmp_path, public_base_url=PUBLIC, twilio_auth_token=AUTH_TOKEN,
+        owner_phone=OWNER,
+    )
+    async with running_gateway(settings, wait_for_bus=False) as gw:
+        params = call_params(new_sid("CA"))
+        headers = {"Content-Type": "application/x-www-form-urlencoded",
+                   "X-Twilio-Signature": twilio_signature(AUTH_TOKEN, PUBLIC + "/twiml", params)}
+        async with httpx.AsyncClient(base_url=gw.http) as c:
+            r = await c.post("/twiml", content=urlencode(params), headers=headers)
+        root = parse_twiml(r)
+        assert [child.tag for child in root] == ["Say", "Hangup"]
+    nats_server.start()  # for the fixture's own stop

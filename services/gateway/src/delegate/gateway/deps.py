@@ -11,6 +11,7 @@ from delegate.runtime.bus import Bus
 from delegate.runtime.retry import Backoff
 
 from .auth import SAFE_METHODS, OwnerAuth, Proof
+from .courier import Courier
 from .errors import ApiError
 from .fanout import Hub
 from .sessions import SessionsUnavailable
@@ -34,9 +35,12 @@ class GatewayContext:
         self._given_bus = bus
         self._owns_bus = bus is None
         self._connector: asyncio.Task[None] | None = None
+        # Twilio's webhooks are stored here first and delivered when the bus is there (``courier``).
+        self.courier = Courier(settings, lambda: self.bus)
 
     async def start(self) -> None:
         """Connect in the background: the gateway serves /healthz (and says what is missing) meanwhile."""
+        await self.courier.start()
         if self._given_bus is not None:
             await self._attach(self._given_bus)
             return
@@ -71,12 +75,14 @@ class GatewayContext:
         await self.auth.sessions.open(bus)
         await self.hub.start(bus)
         self.bus = bus
+        self.courier.wake()  # what webhooks spooled before the first connection goes out now
 
     async def stop(self) -> None:
         if self._connector is not None:
             self._connector.cancel()
             await asyncio.gather(self._connector, return_exceptions=True)
         self.hub.close_all(1012, "gateway restarting")
+        await self.courier.stop()
         if self.bus is not None and self._owns_bus:
             await self.bus.close()
         self.bus = None

@@ -71,6 +71,16 @@ class Settings(ServiceSettings):
     voice_start_timeout_s: float = Field(default=10.0, gt=0)
     voice_media_timeout_s: float = Field(default=10.0, gt=0)
 
+    # Twilio's webhooks (/sms, /sms/status, /call/status) are answered once what they carry is
+    # in a local spool, drained into NATS by a background task (GATEWAY_SPOOL*): Twilio does not
+    # retry a webhook that got an error, so nothing may depend on NATS being up at that moment.
+    # GATEWAY_SPOOL=false answers only after JetStream stored it (a gateway with no writable disk);
+    # GATEWAY_SPOOL_PATH defaults to RUNTIME_DATA_DIR/spool/<INSTANCE_NAME or gateway>.sqlite, one
+    # file per gateway; past GATEWAY_SPOOL_MAX_ROWS waiting messages a webhook gets 503 spool_full.
+    gateway_spool: bool = True
+    gateway_spool_path: Path | None = None
+    gateway_spool_max_rows: int = Field(default=100_000, ge=1)
+
     # POST /api/import: the largest body taken (NDJSON or a ChatGPT conversations.json export).
     import_max_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)  # IMPORT_MAX_BYTES
 
@@ -95,6 +105,13 @@ class Settings(ServiceSettings):
         if number is None:
             raise ValueError("OWNER_PHONE must be a phone number in international form, e.g. +15550101")
         return number
+
+    @property
+    def spool_path(self) -> Path:
+        if self.gateway_spool_path is not None:
+            return self.gateway_spool_path
+        name = "".join(c if c.isalnum() or c in "-_." else "_" for c in self.instance_name) or "gateway"
+        return self.runtime_data_dir / "spool" / f"{name}.sqlite"
 
     @property
     def session_ttl_s(self) -> float:

@@ -3,9 +3,13 @@
 ``/twiml`` takes the voice lock and pre-warms the Realtime session (``voice.cmd.prepare``)
 while Twilio waits for the answer, then answers ``<Connect><Stream>`` with the session and its
 one-time token as stream parameters; the ``<Say>`` after ``</Connect>`` plays only if our side
-closes the stream, so it is the apology when voice fails mid-call. Both routes are signed
-(``twilio_signature``); without TWILIO_AUTH_TOKEN (or, for /twiml, OWNER_PHONE) voice is off
-and they answer 503 ``voice_disabled``.
+closes the stream, so it is the apology when voice fails mid-call. With NATS or voice away the
+caller hears a spoken apology (200), never a 5xx: Twilio would only play its own error message.
+Both routes are signed (``twilio_signature``); without TWILIO_AUTH_TOKEN (or, for /twiml,
+OWNER_PHONE) voice is off and they answer 503 ``voice_disabled``.
+
+What a call's status callback says for a session goes through the spool (``courier``), like the
+SMS webhooks: recorded late when NATS is away, never dropped.
 """
 
 import logging
@@ -19,14 +23,15 @@ from twilio.twiml.voice_response import Connect, VoiceResponse
 from delegate.contracts import subjects, topics
 from delegate.contracts.events import InboundRefused, make_event
 from delegate.contracts.voice import HangupIn, PrepareSession
-from delegate.runtime.bus import Bus, BusUnavailable, RemoteError
+from delegate.runtime.bus import BusUnavailable
 
-from .deps import ContextDep
+from .deps import ContextDep, GatewayContext
 from .errors import ApiError
 from .phone import e164, same_number
 from .settings import Settings
+from .spool import Outgoing, SpoolUnavailable
 from .twilio_signature import signed_form
-from .twilio_webhooks import form_field
+from .twilio_webhooks import form_field, record
 from .voice_relay import SESSION_ID, VOICE_IN
 
 log = logging.getLogger(__name__)
@@ -34,7 +39,6 @@ log = logging.getLogger(__name__)
 router = APIRouter()
 
 LEDGER = topics.ledger_append("gateway")
-PUBLISH_DEADLINE_S = 6.0  # within Twilio's 15-second webhook budget, beside the prepare
 CALL_PATH = "/call"
 STATUS_PATH = "/call/status"
 # Twilio's CallStatus values after which the call is over.
@@ -103,16 +107,20 @@ async def incoming_call(request: Request, ctx: ContextDep) -> Response:
     # Calls we place carry their TwiML inline (the voice service prepares those itself), so
     # every call here is an incoming one: its caller must be the owner.
     caller = form_field(form, "From", required=False, limit=998)
-    bus = ctx.require_bus()
     assert settings.owner_phone is not None  # voice_enabled checked it
     if not same_number(caller, settings.owner_phone):
-        await _refuse(bus, call_sid, caller)
+        await _refuse(ctx, call_sid, caller)
         return twiml(say_and_hang_up(REFUSAL))
+    bus = ctx.bus
+    if bus is None or not bus.nc.is_connected:
+        # Asking would only wait out the request's timeout while Twilio holds the caller.
+        log.warning("call %s: NATS is not reachable, the caller hears the apology", call_sid)
+        return twiml(say_and_hang_up(UNAVAILABLE))
     prepare = PrepareSession(kind="phone", call_sid=call_sid, caller=e164(caller))
     try:
         reply = await bus.request(topics.VOICE_PREPARE, prepare)
-    except (BusUnavailable, RemoteError) as exc:
-        log.warning("call %s: the voice service did not prepare a session: %s", call_sid, exc)
+    except Exception as exc:  # whatever failed, the caller hears words, not Twilio's error
+        log.warning("call %s: the voice service did not prepare a session: %r", call_sid, exc)
         return twiml(say_and_hang_up(UNAVAILABLE))
     if not reply.ok or reply.session_id is None or reply.token is None:
         log.info("call %s: voice refused it (%s) %s", call_sid, reply.reason, reply.message)
@@ -128,15 +136,16 @@ async def incoming_call(request: Request, ctx: ContextDep) -> Response:
     return twiml(stream_twiml(settings, reply.session_id, reply.token))
 
 
-async def _refuse(bus: Bus, call_sid: str, caller: str) -> None:
+async def _refuse(ctx: GatewayContext, call_sid: str, caller: str) -> None:
     event = make_event(
         InboundRefused(sender=caller[:998] or "unknown", reason="not_owner", external_id=call_sid, preview="(a call)"),
         id=f"refused:phone:{call_sid}", conversation_id=None, span_id=None, channel="phone",
     )
     try:
-        await bus.publish(LEDGER, event, msg_id=event.id, deadline=PUBLISH_DEADLINE_S)
-    except BusUnavailable as exc:
-        raise ApiError(503, "bus_unavailable", "the refusal could not be recorded; Twilio may retry") from exc
+        await ctx.courier.send([Outgoing.publish(LEDGER, event, msg_id=event.id)])
+    except (SpoolUnavailable, BusUnavailable) as exc:
+        # The stranger is refused either way; a 5xx would only play Twilio's error message.
+        log.error("call %s: the refusal could not be recorded: %r", call_sid, exc)
     log.info("refused call %s from a number that is not the owner's", call_sid)
 
 
@@ -145,16 +154,24 @@ async def call_status(request: Request, ctx: ContextDep) -> Response:
     """A call's (or its stream's) status callback; the end of a call becomes a hang-up for voice."""
     voice_enabled(ctx.settings, needs_owner=False)
     form = await signed_form(request, ctx.settings)
-    session_id = request.query_params.get("session", "")
+    session_id = request.query_params.get("session")
+    if session_id is None:
+        # The number's own "call status changes" callback (the README need not set it): Delegate
+        # puts ?session= on every callback it asks for, so this call has no session of ours.
+        log.debug("call status without a session (%s): nothing to end", form.get("CallStatus"))
+        return Response(status_code=204)
     if not SESSION_ID.fullmatch(session_id):
-        raise ApiError(400, "bad_request", "the session query parameter is missing or not a session id")
+        raise ApiError(400, "bad_request", "the session query parameter is not a session id")
     status = form_field(form, "CallStatus", required=False, limit=64).strip().lower()
     stream_event = form_field(form, "StreamEvent", required=False, limit=64).strip().lower()
     reason = status if status in TERMINAL_STATUSES else None
     if reason is None and stream_event == "stream-error":
         reason = "stream_lost"  # a stopped stream is told by its socket closing; an error may not be
     if reason is not None:
-        bus = ctx.require_bus()
-        await bus.emit_raw(subjects.voice_in(session_id), VOICE_IN.encode(HangupIn(reason=reason)))
+        hangup = Outgoing.live(
+            subjects.voice_in(session_id), VOICE_IN.encode(HangupIn(reason=reason)),
+            key=f"call-status:{session_id}:{reason}",
+        )
+        await record(ctx, [hangup], "the call status")
         log.info("call status for session %s: %s", session_id, reason)
     return Response(status_code=204)

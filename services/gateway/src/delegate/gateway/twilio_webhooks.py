@@ -1,14 +1,18 @@
 """Twilio's SMS webhooks: ``POST /sms`` (a text or MMS came in) and ``POST /sms/status``.
 
-Both are signed (``twilio_signature``); a bad signature is a 403 and nothing is published.
+Both are signed (``twilio_signature``); a bad signature is a 403 and nothing is stored.
 With TWILIO_AUTH_TOKEN unset (or, for /sms, OWNER_PHONE) SMS is off and both answer 503
 ``sms_disabled``: a 404 would read as a wrong webhook URL in Twilio's debugger, while this
 says what to set.
 
-``/sms`` answers ``<Response/>`` at once: the agent's answer goes out later over the REST API
-(the pollers' outbox), since Twilio gives a webhook 15 seconds. Everything published carries a
-Nats-Msg-Id made from the MessageSid, and ledger events a deterministic id, so a retried
-webhook is stored once.
+Twilio does not retry a webhook that got an HTTP error, so what one carries is stored in the
+gateway's spool (``courier``) before it is answered, and reaches the bus when NATS is there:
+an SMS is never lost to a NATS outage or a gateway restart. The only refusal after the
+signature is 503 ``spool_full``/``spool_unavailable``, when the spool itself cannot write:
+then Twilio's fallback URL is the right place for the message. ``/sms`` answers ``<Response/>``
+at once: the agent's answer goes out later over the REST API (the pollers' outbox), since
+Twilio gives a webhook 15 seconds. Everything published carries a Nats-Msg-Id made from the
+MessageSid, and ledger events a deterministic id, so a retried webhook is stored once.
 """
 
 import hashlib
@@ -24,11 +28,12 @@ from delegate.contracts import topics
 from delegate.contracts.channels import MediaFetch
 from delegate.contracts.events import Delivery, DeliveryStatus, InboundRefused, make_event
 from delegate.contracts.messages import UserInput
-from delegate.runtime.bus import Bus, BusUnavailable
+from delegate.runtime.bus import BusUnavailable
 
-from .deps import ContextDep
+from .deps import ContextDep, GatewayContext
 from .errors import ApiError
 from .phone import e164, same_number
+from .spool import Outgoing, SpoolUnavailable
 from .twilio_signature import signed_form
 
 log = logging.getLogger(__name__)
@@ -36,8 +41,6 @@ log = logging.getLogger(__name__)
 router = APIRouter()
 
 LEDGER = topics.ledger_append("gateway")
-# Two publishes must fit Twilio's 15-second webhook budget, with room for the answer.
-PUBLISH_DEADLINE_S = 6.0
 MAX_MEDIA = 10  # Twilio's limit per MMS
 PREVIEW_CHARS = 200
 MAX_TEXT = 64_000  # UserInput.text
@@ -65,6 +68,16 @@ def form_field(form: FormData, name: str, *, required: bool = True, limit: int =
     if len(value) > limit:
         raise ApiError(400, "bad_request", f"{name} is over {limit} characters")
     return value
+
+
+async def record(ctx: GatewayContext, items: list[Outgoing], what: str) -> None:
+    """Make ``items`` durable (the spool, or NATS without one) before the webhook is answered."""
+    try:
+        await ctx.courier.send(items)
+    except SpoolUnavailable as exc:
+        raise ApiError(503, exc.code, f"{what} could not be stored: {exc.message}") from exc
+    except BusUnavailable as exc:
+        raise ApiError(503, "bus_unavailable", f"{what} could not be stored: NATS is not reachable") from exc
 
 
 def _sid(form: FormData) -> str:
@@ -107,10 +120,10 @@ async def inbound_sms(request: Request, ctx: ContextDep) -> Response:
     sender = form_field(form, "From", limit=998)
     body = form_field(form, "Body", required=False, limit=MAX_TEXT)
     media = _media(form)
-    bus = ctx.require_bus()
     assert settings.owner_phone is not None  # checked above, before the signature
     if not same_number(sender, settings.owner_phone):
-        await _refuse(bus, sid, sender, body)
+        await record(ctx, [refusal(sid, sender, body)], "the refusal")
+        log.info("refused sms %s from a number that is not the owner's", sid)
         return twiml_ok()
 
     user_input = UserInput(
@@ -120,36 +133,25 @@ async def inbound_sms(request: Request, ctx: ContextDep) -> Response:
         client_msg_id=f"sms:{sid}",
         meta={"from": e164(sender), "message_sid": sid, "media": media},
     )
-    try:
-        ack = await bus.publish(topics.AGENT_INPUT, user_input, msg_id=f"sms:{sid}", deadline=PUBLISH_DEADLINE_S)
-    except BusUnavailable as exc:
-        raise ApiError(503, "bus_unavailable", "the message could not be stored; Twilio may retry") from exc
-    # The message is in even if a media fetch below cannot be queued (its URLs are in meta.media);
-    # the 503 then asks for a retry, which the message ids make harmless.
+    # The message and its media downloads are stored together: one transaction in the spool.
+    items = [Outgoing.publish(topics.AGENT_INPUT, user_input, msg_id=f"sms:{sid}")]
     for n, item in enumerate(media):
         fetch = MediaFetch(
             id=f"media:{sid}:{n}", parent_id=user_input.id, message_sid=sid, index=n,
             url=item["url"], content_type=item["content_type"],
         )
-        try:
-            await bus.publish(topics.MEDIA_FETCH, fetch, msg_id=fetch.id, deadline=PUBLISH_DEADLINE_S)
-        except BusUnavailable as exc:
-            log.error("sms %s: could not queue media %d for download: %s", sid, n, exc)
-            raise ApiError(503, "bus_unavailable", "the media could not be queued; Twilio may retry") from exc
-    log.info("sms %s from the owner%s (%d media)", sid, " (a repeat)" if ack.duplicate else "", len(media))
+        items.append(Outgoing.publish(topics.MEDIA_FETCH, fetch, msg_id=fetch.id))
+    await record(ctx, items, "the message")
+    log.info("sms %s from the owner (%d media)", sid, len(media))
     return twiml_ok()
 
 
-async def _refuse(bus: Bus, sid: str, sender: str, body: str) -> None:
+def refusal(sid: str, sender: str, body: str) -> Outgoing:
     event = make_event(
         InboundRefused(sender=sender, reason="not_owner", external_id=sid, preview=body[:PREVIEW_CHARS]),
         id=f"refused:sms:{sid}", conversation_id=None, span_id=None, channel="sms",
     )
-    try:
-        await bus.publish(LEDGER, event, msg_id=event.id, deadline=PUBLISH_DEADLINE_S)
-    except BusUnavailable as exc:
-        raise ApiError(503, "bus_unavailable", "the refusal could not be recorded; Twilio may retry") from exc
-    log.info("refused sms %s from a number that is not the owner's", sid)
+    return Outgoing.publish(LEDGER, event, msg_id=event.id)
 
 
 def status_event_id(outbox_id: str, sid: str, status: str) -> str:
@@ -191,8 +193,5 @@ async def sms_status(request: Request, ctx: ContextDep) -> Response:
         id=status_event_id(outbox_id, sid, status), conversation_id=None, span_id=None, channel="sms",
         parent_id=parent_id,
     )
-    try:
-        await ctx.require_bus().publish(LEDGER, event, msg_id=event.id, deadline=PUBLISH_DEADLINE_S)
-    except BusUnavailable as exc:
-        raise ApiError(503, "bus_unavailable", "the status could not be recorded; Twilio will retry") from exc
+    await record(ctx, [Outgoing.publish(LEDGER, event, msg_id=event.id)], "the status")
     return twiml_ok()

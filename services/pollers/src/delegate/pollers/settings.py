@@ -2,9 +2,11 @@
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from delegate.runtime.settings import ServiceSettings
+
+from .mail_auth import check_setting
 
 Tls = Literal["ssl", "starttls", "none"]
 DEFAULT_PORTS = {"imap": {"ssl": 993, "starttls": 143, "none": 143}, "smtp": {"ssl": 465, "starttls": 587, "none": 25}}
@@ -29,8 +31,9 @@ class Settings(ServiceSettings):
     # IMAP_IDLE_S: how long one IDLE runs before it is renewed (servers drop idlers after 30 min)
     imap_poll_s: float = Field(default=60.0, gt=0)
     imap_idle_s: float = Field(default=25 * 60.0, gt=0)
-    # EMAIL_AUTHSERV_ID: the receiving server's authserv-id in Authentication-Results; when set,
-    # owner mail must carry dmarc=pass or an aligned dkim=pass stamped by that server
+    # EMAIL_AUTHSERV_ID: the owner's provider's authserv-ids in Authentication-Results, comma-
+    # separated ids and *.domain patterns, "(none)" for Microsoft's id-less header; when set,
+    # owner mail must carry dmarc=pass or an aligned dkim=pass stamped by that provider
     email_authserv_id: str | None = None
     email_attachment_limit: int = Field(default=10 * 1024 * 1024, ge=0)  # EMAIL_ATTACHMENT_LIMIT bytes stored per item
     email_max_bytes: int = Field(default=40 * 1024 * 1024, ge=1024)  # EMAIL_MAX_BYTES: bigger mail is refused unread
@@ -58,6 +61,14 @@ class Settings(ServiceSettings):
     outbox_ack_wait_s: float = Field(default=60.0, gt=0)
     # OUTBOX_HTTP_TIMEOUT_S: one Twilio request or SMTP transaction; beyond it the try counts as a timeout
     outbox_http_timeout_s: float = Field(default=30.0, gt=0)
+
+    @field_validator("email_authserv_id")
+    @classmethod
+    def _authserv_ids(cls, value: str | None) -> str | None:
+        problem = check_setting(value)
+        if problem:
+            raise ValueError(problem)
+        return value
 
     @property
     def email_enabled(self) -> bool:
