@@ -46,6 +46,25 @@ class Settings(ServiceSettings):
     smtp_tls: Tls = "starttls"
     smtp_from: str = ""  # default SMTP_USER, else delegate@<smtp host>
 
+    # OAuth2 (XOAUTH2) instead of passwords: MAIL_OAUTH2_* for both sides, IMAP_OAUTH2_* and
+    # SMTP_OAUTH2_* override it field by field. A refresh token switches the side to OAuth2;
+    # *_TOKEN_URL defaults to Google's or Microsoft's endpoint for their mail hosts.
+    mail_oauth2_client_id: str = ""
+    mail_oauth2_client_secret: str = ""
+    mail_oauth2_refresh_token: str = ""
+    mail_oauth2_token_url: str = ""
+    mail_oauth2_scope: str = ""  # e.g. Microsoft: https://outlook.office.com/IMAP.AccessAsUser.All offline_access
+    imap_oauth2_client_id: str = ""
+    imap_oauth2_client_secret: str = ""
+    imap_oauth2_refresh_token: str = ""
+    imap_oauth2_token_url: str = ""
+    imap_oauth2_scope: str = ""
+    smtp_oauth2_client_id: str = ""
+    smtp_oauth2_client_secret: str = ""
+    smtp_oauth2_refresh_token: str = ""
+    smtp_oauth2_token_url: str = ""
+    smtp_oauth2_scope: str = ""
+
     # SMS out (Twilio REST): unset account -> SMS off
     twilio_account_sid: str | None = None
     twilio_auth_token: str | None = None
