@@ -102,3 +102,39 @@ async def test_a_forgotten_chain_falls_back_to_capsule_and_recent_turns(make_sys
     assert any("My sister is called Maria." in t and "[text chat ·" in t for t in texts[:-1])
     assert any("She lives in Porto." in t for t in texts[:-1])
     assert sum("Where does my sister live?" in t for t in texts) == 1
+
+
+async def test_a_refused_compaction_replacement_falls_back_to_capsule_and_recent_turns(
+    make_system, probe_for, standin
+):
+    """Compact now's output is replayed as the next turn's input; a 400 on it (the server refusing
+    what its own compact endpoint returned) must not leave every later turn failing."""
+    system = make_system().start("ledger", "agent")
+    probe = await probe_for(system)
+    first = await probe.send("My sister is called Maria.")
+    assert (await probe.answer(first.id)).kind == "message"
+    assert (await probe.compact()).ok
+    await probe.wait_for(lambda: probe.of_kind("context.compacted"), "the compaction")
+    standin.script({
+        "action": "error", "status": 400, "param": "input", "times": 3,
+        "message": "Invalid 'input[0]': this compaction item cannot be used here.",
+        "match": {"endpoint": "responses", "has_item_type": "compaction"},
+    })
+
+    msg = await probe.send("What is my sister called?")
+    answer = await probe.answer(msg.id)
+    assert answer.kind == "message", answer.payload
+    refused, fresh = response_bodies(standin)[-2:]
+    assert any(item.get("type") == "compaction" for item in refused["input"])
+    assert not any(item.get("type") == "compaction" for item in fresh["input"])
+    assert "previous_response_id" not in fresh
+    texts = input_texts(fresh)
+    assert texts[-1] == "What is my sister called?"
+    assert any("My sister is called Maria." in t for t in texts[:-1])
+
+    # The next turn continues the new chain: the refused replacement is never sent again.
+    later = await probe.send("Thanks!")
+    assert (await probe.answer(later.id)).kind == "message"
+    assert response_bodies(standin)[-1]["previous_response_id"] == answer.payload["response_id"]
+    replayed = [b for b in response_bodies(standin) if any(i.get("type") == "compaction" for i in b["input"])]
+    assert len(replayed) == 1

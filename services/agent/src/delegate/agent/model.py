@@ -4,6 +4,8 @@
   help (the SDK already retried 429/5xx/timeouts ``max_retries`` times). The turn fails.
 - ``ChainLost``: the server no longer knows our ``previous_response_id`` (or refuses the
   replacement input). The turn can start a fresh working context instead.
+- ``Rejected``: any other HTTP 400. Fatal for the turn, unless the request replayed a
+  compaction's replacement input: then the turn starts a fresh working context too.
 - ``StreamBroken``: the stream started and then broke (dropped connection, silence past the
   timeout, ``response.failed``, an in-stream ``error`` event in either shape). Sending the
   same request again is safe: a failed response never becomes the chain head.
@@ -40,6 +42,11 @@ class ModelError(Exception):
 
 class ChainLost(ModelError):
     pass
+
+
+class Rejected(ModelError):
+    """HTTP 400: the server refused the request as sent. Sending it again cannot help; sending
+    another context can, when it was the context that was refused (``turn._converse``)."""
 
 
 class StreamBroken(ModelError):
@@ -230,7 +237,8 @@ def classify_status(exc: openai.APIStatusError) -> ModelError:
         return ModelError("model_auth", "The model service refused our credentials.", detail=detail)
     if status == 404:
         return ModelError("model_not_found", "The configured model is not available.", detail=detail)
-    return ModelError("model_rejected", f"The model service rejected the request: {exc.message}", detail=detail)
+    rejected = Rejected if status == 400 else ModelError
+    return rejected("model_rejected", f"The model service rejected the request: {exc.message}", detail=detail)
 
 
 def _broken(code: str | None, message: str | None) -> StreamBroken:

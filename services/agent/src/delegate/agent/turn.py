@@ -32,7 +32,7 @@ from delegate.runtime.bus import Bus, BusUnavailable, DomainError, Retryable
 from delegate.runtime.working_context import compose_instructions
 
 from . import model as responses
-from .model import ChainLost, ModelError, StreamBroken
+from .model import ChainLost, ModelError, Rejected, StreamBroken
 from .prompts import BASE_INSTRUCTIONS
 from .retrieval import Retrieval, TurnMemory, item_text
 from .spans import Spans
@@ -346,8 +346,11 @@ class Turns(Spans):
             text.begin_response()
             try:
                 result = await self._stream(turn, request, text)
-            except ChainLost as exc:
-                if fresh or rounds:
+            except (ChainLost, Rejected) as exc:
+                # A 400 on the compact endpoint's output, replayed as it came, would fail every
+                # turn until the next successful one: one that cannot come while it is replayed.
+                replacement_refused = isinstance(exc, Rejected) and start.replacement is not None
+                if fresh or rounds or not (isinstance(exc, ChainLost) or replacement_refused):
                     raise
                 # The server forgot our chain (or refused the replacement): start over from the
                 # capsule and recent turns rather than fail the user's message.

@@ -121,6 +121,7 @@ class Engine:
             model=str(body.get("model") or ""),
             stream=stream,
             tools=_offered_tools(body.get("tools")),
+            item_types=frozenset(str(item.get("type")) for item in items),
         )
         return self.script.take(facts)
 

@@ -27,6 +27,9 @@ class Match(_Strict):
     # The request offers this tool: a function name, a tool type, or "web_search" for any
     # web search type (so a scripted search only answers requests that could search).
     has_tool: str | None = None
+    # The request's own input carries an item of this type: "compaction" picks a turn that
+    # replays the compact endpoint's output.
+    has_item_type: str | None = None
 
 
 class _Step(_Strict):
@@ -150,6 +153,7 @@ class RequestFacts:
     model: str
     stream: bool
     tools: frozenset[str] = frozenset()  # tool types and function names the request offers
+    item_types: frozenset[str] = frozenset()  # the types of the request's own input items
 
 
 def matches(match: Match, facts: RequestFacts) -> bool:
@@ -166,6 +170,8 @@ def matches(match: Match, facts: RequestFacts) -> bool:
     if match.model is not None and match.model != facts.model:
         return False
     if match.has_tool is not None and match.has_tool not in facts.tools:
+        return False
+    if match.has_item_type is not None and match.has_item_type not in facts.item_types:
         return False
     return match.stream is None or match.stream == facts.stream
 
