@@ -1,13 +1,13 @@
 """``WS /call``: a Twilio Media Stream, relayed to the voice service and back.
 
 The upgrade carries ``X-Twilio-Signature`` over the stream's URL (the ``wss://`` form of
-PUBLIC_BASE_URL + ``/call``, no params; the ``https://`` form is accepted too, as Twilio's
-docs are not explicit): anything else is closed before it is accepted, which the client sees
-as HTTP 403. Then Twilio says ``connected`` and ``start`` (whose custom parameters name the
-session and carry its one-time token), the stream attaches to the prepared session, and
-frames flow until either side ends. Closing the socket on our side makes Twilio go on with
-the TwiML after ``</Connect>``: the apology, which is what a caller should hear when voice
-ends the call or dies.
+PUBLIC_BASE_URL + ``/call``, no params, with or without ``:443``; the ``https://`` form is
+accepted too, as Twilio's docs are not explicit): anything else is closed before it is
+accepted, which the client sees as HTTP 403. Then Twilio says ``connected`` and ``start``
+(whose custom parameters name the session and carry its one-time token), the stream attaches
+to the prepared session, and frames flow until either side ends. Closing the socket on our
+side makes Twilio go on with the TwiML after ``</Connect>``: the apology, which is what a
+caller should hear when voice ends the call or dies.
 
 Twilio's JSON is read with ``json.loads`` and field access only (50 frames a second); a
 frame that does not parse is logged and skipped, never the end of the call.
@@ -17,17 +17,19 @@ import asyncio
 import contextlib
 import json
 import logging
+from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from fastapi import APIRouter, WebSocket
 from pydantic import ValidationError
-from twilio.request_validator import RequestValidator
 
 from delegate.contracts.voice import TOKEN_MAX, AudioOut, ClearOut, MarkIn, MarkOut
 from delegate.runtime.bus import Bus
 
 from .deps import GatewayContext
-from .twilio_signature import SIGNATURE_HEADER
+from .settings import Settings
+from .twilio_signature import signature_valid
 from .twilio_voice import CALL_PATH, public_url
 from .voice_relay import SESSION_ID, AttachRefused, Ending, VoiceRelay, run_call
 
@@ -41,15 +43,23 @@ CLOSE_TRY_LATER = 1013
 MAX_LOGGED_BAD_FRAMES = 5  # per call: a broken peer must not flood the log
 
 
-def handshake_signed(ctx: GatewayContext, signature: str | None) -> bool:
-    token = ctx.settings.twilio_auth_token
-    if token is None or not signature:
+def handshake_urls(settings: Settings) -> list[str]:
+    """The stream URL as Twilio may have signed it: ``wss://``, the same with wss's default port
+    (the validator adds a default port only for https, so wss gets :80 there), and ``https://``
+    (the validator also tries each without a port and https with :443)."""
+    stream = public_url(settings, CALL_PATH, websocket=True)
+    parts = urlsplit(stream)
+    urls = [stream]
+    if parts.port is None and parts.scheme == "wss":
+        urls.append(urlunsplit(parts._replace(netloc=f"{parts.netloc}:443")))
+    return [*urls, public_url(settings, CALL_PATH)]
+
+
+def handshake_signed(ctx: GatewayContext, headers: Mapping[str, str]) -> bool:
+    if ctx.settings.twilio_auth_token is None:
         return False
-    validator = RequestValidator(token.get_secret_value())
-    for url in (public_url(ctx.settings, CALL_PATH, websocket=True), public_url(ctx.settings, CALL_PATH)):
-        if validator.validate(url, {}, signature):
-            log.debug("media stream handshake signed for %s", url)
-            return True
+    if signature_valid(ctx.settings, headers, handshake_urls(ctx.settings), {}):
+        return True
     stream_url = public_url(ctx.settings, CALL_PATH, websocket=True)
     log.warning("refused a media stream whose signature does not match %s", stream_url)
     return False
@@ -58,7 +68,7 @@ def handshake_signed(ctx: GatewayContext, signature: str | None) -> bool:
 @router.websocket(CALL_PATH)
 async def media_stream(websocket: WebSocket) -> None:
     ctx: GatewayContext = websocket.app.state.ctx
-    if not handshake_signed(ctx, websocket.headers.get(SIGNATURE_HEADER)):
+    if not handshake_signed(ctx, websocket.headers):
         await websocket.close(CLOSE_POLICY)  # before accept: an HTTP 403
         return
     await websocket.accept()

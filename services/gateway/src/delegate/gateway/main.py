@@ -1,6 +1,8 @@
 """``python -m delegate.gateway``: settings -> logging -> uvicorn."""
 
+import logging
 from typing import Any
+from urllib.parse import urlsplit
 
 import uvicorn
 from fastapi import FastAPI
@@ -10,6 +12,9 @@ from delegate.runtime.logs import configure_logging
 
 from .app import create_app
 from .settings import Settings
+from .twilio_voice import CALL_PATH, public_url
+
+log = logging.getLogger(__name__)
 
 # uvicorn closes a connection (1009) on a frame over this; anything between ws.MAX_FRAME_BYTES and
 # this gets a polite ``too_large`` error frame and the connection stays open.
@@ -43,7 +48,20 @@ def uvicorn_config(app: FastAPI, settings: Settings, **overrides: Any) -> uvicor
     return uvicorn.Config(app, **options)
 
 
+def warn_of_a_stream_url_twilio_refuses(settings: Settings) -> None:
+    """PUBLIC_BASE_URL over http:// gives calls a ws:// stream URL, which Twilio does not
+    connect to (error 31922: Media Streams take wss:// only): every call would end at once."""
+    stream = public_url(settings, CALL_PATH, websocket=True)
+    if settings.twilio_auth_token is not None and urlsplit(stream).scheme != "wss":
+        log.warning(
+            "PUBLIC_BASE_URL is %s, so phone calls get the stream URL %s, which Twilio refuses (it "
+            "connects Media Streams over wss:// only): set PUBLIC_BASE_URL to the https:// address "
+            "Twilio reaches", settings.public_base_url, stream,
+        )
+
+
 def run() -> None:
     settings = Settings()
     configure_logging(settings.instance_name or "gateway", settings.log_level)
+    warn_of_a_stream_url_twilio_refuses(settings)
     uvicorn.Server(uvicorn_config(create_app(settings), settings)).run()

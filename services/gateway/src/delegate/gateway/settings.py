@@ -31,6 +31,9 @@ class Settings(ServiceSettings):
     # Twilio webhooks: unset token -> /sms and /sms/status answer 503 sms_disabled; unset owner
     # phone -> /sms does too (nobody could be let in, so refusing everyone would only fill the ledger).
     twilio_auth_token: SecretStr | None = None  # TWILIO_AUTH_TOKEN
+    # A Webhook Rule may have Twilio sign with a SharedKey (HMAC-SHA256) instead of the Auth
+    # Token: the SharedKeys' secrets, comma-separated (two while one replaces the other).
+    twilio_webhook_shared_keys: SecretStr | None = None  # TWILIO_WEBHOOK_SHARED_KEYS
     owner_phone: str | None = None  # OWNER_PHONE, normalised to E.164
     client_dir: Path = Field(default_factory=default_client_dir)  # CLIENT_DIR
     timeline_history_event_limit: int = Field(default=500, ge=1, le=5000)  # TIMELINE_HISTORY_EVENT_LIMIT
@@ -116,6 +119,11 @@ class Settings(ServiceSettings):
     @property
     def session_ttl_s(self) -> float:
         return self.gateway_session_days * 24 * 3600
+
+    @property
+    def twilio_webhook_shared_key_secrets(self) -> list[str]:
+        keys = self.twilio_webhook_shared_keys
+        return [k.strip() for k in keys.get_secret_value().split(",") if k.strip()] if keys else []
 
     @property
     def trusted_proxies(self) -> list[str]:

@@ -3,14 +3,20 @@
 The signed URL is PUBLIC_BASE_URL + the path + the query string exactly as received: behind a
 TLS-terminating proxy the gateway sees http://127.0.0.1:8081/..., but Twilio signed the public
 https URL, and the Host header or the request's scheme would rebuild the wrong one.
+
+Twilio signs with the account's Auth Token (HMAC-SHA1) unless a Webhook Rule matches the URL:
+then it signs with that rule's SharedKey and algorithm (HMAC-SHA256) and says so in
+``X-Twilio-Webhooks-Signature-Settings: key=<id>,algorithm=HMAC_SHA256``. The signed string is
+the same either way; twilio-python's RequestValidator computes both.
 """
 
 import logging
+from collections.abc import Iterable, Mapping
 from urllib.parse import parse_qsl
 
 from fastapi import Request
 from starlette.datastructures import FormData, UploadFile
-from twilio.request_validator import RequestValidator
+from twilio.request_validator import HMAC_SHA1, RequestValidator, get_signature_algorithm
 
 from .bodies import read_body
 from .errors import ApiError
@@ -22,6 +28,7 @@ MAX_WEBHOOK_BYTES = 64 * 1024  # Twilio's SMS webhooks are ~1-2 KB (Body is at m
 MAX_FIELDS = 200  # ~25 standard fields, plus two per media item (at most 10)
 FORM_TYPE = "application/x-www-form-urlencoded"
 SIGNATURE_HEADER = "x-twilio-signature"
+SIGNATURE_SETTINGS_HEADER = "x-twilio-webhooks-signature-settings"
 
 
 def signed_url(settings: Settings, request: Request) -> str:
@@ -62,8 +69,31 @@ async def signed_form(request: Request, settings: Settings) -> FormData:
     if not signature:
         raise ApiError(403, "bad_signature", "the X-Twilio-Signature header is missing")
     url = signed_url(settings, request)
-    if not RequestValidator(token.get_secret_value()).validate(url, form, signature):
+    if not signature_valid(settings, request.headers, [url], form):
         # The URL is what a misconfigured PUBLIC_BASE_URL gets wrong: the log says which one was checked.
         log.warning("refused a Twilio webhook with a bad signature for %s", url)
         raise ApiError(403, "bad_signature", "the X-Twilio-Signature does not match this request")
     return form
+
+
+def signature_valid(
+    settings: Settings, headers: Mapping[str, str], urls: Iterable[str], params: Mapping[str, object]
+) -> bool:
+    """Whether ``X-Twilio-Signature`` signs one of ``urls`` with ``params``: with the Auth Token
+    (HMAC-SHA1), or, when the request names signature settings, with one of the SharedKey
+    secrets in TWILIO_WEBHOOK_SHARED_KEYS and the algorithm named (HMAC-SHA256)."""
+    signature = headers.get(SIGNATURE_HEADER)
+    if not signature:
+        return False
+    named = headers.get(SIGNATURE_SETTINGS_HEADER)
+    if named:
+        secrets, algorithm = settings.twilio_webhook_shared_key_secrets, get_signature_algorithm(named)
+        if not secrets:
+            log.warning("a Twilio webhook signed with a SharedKey (%s), but TWILIO_WEBHOOK_SHARED_KEYS is unset", named)
+    else:
+        token = settings.twilio_auth_token
+        secrets, algorithm = ([token.get_secret_value()] if token else []), HMAC_SHA1
+    # An unsupported algorithm fails validation (the validator logs which).
+    return any(
+        RequestValidator(secret).validate(url, params, signature, algorithm) for secret in secrets for url in urls
+    )
