@@ -67,7 +67,8 @@ def test_every_kind_has_a_payload_model_that_round_trips(kind: str) -> None:
                "spec": {"text": "t", "at": "2026-12-01T09:00:00Z"}, "fact_id": "f",
                "valid_at": "2026-12-01T09:00:00Z", "event_ids": ["e"], "import_id": "i", "format": "ndjson",
                "lines": 2, "conversations": 1, "events": 4, "run_id": "r", "run_type": "task",
-               "d2_path": "thoughtflow/r/flow.d2"}
+               "d2_path": "thoughtflow/r/flow.d2", "call_sid": "CA", "to": "+15550001111", "voicemail": "v",
+               "ring_timeout_s": 60, "answered_by": "machine_end_beep", "action": "spoken"}
     overrides = {"term.started": {"type": "agent"}, "inbound.refused": {"reason": "not_owner"},
                  "delivery": {"status": "sent"}, "session.started": {"type": "phone"},
                  "session.ended": {"type": "voice", "reason": "hangup"}, "import.finished": {"status": "done"}}

@@ -24,9 +24,28 @@ Endpoints (all need HTTP Basic ``AccountSid:AuthToken``, else 401 with Twilio's 
   DateSent<, DateSent> (messages not yet sent have no date_sent and match no date filter),
   paged with PageSize/Page in Twilio's page shape.
 - ``GET /2010-04-01/Accounts/{sid}/Messages/{MessageSid}.json``: one resource, or 404.
-- ``POST /2010-04-01/Accounts/{sid}/Calls.json``: form fields To, From, Twiml or Url,
-  StatusCallback; 201 + a Call resource (``CA…``, status ``queued``). Missing To/From, or
-  neither Twiml nor Url, is a 400 as the real API answers. ``calls`` lists them, oldest first.
+- ``POST /2010-04-01/Accounts/{sid}/Calls.json``: the parameters of Twilio's API definition
+  (``CALL_PARAMS``; any other is a 400 here), To, From, Twiml or Url, StatusCallback with its
+  StatusCallbackEvent list, Timeout (1-600), MachineDetection (Enable, DetectMessageEnd) with
+  AsyncAmd and AsyncAmdStatusCallback; 201 + a Call resource (``CA…``, status ``queued``).
+  Missing To/From, neither Twiml nor Url, or a value out of its range is a 400.
+  ``calls`` lists them, oldest first.
+- ``POST /2010-04-01/Accounts/{sid}/Calls/{CallSid}.json``: Status=completed|canceled ends the
+  call (its ``completed`` status callback follows), Twiml/Url are recorded (``call_updates``).
+
+A placed call goes on as the test drives it, with Twilio's signed callbacks delivered to the
+gateway given to ``callbacks_to`` (signed over the public URL the call was created with):
+
+    tw.callbacks_to(gateway_url)
+    tw.ring(sid, answer_after=5.0)   # initiated, ringing, then in-progress after 5 s (blocking);
+                                     # past Timeout (+5 s) it is no-answer instead
+    tw.answered_by(sid, "machine_end_beep")  # the async AMD verdict (AnsweredBy, signed)
+    tw.end_call(sid)                 # the far end hangs up: completed
+
+Status callbacks carry Twilio's parameters (CallSid, CallStatus, CallbackSource
+``call-progress-events``, SequenceNumber, Timestamp, CallDuration when completed, AnsweredBy once
+known) and only for the StatusCallbackEvent values the call asked for (``completed`` alone when
+it asked for none), as Twilio sends them.
 - ``GET /media/{name}``: a file added with ``add_media``; with ``redirect=True`` it answers
   302 to ``http://localhost:{port}/cdn/{name}``, a different host name for the same server,
   which needs no auth, as Twilio's media CDN; ``cdn_auth_seen`` lists any Authorization
@@ -51,6 +70,26 @@ from .twilio_sign import twilio_signature
 
 API = "/2010-04-01"
 ERRORS = "https://www.twilio.com/docs/errors/"
+
+# The Calls create parameters of Twilio's API definition (twilio_api_v2010, POST Calls.json).
+CALL_PARAMS = frozenset({
+    "To", "From", "Method", "FallbackUrl", "FallbackMethod", "StatusCallback", "StatusCallbackEvent",
+    "StatusCallbackMethod", "SendDigits", "Timeout", "Record", "RecordingChannels", "RecordingStatusCallback",
+    "RecordingStatusCallbackMethod", "SipAuthUsername", "SipAuthPassword", "MachineDetection",
+    "MachineDetectionTimeout", "RecordingStatusCallbackEvent", "Trim", "CallerId",
+    "MachineDetectionSpeechThreshold", "MachineDetectionSpeechEndThreshold", "MachineDetectionSilenceTimeout",
+    "AsyncAmd", "AsyncAmdStatusCallback", "AsyncAmdStatusCallbackMethod", "Byoc", "CallReason", "CallToken",
+    "RecordingTrack", "TimeLimit", "ClientNotificationUrl", "Url", "Twiml", "ApplicationSid",
+})
+CALL_EVENTS = ("initiated", "ringing", "answered", "completed")  # StatusCallbackEvent values
+# AnsweredBy values each MachineDetection mode reports.
+AMD_ANSWERS = {
+    "Enable": frozenset({"human", "machine_start", "fax", "unknown"}),
+    "DetectMessageEnd": frozenset(
+        {"human", "machine_end_beep", "machine_end_silence", "machine_end_other", "fax", "unknown"}
+    ),
+}
+RING_BUFFER_S = 5.0  # Twilio may add this to a call's Timeout
 
 
 @dataclass
@@ -89,6 +128,42 @@ class _State:
     holds: list[_Hold] = field(default_factory=list)
 
 
+_CALL_EXTRAS = frozenset(
+    {"twiml", "url", "status_callback", "status_callback_event", "timeout", "machine_detection", "async_amd",
+     "async_amd_status_callback"}
+)
+_CALL_ENDED = frozenset({"completed", "busy", "failed", "no-answer", "canceled"})
+
+
+def _call_options_problem(form: Mapping[str, list[str]]) -> str | None:
+    """What Twilio refuses in a call's options, as its error message; None when all is well."""
+    def one(name: str) -> str | None:
+        values = form.get(name)
+        return values[0] if values else None
+
+    timeout = one("Timeout")
+    if timeout is not None and (not timeout.isdigit() or not 1 <= int(timeout) <= 600):
+        return f"Timeout must be a whole number of seconds from 1 to 600: {timeout}"
+    events = set(form.get("StatusCallbackEvent", [])) - set(CALL_EVENTS)
+    if events:
+        return f"Invalid StatusCallbackEvent: {sorted(events)[0]}"
+    mode = one("MachineDetection")
+    if mode is not None and mode not in AMD_ANSWERS:
+        return f"Invalid MachineDetection: {mode}"
+    if one("AsyncAmd") not in (None, "true", "false"):
+        return f"Invalid AsyncAmd: {one('AsyncAmd')}"
+    amd_timeout = one("MachineDetectionTimeout")
+    if amd_timeout is not None and (not amd_timeout.isdigit() or not 3 <= int(amd_timeout) <= 59):
+        return f"MachineDetectionTimeout must be from 3 to 59: {amd_timeout}"
+    for method in ("StatusCallbackMethod", "AsyncAmdStatusCallbackMethod", "Method"):
+        if one(method) not in (None, "GET", "POST"):
+            return f"Invalid {method}: {one(method)}"
+    twiml = one("Twiml")
+    if twiml is not None and len(twiml) > 4000:
+        return "Twiml is over 4000 characters"
+    return None
+
+
 def _rfc2822(ts: datetime) -> str:
     return email.utils.format_datetime(ts.astimezone(UTC)).replace("-0000", "+0000")
 
@@ -114,6 +189,11 @@ class TwilioStandin:
         self.messages: list[dict[str, Any]] = []  # Message resources, oldest first
         self.calls: list[dict[str, Any]] = []  # Call resources, oldest first (with the TwiML sent)
         self.cdn_auth_seen: list[str] = []
+        self.call_updates: list[dict[str, str]] = []  # POSTs to Calls/{sid}.json, oldest first
+        self.callbacks_sent: list[tuple[str, dict[str, str], int]] = []  # (public URL, params, HTTP status)
+        self._gateway: str | None = None
+        self._sequence: dict[str, int] = {}  # call sid -> last SequenceNumber sent
+        self._answered_at: dict[str, datetime] = {}
         self._created: dict[str, datetime] = {}  # sid -> when created (the resource keeps RFC 2822)
         self._callbacks: dict[str, str] = {}  # sid -> StatusCallback URL
         self._media: dict[str, _Media] = {}
@@ -279,8 +359,11 @@ class TwilioStandin:
 
     def _api(self, h: BaseHTTPRequestHandler, method: str, path: str, record: Recorded) -> None:
         prefix = f"{API}/Accounts/{self.account_sid}/Messages"
-        if method == "POST" and path == f"{API}/Accounts/{self.account_sid}/Calls.json":
+        calls = f"{API}/Accounts/{self.account_sid}/Calls"
+        if method == "POST" and path == calls + ".json":
             self._create_call(h, record.form)
+        elif method == "POST" and path.startswith(calls + "/") and path.endswith(".json"):
+            self._update_call(h, path[len(calls) + 1 : -len(".json")], record.form)
         elif method == "POST" and path == prefix + ".json":
             self._create(h, record.form)
         elif method == "GET" and path == prefix + ".json":
@@ -355,6 +438,10 @@ class TwilioStandin:
             values = form.get(name)
             return values[0] if values else None
 
+        unknown = sorted(set(form) - CALL_PARAMS)
+        if unknown:
+            self._error(h, 400, 20001, f"Invalid parameter: {unknown[0]}")
+            return
         to, from_, twiml, url = one("To"), one("From"), one("Twiml"), one("Url")
         if not to:
             self._error(h, 400, 21201, "No 'To' number is specified")
@@ -364,6 +451,10 @@ class TwilioStandin:
             return
         if not twiml and not url:
             self._error(h, 400, 21205, "Either Url, Twiml or ApplicationSid is required")
+            return
+        problem = _call_options_problem(form)
+        if problem is not None:
+            self._error(h, 400, 21218 if "Timeout" in problem else 20001, problem)
             return
         now = datetime.now(UTC)
         sid = "CA" + secrets.token_hex(16)
@@ -380,12 +471,122 @@ class TwilioStandin:
             "subresource_uris": {"notifications": uri + "/Notifications.json", "recordings": uri + "/Recordings.json"},
         }
         with self._lock:
-            # What was asked for, beside the resource: tests read the TwiML and the callback.
-            self.calls.append({**call, "twiml": twiml, "url": url, "status_callback": one("StatusCallback")})
+            # What was asked for, beside the resource: tests read the TwiML and the callbacks.
+            self.calls.append({
+                **call, "twiml": twiml, "url": url, "status_callback": one("StatusCallback"),
+                "status_callback_event": list(form.get("StatusCallbackEvent", [])),
+                "timeout": int(one("Timeout") or 60), "machine_detection": one("MachineDetection"),
+                "async_amd": one("AsyncAmd"), "async_amd_status_callback": one("AsyncAmdStatusCallback"),
+            })
             callback = one("StatusCallback")
             if callback:
                 self._callbacks[sid] = callback
         self._json(h, 201, call)
+
+    def _update_call(self, h: BaseHTTPRequestHandler, sid: str, form: Mapping[str, list[str]]) -> None:
+        status = (form.get("Status") or [None])[0]
+        with self._lock:
+            call = next((c for c in self.calls if c["sid"] == sid), None)
+        if call is None:
+            self._error(h, 404, 20404, f"The requested resource {API}/Accounts/{self.account_sid}/Calls/{sid}.json "
+                        "was not found")
+            return
+        if status not in (None, "completed", "canceled"):
+            self._error(h, 400, 21220, f"Invalid Status: {status}")
+            return
+        with self._lock:
+            self.call_updates.append({"sid": sid, **{k: v[0] for k, v in form.items()}})
+            resource = {k: v for k, v in call.items() if k not in _CALL_EXTRAS}
+        if status is not None and call["status"] not in _CALL_ENDED:
+            # Twilio answers, then posts the call's completed callback on its own time
+            threading.Thread(target=self.end_call, args=(sid, status if status == "canceled" else "completed"),
+                             daemon=True).start()
+        self._json(h, 200, resource)
+
+    # ---- a placed call, as the test drives it ---------------------------------------------------
+
+    def callbacks_to(self, gateway_url: str) -> None:
+        """Deliver every call callback to ``gateway_url`` (same path and query as the public URL)."""
+        self._gateway = gateway_url.rstrip("/")
+
+    def call(self, sid: str) -> dict[str, Any]:
+        with self._lock:
+            return dict(next(c for c in self.calls if c["sid"] == sid))
+
+    def ring(self, sid: str, answer_after: float | None) -> bool:
+        """initiated, ringing, then answered after ``answer_after`` seconds, or no-answer once the
+        call's Timeout (+ Twilio's buffer) is over first (None: nobody answers). Blocks; True: answered."""
+        self._progress(sid, "initiated", "initiated")
+        self._progress(sid, "ringing", "ringing")
+        limit = self.call(sid)["timeout"] + RING_BUFFER_S
+        if answer_after is None or answer_after > limit:
+            self._released.wait(limit)
+            self.end_call(sid, "no-answer")
+            return False
+        self._released.wait(answer_after)
+        with self._lock:
+            call = next(c for c in self.calls if c["sid"] == sid)
+            call["status"], call["start_time"] = "in-progress", _rfc2822(datetime.now(UTC))
+            self._answered_at[sid] = datetime.now(UTC)
+        self._progress(sid, "answered", "in-progress")
+        return True
+
+    def answered_by(self, sid: str, answered_by: str, detection_ms: int = 4200) -> httpx.Response:
+        """Twilio's async AMD verdict, signed, to the call's AsyncAmdStatusCallback."""
+        call = self.call(sid)
+        mode, url = call["machine_detection"], call["async_amd_status_callback"]
+        if call["async_amd"] != "true" or not url or mode not in AMD_ANSWERS:
+            raise AssertionError(f"call {sid} asked for no async AMD: {mode}, {call['async_amd']}, {url}")
+        if answered_by not in AMD_ANSWERS[mode]:
+            raise AssertionError(f"MachineDetection={mode} never reports AnsweredBy={answered_by}")
+        with self._lock:
+            next(c for c in self.calls if c["sid"] == sid)["answered_by"] = answered_by
+        params = {
+            "AccountSid": self.account_sid, "CallSid": sid, "AnsweredBy": answered_by,
+            "MachineDetectionDuration": str(detection_ms),
+        }
+        return self._deliver(url, params)
+
+    def end_call(self, sid: str, status: str = "completed") -> None:
+        """The call is over (hung up, or busy, no-answer, failed, canceled): its completed callback."""
+        with self._lock:
+            call = next(c for c in self.calls if c["sid"] == sid)
+            if call["status"] in _CALL_ENDED:
+                return
+            call["status"], call["end_time"] = status, _rfc2822(datetime.now(UTC))
+            answered = self._answered_at.get(sid)
+            duration = int((datetime.now(UTC) - answered).total_seconds()) if answered else 0
+            call["duration"] = str(duration)
+        self._progress(sid, "completed", status, CallDuration=str(duration))
+
+    def _progress(self, sid: str, event: str, status: str, **extra: str) -> httpx.Response | None:
+        call = self.call(sid)
+        wanted = call["status_callback_event"] or ["completed"]
+        url = call["status_callback"]
+        if not url or event not in wanted:
+            return None
+        with self._lock:
+            seq = self._sequence[sid] = self._sequence.get(sid, -1) + 1
+        params = {
+            "AccountSid": self.account_sid, "ApiVersion": "2010-04-01", "CallSid": sid, "CallStatus": status,
+            "Called": call["to"], "Caller": call["from"], "Direction": "outbound-api", "From": call["from"],
+            "To": call["to"], "CallbackSource": "call-progress-events", "SequenceNumber": str(seq),
+            "Timestamp": _rfc2822(datetime.now(UTC)), **extra,
+        }
+        if call["answered_by"]:
+            params["AnsweredBy"] = call["answered_by"]
+        return self._deliver(url, params)
+
+    def _deliver(self, url: str, params: dict[str, str]) -> httpx.Response:
+        if self._gateway is None:
+            raise AssertionError("callbacks_to(gateway_url) first")
+        parts = urlsplit(url)
+        target = self._gateway + parts.path + (f"?{parts.query}" if parts.query else "")
+        signature = twilio_signature(self.auth_token, url, params)
+        response = httpx.post(target, data=params, headers={"X-Twilio-Signature": signature}, timeout=10.0)
+        with self._lock:
+            self.callbacks_sent.append((url, params, response.status_code))
+        return response
 
     def _list(self, h: BaseHTTPRequestHandler, query: Mapping[str, list[str]]) -> None:
         def one(name: str) -> str | None:

@@ -18,7 +18,7 @@ from .messages import BusModel, Reply
 SMS_BODY_LIMIT = 1600  # Twilio's maximum body length per message
 MAX_OUTBOUND_TEXT = 64_000
 
-Origin = Literal["reply", "tool", "activation"]
+Origin = Literal["reply", "tool", "activation", "voicemail"]
 
 
 class OutboundSms(BusModel):

@@ -490,6 +490,33 @@ class SessionEnded(Payload):
     detail: str = Field(default="", max_length=2000)
 
 
+class CallPlaced(Payload):
+    """We phoned the owner (``call_owner``); the id ``call:<CallSid>`` finds it again, with the
+    message to leave should a machine answer."""
+
+    KIND: ClassVar[str] = "call.placed"
+    session_id: str = Field(max_length=64)
+    call_sid: str = Field(max_length=64)
+    to: str = Field(max_length=64)
+    reason: str = Field(default="", max_length=500)
+    voicemail: str = Field(max_length=1600)
+    ring_timeout_s: int = Field(ge=1)
+    machine_detection: str | None = Field(default=None, max_length=32)
+
+
+class CallVoicemail(Payload):
+    """A machine answered a call we placed: the message was left (``spoken``) or the call hung
+    up (``hung_up``); ``sms_id`` is the outbox message carrying the same words."""
+
+    KIND: ClassVar[str] = "call.voicemail"
+    session_id: str = Field(max_length=64)
+    call_sid: str = Field(max_length=64)
+    answered_by: str = Field(max_length=32)
+    action: Literal["spoken", "hung_up"]
+    text: str = Field(max_length=1600)
+    sms_id: str | None = Field(default=None, max_length=48)
+
+
 class VoiceTiming(Payload):
     """How long one spoken answer took to start: read a real call's latency from the ledger."""
 
@@ -565,6 +592,7 @@ PAYLOADS: dict[str, type[Payload]] = {
         ContextCompacted, ContextCapsule, InnerSignal, InnerDecision, ActivationOutcome, ReminderDefined,
         ReminderChanged, ReminderCancelled, TermStarted, TermEnded,
         InboundRefused, Delivery, MailProgress, AttachmentStored, SessionStarted, SessionEnded, VoiceTiming,
+        CallPlaced, CallVoicemail,
         MemoryFactAdded, MemoryFactCited, MemoryFactEdited, MemoryFactForgotten, ImportStarted, ImportFinished,
         ThoughtflowArtifact,
     )

@@ -90,8 +90,10 @@ ROLES: dict[str, Role] = {
         ),
         Role(
             "gateway",
-            # POST /api/signals: the owner's scripts raise signals
-            publishes=(_own_append("gateway"), topics.AGENT_INPUT, topics.MEDIA_FETCH, topics.INNER_SIGNAL),
+            # POST /api/signals: the owner's scripts raise signals; /call/amd: the AMD verdict on
+            # a call voice placed, kept until voice acted on it
+            publishes=(_own_append("gateway"), topics.AGENT_INPUT, topics.MEDIA_FETCH, topics.INNER_SIGNAL,
+                       topics.CALL_ANSWERED),
             # caller audio goes to the voice service live, its answers come back the same way
             emits=(topics.VOICE_IN_ANY,),
             subscribes=(topics.LEDGER_COMMITTED, topics.AGENT_DELTA, topics.AGENT_STATE, topics.INNER_NOTICE,
@@ -126,9 +128,11 @@ ROLES: dict[str, Role] = {
         Role(
             "voice",
             # one Realtime session at a time: its events fenced by the voice lock's term
-            publishes=(_own_append("voice"),),
+            # a voicemail's SMS goes out through the pollers' outbox
+            publishes=(_own_append("voice"), topics.SMS_OUT),
             emits=(topics.VOICE_OUT_ANY, topics.VOICE_STATE),
             subscribes=(topics.VOICE_IN_ANY,),
+            consumes=(Consumer("CHANNELS", streams.VOICE_ANSWERED_BY, topics.CALL_ANSWERED),),
             requests=(topics.TOOLS_LIST, topics.TOOLS_CALL, topics.LEDGER_RESUME, topics.LEDGER_QUERY,
                       topics.LEDGER_GET, topics.MEMORY_SEARCH),
             serves=(topics.VOICE_PREPARE, topics.VOICE_ATTACH_ANY, topics.VOICE_STATE_GET,

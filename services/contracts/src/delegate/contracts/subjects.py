@@ -103,6 +103,7 @@ def voice_out(session_id: str) -> str:
 CHANNELS_SMS_OUT = "channels.evt.out.sms"
 CHANNELS_EMAIL_OUT = "channels.evt.out.email"
 CHANNELS_MEDIA = "channels.evt.media"
+CHANNELS_CALL_ANSWERED = "channels.evt.call.answered"  # Twilio's AMD verdict, gateway -> voice
 POLLERS_STATE = "pollers.cmd.state"  # IMAP/SMTP/SMS health for /readyz detail and /api/state
 
 # other services' liveness

@@ -49,6 +49,7 @@ from .tasks import TaskControl, TaskCreate, TaskGet, TaskList, TaskListReply, Ta
 from .voice import (
     AttachReply,
     AttachSession,
+    CallAnsweredBy,
     CallOwner,
     CallOwnerReply,
     PrepareReply,
@@ -101,6 +102,7 @@ INNER_SCHEDULE_ANY: Topic[ReminderFire] = Topic(s.INNER_SCHEDULE_ANY, ReminderFi
 SMS_OUT: Topic[OutboundSms] = Topic(s.CHANNELS_SMS_OUT, OutboundSms)
 EMAIL_OUT: Topic[OutboundEmail] = Topic(s.CHANNELS_EMAIL_OUT, OutboundEmail)
 MEDIA_FETCH: Topic[MediaFetch] = Topic(s.CHANNELS_MEDIA, MediaFetch)
+CALL_ANSWERED: Topic[CallAnsweredBy] = Topic(s.CHANNELS_CALL_ANSWERED, CallAnsweredBy)
 
 # live (core NATS)
 LEDGER_COMMITTED: Topic[Event] = Topic(s.LEDGER_COMMITTED, Event)

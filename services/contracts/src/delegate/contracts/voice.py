@@ -165,6 +165,26 @@ class CallOwner(BusModel):
     reason: str = Field(default="", max_length=500)
 
 
+# Twilio's AnsweredBy values (answering machine detection): ``machine_start`` with
+# MachineDetection=Enable, the ``machine_end_*`` ones with DetectMessageEnd (after the greeting).
+AnsweredBy = Literal[
+    "human", "machine_start", "machine_end_beep", "machine_end_silence", "machine_end_other", "fax", "unknown",
+]
+MACHINE_ANSWERS: frozenset[str] = frozenset(
+    {"machine_start", "machine_end_beep", "machine_end_silence", "machine_end_other", "fax"}
+)
+
+
+class CallAnsweredBy(BusModel):
+    """Twilio's asynchronous AMD verdict on a call we placed, kept on stream CHANNELS until the
+    voice service has acted on it (a voicemail and its SMS survive a voice process killed first)."""
+
+    call_sid: str = Field(max_length=64)
+    session_id: str = Field(max_length=64)
+    answered_by: AnsweredBy
+    detection_ms: int | None = Field(default=None, ge=0)  # MachineDetectionDuration
+
+
 class CallOwnerReply(Reply):
     ok: bool
     call_sid: str | None = None

@@ -26,6 +26,7 @@ from . import (
     runs_api,
     signals_api,
     tasks_api,
+    twilio_amd,
     twilio_voice,
     twilio_webhooks,
 )
@@ -76,6 +77,7 @@ def create_app(settings: Settings, bus: Bus | None = None) -> FastAPI:
     app.include_router(chat_ws.router)
     app.include_router(twilio_webhooks.router)
     app.include_router(twilio_voice.router)
+    app.include_router(twilio_amd.router)
     app.include_router(call_ws.router)
     app.include_router(browser_call_ws.router)
     app.include_router(signals_api.router)

@@ -19,6 +19,7 @@ from .manager import Sessions
 from .outbound_call import OwnerCaller
 from .presets import PresetStore
 from .settings import Settings
+from .voicemail import AnsweredByConsumer
 
 SERVICE = "voice"
 
@@ -45,6 +46,7 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
 
         await bus.serve(topics.PINGS[SERVICE], pong)
         bus.spawn(sessions.watch_presets())
+        bus.spawn(AnsweredByConsumer(settings, bus, sessions).run(stop))
         await sessions.publish_state()
         await stop.wait()
         await sessions.close()

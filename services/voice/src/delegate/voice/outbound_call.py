@@ -6,6 +6,12 @@ inline: a bidirectional stream to the gateway's ``/call`` with the session and t
 parameters, then the apology it plays if our side drops the stream, and a status callback that
 turns a call never answered (busy, no-answer, failed) into the session's end.
 
+The phone rings for VOICE_CALL_RING_TIMEOUT_S (Twilio's ``Timeout``) and the prepared session is
+held as long (``VoiceSession.claim_within_s``), so a late answer still talks. Answering machine
+detection runs in the background (``AsyncAmd``): its verdict comes to the gateway's ``/call/amd``
+and, for a machine, becomes a voicemail and an SMS (``voicemail``). The ``call.placed`` record,
+written once Twilio took the call, keeps the words to leave for whoever acts on that verdict.
+
 The same ``request_id`` twice places one call (a retried tool call must not ring twice); the
 answer to the first is the answer to every repeat, for as long as this process remembers.
 """
@@ -13,12 +19,17 @@ answer to the first is the answer to every repeat, for as long as this process r
 import asyncio
 import logging
 from collections import OrderedDict
+from typing import TYPE_CHECKING
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
+from delegate.contracts.events import CallPlaced
 from delegate.contracts.voice import CallOwner, CallOwnerReply, PrepareSession
 
 from .manager import Sessions
 from .settings import Settings
+
+if TYPE_CHECKING:
+    from .sessions import VoiceSession
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +48,10 @@ def status_url(public_base_url: str, session_id: str) -> str:
     return urlunsplit(
         (parts.scheme, parts.netloc, parts.path.rstrip("/") + "/call/status", urlencode({"session": session_id}), "")
     )
+
+
+def amd_url(public_base_url: str, session_id: str) -> str:
+    return status_url(public_base_url, session_id).replace("/call/status?", "/call/amd?", 1)
 
 
 def call_twiml(public_base_url: str, session_id: str, token: str) -> str:
@@ -100,6 +115,13 @@ class OwnerCaller:
             s.twilio_account_sid or "", s.twilio_auth_token or "", base_url=s.twilio_api_base_url,
             timeout=s.twilio_http_timeout_s,
         )
+        amd: dict[str, str] = {}
+        if s.voice_call_machine_detection != "off":
+            amd = {
+                "machine_detection": s.voice_call_machine_detection, "async_amd": "true",
+                "async_amd_status_callback": amd_url(s.public_base_url, session.id),
+                "async_amd_status_callback_method": "POST",
+            }
         try:
             call = await asyncio.to_thread(
                 client.calls.create,
@@ -107,6 +129,10 @@ class OwnerCaller:
                 from_=s.twilio_phone_number,
                 twiml=call_twiml(s.public_base_url, session.id, session.token),
                 status_callback=status_url(s.public_base_url, session.id),
+                status_callback_event=["initiated", "ringing", "answered", "completed"],
+                status_callback_method="POST",
+                timeout=s.voice_call_ring_timeout_s,
+                **amd,
             )
         except (TwilioException, OSError) as exc:
             log.error("placing the call to the owner failed: %s", exc)
@@ -116,4 +142,23 @@ class OwnerCaller:
             )
         session.call_sid = str(call.sid)
         log.info("calling the owner: call %s, session %s", call.sid, session.id)
+        await self._record_placed(session, str(call.sid), req.reason)
         return CallOwnerReply(ok=True, call_sid=str(call.sid), session_id=session.id)
+
+    async def _record_placed(self, session: "VoiceSession", call_sid: str, reason: str) -> None:
+        s = self.settings
+        try:
+            await asyncio.wait_for(session.recording.wait(), s.voice_connect_timeout_s)
+        except TimeoutError:
+            log.warning("call %s: the session never started recording; no call.placed", call_sid)
+            return
+        from .voicemail import placed_id, voicemail_words
+
+        session.recorder.write(
+            CallPlaced(
+                session_id=session.id, call_sid=call_sid, to=s.owner_phone or "", reason=reason,
+                voicemail=voicemail_words(reason), ring_timeout_s=s.voice_call_ring_timeout_s,
+                machine_detection=None if s.voice_call_machine_detection == "off" else s.voice_call_machine_detection,
+            ),
+            id=placed_id(call_sid),
+        )

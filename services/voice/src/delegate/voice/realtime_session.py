@@ -117,6 +117,13 @@ class RealtimeBridge:
         instructions = f'Greet the caller by saying exactly: "{greeting}"'
         await self._send({"type": "response.create", "response": {"instructions": instructions}})
 
+    async def say_exactly(self, text: str) -> None:
+        """Cut what is being said, then say ``text`` word for word (a voicemail after the beep)."""
+        await self._barge_in()
+        if self.active_response is not None:
+            await self._send({"type": "response.cancel"})
+        await self._send({"type": "response.create", "response": {"instructions": f'Say exactly: "{text}"'}})
+
     # ---- caller -> model -------------------------------------------------------------------
 
     async def append_audio(self, audio: str) -> None:

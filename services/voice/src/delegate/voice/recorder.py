@@ -65,8 +65,11 @@ class Recorder:
 
     # ---- any event ------------------------------------------------------------------------
 
-    def write(self, payload: Payload, *, role: Speaker | None = None, in_span: bool = True) -> Event:
-        """Queue one event of this session (in its span; ``in_span`` False: in the conversation only)."""
+    def write(
+        self, payload: Payload, *, role: Speaker | None = None, in_span: bool = True, id: str | None = None
+    ) -> Event:
+        """Queue one event of this session (in its span; ``in_span`` False: in the conversation only).
+        ``id``: a deterministic id, for an event another process may write again or look up."""
         now = utcnow()
         if self._last_ts is not None and now <= self._last_ts:
             now = self._last_ts + TICK
@@ -78,6 +81,7 @@ class Recorder:
             channel=self.channel,
             role=role,
             ts=now,
+            id=id,
         )
         self._queue.put_nowait(event)
         return event

@@ -28,6 +28,7 @@ from delegate.contracts import topics
 from delegate.contracts.events import (
     Channel,
     ConversationOpened,
+    Payload,
     SessionEnded,
     SessionEndReason,
     SessionStarted,
@@ -65,6 +66,7 @@ from .tools import ToolCaller, realtime_tools
 log = logging.getLogger(__name__)
 
 APOLOGY = "Sorry, the call dropped. Please call again."
+TWILIO_RING_BUFFER_S = 5  # Twilio may add this to a call's ring Timeout
 END_WRITE_TIMEOUT_S = 10.0
 WATCH_EVERY_S = 0.2
 MAX_EARLY_AUDIO = 500  # caller frames kept while the model's socket is still opening (10 s of phone audio)
@@ -127,6 +129,13 @@ class VoiceSession:
         self._ready = False
         self._written_start = False
         self._prepared_at = time.monotonic()
+        # How long a prepared session waits for its stream. A call we place is held while the phone
+        # rings: it ends when the stream attaches (answered) or its status says it was not
+        # (busy, no-answer, failed: a hang-up), the ring timeout only the backstop.
+        self.claim_within_s = settings.voice_prewarm_timeout_s
+        if kind == "phone" and direction == "outbound":
+            self.claim_within_s += settings.voice_call_ring_timeout_s + TWILIO_RING_BUFFER_S
+        self.recording = asyncio.Event()  # the recorder knows the session's span: events can be written
         self._attached_at: float | None = None
         self._last_in = time.monotonic()
         self._early_audio: list[str] = []
@@ -180,13 +189,12 @@ class VoiceSession:
         claimed = asyncio.ensure_future(self._claim_seen.wait())
         waiters: set[asyncio.Future[Any]] = {claimed, self._end}
         try:
-            await asyncio.wait(waiters, timeout=self.settings.voice_prewarm_timeout_s,
-                               return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(waiters, timeout=self.claim_within_s, return_when=asyncio.FIRST_COMPLETED)
         finally:
             claimed.cancel()
         if self._claim_seen.is_set() and not self._end.done():
             return True
-        self.request_end("unclaimed", f"no stream attached within {self.settings.voice_prewarm_timeout_s:g} s")
+        self.request_end("unclaimed", f"no stream attached within {self.claim_within_s:g} s")
         await self._ending()
         return False
 
@@ -220,6 +228,7 @@ class VoiceSession:
         conversation_id = resume.conversation_id
         span_id = new_id()
         self.recorder.start(conversation_id or new_id(), span_id)
+        self.recording.set()
         if conversation_id is None:
             self.recorder.write(ConversationOpened(reason=f"{self.type}_session"), in_span=False)
         self.tools.conversation_id, self.tools.span_id = self.recorder.conversation_id, span_id
@@ -276,8 +285,8 @@ class VoiceSession:
             now = time.monotonic()
             if self.lock.lost.is_set():
                 self.request_end("superseded", "the voice lock could not be renewed")
-            elif not self.attached and now - self._prepared_at > s.voice_prewarm_timeout_s:
-                self.request_end("unclaimed", f"no stream attached within {s.voice_prewarm_timeout_s:g} s")
+            elif not self.attached and now - self._prepared_at > self.claim_within_s:
+                self.request_end("unclaimed", f"no stream attached within {self.claim_within_s:g} s")
             elif self.attached and now - self._last_in > s.voice_lost_after_s:
                 self.request_end("stream_lost", f"nothing from the caller's side for {s.voice_lost_after_s:g} s")
             await asyncio.sleep(WATCH_EVERY_S)
@@ -310,6 +319,42 @@ class VoiceSession:
         await self.bridge.close()
         await self.lock.release()
         log.info("session %s ended (%s)", self.id, reason)
+
+    # ---- a machine answered a call we placed ---------------------------------------------------
+
+    def leave_voicemail(
+        self, record: Payload, record_id: str, words: str | None, hang_up: Callable[[], Awaitable[None]]
+    ) -> None:
+        """Record it in the span, say ``words`` (None: nothing), then hang up."""
+        if self._end.done():
+            return
+        self.recorder.write(record, id=record_id)
+        self._tasks.append(asyncio.create_task(self._voicemail(words, hang_up)))
+
+    async def _voicemail(self, words: str | None, hang_up: Callable[[], Awaitable[None]]) -> None:
+        if words is not None and self._ready:
+            before = self.bridge.active_response
+            await self.bridge.say_exactly(words)
+            if not await self._spoken(before, self.settings.voice_voicemail_max_s):
+                log.warning("session %s: the voicemail did not finish playing in time", self.id)
+        try:
+            await hang_up()
+        except Exception as exc:  # the call ends with the session either way; Twilio's side times out
+            log.error("session %s: hanging up after the voicemail failed: %r", self.id, exc)
+        self.request_end("hangup", "voicemail left" if words is not None else "a machine answered")
+
+    async def _spoken(self, before: str | None, timeout: float) -> bool:
+        """The answer after ``before`` was generated and every mark of it echoed (it played)."""
+        deadline = time.monotonic() + timeout
+        started = False
+        while time.monotonic() < deadline:
+            active = self.bridge.active_response
+            started = started or (active is not None and active != before)
+            playing = self.bridge.playout.current
+            if started and active is None and (playing is None or not playing.marks):
+                return True
+            await asyncio.sleep(WATCH_EVERY_S)
+        return False
 
     async def _set_status(self, status: VoiceStatus) -> None:
         if status != self.status:

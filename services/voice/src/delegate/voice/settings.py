@@ -1,5 +1,7 @@
 """The voice service's one settings class; env var names in the comments."""
 
+from typing import Literal
+
 from delegate.runtime.openai_bounds import RetentionRatio
 from delegate.runtime.settings import ServiceSettings
 
@@ -32,6 +34,18 @@ class Settings(ServiceSettings):
     twilio_http_timeout_s: float = 10.0  # TWILIO_HTTP_TIMEOUT_S
     owner_phone: str | None = None  # OWNER_PHONE: who call_owner calls (E.164)
     public_base_url: str = "http://localhost:8081"  # PUBLIC_BASE_URL: the gateway as Twilio reaches it
+    # VOICE_CALL_RING_TIMEOUT_S: how long Twilio lets the owner's phone ring (its Timeout, 1-600);
+    # the prepared session is held that long (plus Twilio's 5 s buffer) until the call's status says
+    # it was answered (the stream attaches) or not (busy, no-answer, failed, canceled).
+    voice_call_ring_timeout_s: int = 60
+    # VOICE_CALL_MACHINE_DETECTION: Twilio's answering machine detection on calls to the owner, run
+    # in the background (async AMD): DetectMessageEnd (the verdict after the greeting's beep, when a
+    # message can be left), Enable (the verdict as soon as known) or off.
+    voice_call_machine_detection: Literal["DetectMessageEnd", "Enable", "off"] = "DetectMessageEnd"
+    # VOICE_CALL_ON_MACHINE: when a machine answers, leave the reason as a voicemail (voicemail) or
+    # hang up at once (hangup); either way the same words go to the owner by SMS.
+    voice_call_on_machine: Literal["voicemail", "hangup"] = "voicemail"
+    voice_voicemail_max_s: float = 40.0  # VOICE_VOICEMAIL_MAX_S: longest wait for the message to play
 
     @property
     def calls_enabled(self) -> bool:
