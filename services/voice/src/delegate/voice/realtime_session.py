@@ -42,6 +42,11 @@ class RealtimeLost(Exception):
     """The Realtime socket closed or failed: the session cannot go on."""
 
 
+class SessionRefused(RealtimeLost):
+    """The Realtime API answered our ``session.update`` with an ``error`` (or not in time): the
+    session would run on its defaults, and a phone's µ-law heard as 24 kHz PCM is noise."""
+
+
 def b64_size(data: str) -> int:
     """Decoded length of base64 text without decoding it."""
     return len(data) * 3 // 4 - data[-2:].count("=")
@@ -67,6 +72,7 @@ class RealtimeBridge:
         self.recorder = recorder
         self.tools = tools
         self.conn: AsyncRealtimeConnection | None = None
+        self.instructions = ""  # the session's, as configured (a response's own replace them)
         self.playout = Playout(BYTES_PER_MS[audio_format])
         self.active_response: str | None = None
         self.attached_at: float | None = None  # loop time the stream claimed the session
@@ -108,13 +114,38 @@ class RealtimeBridge:
             config["tool_choice"] = "auto"
         return config
 
-    async def configure(self, config: dict[str, Any]) -> None:
-        await self._send({"type": "session.update", "session": config})
+    async def configure(self, config: dict[str, Any], timeout: float) -> None:
+        """Send ``session.update`` and wait for ``session.updated``: ``SessionRefused`` if an
+        ``error`` answers it instead, or nothing does within ``timeout``. Events before the answer
+        are handled as usual."""
+        self.instructions = str(config.get("instructions") or "")
+        event_id = f"configure_{self.session_id}"
+        await self._send({"type": "session.update", "event_id": event_id, "session": config})
+        try:
+            async with asyncio.timeout(timeout):
+                while True:
+                    event = await self._receive()
+                    kind = event.get("type")
+                    if kind == "session.updated":
+                        return
+                    if kind == "error":
+                        # Nothing else was sent yet: whatever failed, the session is not ours.
+                        error = event.get("error") or {}
+                        code = error.get("code") or error.get("type")
+                        raise SessionRefused(
+                            f"the Realtime API refused the session configuration ({code}: {error.get('message')})"
+                        )
+                    await self._handle(event)
+        except TimeoutError:
+            raise SessionRefused(f"no session.updated within {timeout:g} s of the session.update") from None
 
     async def greet(self, greeting: str) -> None:
-        """Have the model say the greeting now; its audio waits for the stream if none is there yet."""
+        """Have the model say the greeting now; its audio waits for the stream if none is there yet.
+
+        A response's ``instructions`` replace the session's for that response, so the persona and
+        context go along, the greeting's words after them."""
         self._greeting_pending = True
-        instructions = f'Greet the caller by saying exactly: "{greeting}"'
+        instructions = f'{self.instructions}\n\nNow greet the caller by saying exactly: "{greeting}"'.lstrip()
         await self._send({"type": "response.create", "response": {"instructions": instructions}})
 
     async def say_exactly(self, text: str) -> None:
@@ -141,6 +172,11 @@ class RealtimeBridge:
 
     async def run(self) -> None:
         """Handle the model's events until its socket closes (``RealtimeLost``)."""
+        while True:
+            await self._handle(await self._receive())
+
+    async def _receive(self) -> dict[str, Any]:
+        """The model's next event (frames that are not a JSON object are skipped)."""
         assert self.conn is not None
         try:
             while True:
@@ -151,7 +187,7 @@ class RealtimeBridge:
                     log.warning("unreadable Realtime frame (%d bytes) ignored", len(raw))
                     continue
                 if isinstance(event, dict):
-                    await self._handle(event)
+                    return event
         except (ConnectionClosed, OSError, OpenAIError) as exc:
             raise RealtimeLost(f"the Realtime socket closed: {exc!r}") from exc
 

@@ -253,7 +253,7 @@ class VoiceSession:
             instructions=instructions, tools=await tools, preset=self.preset,
             retention_ratio=s.realtime_retention_ratio, transcribe_model=s.openai_transcribe_model,
         )
-        await self.bridge.configure(config)
+        await self.bridge.configure(config, s.voice_connect_timeout_s)
         greeting = self.preset.greeting
         if greeting:
             await self.bridge.greet(greeting)

@@ -4,9 +4,14 @@ Steps apply in order to the following user turns of any session: a turn takes th
 next step when its user item appears (a committed audio buffer, or a user message
 created with `conversation.item.create`); the response answering that turn uses it.
 Responses with no new user turn (a greeting, the answer after a tool result) take
-no step. A step with `times: n` serves n turns."""
+no step. A step with `times: n` serves n turns.
+
+A step with `session_update_error` is no turn's: the next `session.update` of any
+session takes it and is answered with that `error` instead of `session.updated`
+(the session keeps its configuration)."""
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +46,8 @@ class RealtimeStep(_Strict):
     error: RealtimeError | None = None  # an `error` event instead of a response
     delay_ms: int = Field(default=0, ge=0)  # before the first delta
     disconnect_after_deltas: int | None = Field(default=None, ge=0)  # drop the socket after n audio deltas
+    # Answers the next session.update with this error (the step serves no user turn).
+    session_update_error: RealtimeError | None = None
     times: int = Field(default=1, ge=1)
 
 
@@ -61,12 +68,21 @@ class RealtimeScript:
         self._queue.extend(_Queued(step, step.times) for step in steps)
 
     def take(self) -> RealtimeStep | None:
-        if not self._queue:
+        """The next user turn's step."""
+        return self._take(lambda step: step.session_update_error is None)
+
+    def take_session_update(self) -> RealtimeError | None:
+        """The error the next ``session.update`` answers with, if one is scripted."""
+        step = self._take(lambda step: step.session_update_error is not None)
+        return step.session_update_error if step is not None else None
+
+    def _take(self, wanted: Callable[[RealtimeStep], bool]) -> RealtimeStep | None:
+        entry = next((e for e in self._queue if wanted(e.step)), None)
+        if entry is None:
             return None
-        entry = self._queue[0]
         entry.remaining -= 1
         if entry.remaining == 0:
-            self._queue.pop(0)
+            self._queue.remove(entry)
         return entry.step
 
     def pending(self) -> list[dict[str, Any]]:
