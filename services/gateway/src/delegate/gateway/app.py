@@ -36,6 +36,7 @@ from .deps import GatewayContext
 from .errors import install_error_handlers
 from .importing.job import Imports
 from .logs import install_secret_redaction
+from .openapi import install_openapi
 from .security import SecurityHeaders
 from .settings import Settings
 
@@ -86,6 +87,7 @@ def create_app(settings: Settings, bus: Bus | None = None) -> FastAPI:
     app.include_router(import_api.router)
     app.include_router(runs_api.router)
     app.include_router(tasks_api.router)
+    install_openapi(app)  # GET /api/openapi.json: every route above, with its bodies and error shapes
     # Later routers (/api/tasks) are included here.
     # Static files last: every route above wins over a file of the same name.
     app.mount("/", ClientFiles(directory=settings.client_dir, html=True, check_dir=False), name="client")

@@ -1,0 +1,51 @@
+"""``GET /api/openapi.json``: the owner's, and true to the routes (what the CI fuzzer reads)."""
+
+from typing import Any
+
+import httpx
+from fastapi.routing import APIRoute
+
+from .helpers import Gateway, auth
+
+
+def api_routes(routes: list[Any]) -> list[APIRoute]:
+    """Every HTTP route, through the routers included (FastAPI keeps them nested)."""
+    found: list[APIRoute] = []
+    for route in routes:
+        if isinstance(route, APIRoute):
+            found.append(route)
+        elif hasattr(route, "original_router"):
+            found += api_routes(route.original_router.routes)
+    return found
+
+
+async def test_the_document_is_the_owners_and_names_every_route_its_bodies_and_errors(gateway: Gateway) -> None:
+    async with httpx.AsyncClient(base_url=gateway.http) as http:
+        refused = await http.get("/api/openapi.json")
+        assert refused.status_code == 401 and refused.json()["error"]["code"] == "unauthorized"
+        doc = (await http.get("/api/openapi.json", headers=auth())).json()
+
+    app = gateway.server.config.loaded_app
+    while not hasattr(app, "state"):  # uvicorn wraps the app in middleware
+        app = app.app  # type: ignore[union-attr]
+    routes = {(m.lower(), r.path) for r in api_routes(app.routes) if r.include_in_schema for m in r.methods}
+    documented = {(m, p) for p, ops in doc["paths"].items() for m in ops}
+    assert routes == documented
+
+    for path, ops in doc["paths"].items():
+        for method, op in ops.items():
+            # every refusal is the gateway's error JSON (400, not FastAPI's 422 shape)
+            assert op["responses"]["default"]["content"]["application/json"]["schema"] == {
+                "$ref": "#/components/schemas/Error"}, (method, path)
+            assert "422" not in op["responses"]
+            assert ("security" in op) == (path.startswith("/api/") and path != "/api/session"), (method, path)
+    bodies = {(m, p): op["requestBody"]["content"] for p, ops in doc["paths"].items() for m, op in ops.items()
+              if "requestBody" in op}
+    assert set(bodies["post", "/api/tasks"]["application/json"]["schema"]["properties"]) == {
+        "goal", "start_urls", "budget", "allow_tools"}  # source and idempotency_key are the gateway's
+    assert bodies["post", "/api/signals"]["application/json"]["schema"]["discriminator"]["mapping"].keys() == {
+        "script", "task.finished", "task.failed"}
+    assert set(bodies["post", "/api/import"]) == {"application/x-ndjson", "application/json"}
+    assert {("post", "/api/messages"), ("patch", "/api/memories/{fact_id}"), ("post", "/sms")} <= set(bodies)
+    events = doc["paths"]["/api/tasks/{task_id}/events"]["get"]["responses"]["200"]["content"]
+    assert list(events) == ["text/event-stream"]
