@@ -8,7 +8,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from delegate.openai_standin import control, http_responses
+from delegate.openai_standin import control, http_responses, openapi
 from delegate.openai_standin.errors import ApiError, invalid_request, invalid_url
 from delegate.openai_standin.realtime import route as realtime_route
 from delegate.openai_standin.recorder import RecordingMiddleware
@@ -20,6 +20,7 @@ log = logging.getLogger(__name__)
 
 def create_app(settings: Settings) -> FastAPI:
     state = StandinState.build(settings)
+    openapi.spec()  # read and compile OpenAI's schemas now, not on the first request
     app = FastAPI(title="Delegate OpenAI stand-in", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.standin = state
     app.include_router(http_responses.router)

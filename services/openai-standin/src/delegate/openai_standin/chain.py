@@ -3,7 +3,7 @@ enforces on them (known ids only, every tool call answered, every tool output
 answering a call)."""
 
 from delegate.openai_standin.compaction import check_compaction_items, prune
-from delegate.openai_standin.errors import invalid_request, invalid_type, previous_response_not_found
+from delegate.openai_standin.errors import invalid_request, previous_response_not_found
 from delegate.openai_standin.items import Item
 from delegate.openai_standin.store import ResponseStore, StoredResponse
 
@@ -16,8 +16,7 @@ def resolve(
     previous: StoredResponse | None = None
     inherited: list[Item] = []
     if previous_response_id is not None:
-        if not isinstance(previous_response_id, str):
-            raise invalid_type("previous_response_id", "a string", previous_response_id)
+        previous_response_id = str(previous_response_id)  # the spec made sure it is one
         previous = store.get(previous_response_id)
         if previous is None:
             raise previous_response_not_found(previous_response_id)

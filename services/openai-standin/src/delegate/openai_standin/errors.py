@@ -9,6 +9,8 @@ from typing import Any
 
 from fastapi.responses import JSONResponse
 
+from delegate.openai_standin.refusals import Refusal, json_type
+
 # Default (type, code, message) per status, matching the real API's common replies.
 _DEFAULTS: dict[int, tuple[str, str | None, str]] = {
     400: ("invalid_request_error", None, "Invalid request."),
@@ -90,10 +92,15 @@ def missing_parameter(param: str) -> ApiError:
 
 def invalid_type(param: str, expected: str, got: object) -> ApiError:
     return invalid_request(
-        f"Invalid type for '{param}': expected {expected}, but got {_json_type(got)} instead.",
+        f"Invalid type for '{param}': expected {expected}, but got {json_type(got)} instead.",
         param=param,
         code="invalid_type",
     )
+
+
+def refused(refusal: Refusal) -> ApiError:
+    """The API's 400 for a request its schemas refuse (`strict.check_body`)."""
+    return invalid_request(refusal.message, param=refusal.param, code=refusal.code)
 
 
 def response_not_found(response_id: str) -> ApiError:
@@ -136,17 +143,3 @@ def error_response(error: ApiError, request_id: str | None = None) -> JSONRespon
     if request_id:
         headers["x-request-id"] = request_id
     return JSONResponse(error.body(), status_code=error.status, headers=headers)
-
-
-def _json_type(value: object) -> str:
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, dict):
-        return "an object"
-    return "null"

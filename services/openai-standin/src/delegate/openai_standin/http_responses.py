@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from delegate.openai_standin import chain, standalone
+from delegate.openai_standin import chain, standalone, strict
 from delegate.openai_standin.engine import Turn, parse_create
 from delegate.openai_standin.errors import (
     ApiError,
@@ -15,6 +15,7 @@ from delegate.openai_standin.errors import (
     invalid_json,
     invalid_request,
     missing_api_key,
+    refused,
     response_not_found,
 )
 from delegate.openai_standin.items import normalize_input
@@ -61,7 +62,8 @@ router = APIRouter(prefix="/v1", dependencies=[Depends(require_api_key)])
 @router.post("/responses")
 async def create_response(request: Request, state: StateDep) -> Response:
     note(request, **_UNRESOLVED)
-    create = parse_create(await _json_body(request), demo=state.settings.demo_for(api_key(request)))
+    body = _checked("responses.create", await _json_body(request))
+    create = parse_create(body, demo=state.settings.demo_for(api_key(request)))
     step = state.engine.take_step("responses", create.body, create.items, create.stream)
     note(request, step=_dump(step))
     if await _before_answer(request, step, create.stream):
@@ -91,7 +93,7 @@ async def create_response(request: Request, state: StateDep) -> Response:
 @router.post("/responses/compact")
 async def compact_response(request: Request, state: StateDep) -> Response:
     note(request, **_UNRESOLVED)
-    body = standalone.validate(await _json_body(request))
+    body = _checked("responses.compact", await _json_body(request))
     items = normalize_input(body.get("input"))
     step = state.engine.take_step("compact", body, items, stream=False)
     note(request, step=_dump(step))
@@ -110,9 +112,7 @@ async def compact_response(request: Request, state: StateDep) -> Response:
 
 @router.post("/responses/input_tokens")
 async def count_input_tokens(request: Request, state: StateDep) -> dict[str, Any]:
-    body = await _json_body(request)
-    if not isinstance(body, dict):
-        raise invalid_request("Invalid body: expected a JSON object.")
+    body = _checked("responses.input_tokens", await _json_body(request))
     effective, _ = chain.resolve(state.store, body.get("previous_response_id"), normalize_input(body.get("input")))
     tokens = estimate_prompt(body.get("instructions"), body.get("tools"), effective)
     return {"object": "response.input_tokens", "input_tokens": tokens}
@@ -168,6 +168,15 @@ async def _json_body(request: Request) -> object:
         return json.loads(await request.body())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise invalid_json() from exc
+
+
+def _checked(operation: str, body: object) -> dict[str, Any]:
+    """The body, if OpenAI's schema for `operation` takes it; else the API's own 400."""
+    refusal = strict.check_body(operation, body)
+    if refusal is not None:
+        raise refused(refusal)
+    assert isinstance(body, dict)  # every body schema is an object
+    return body
 
 
 async def _before_answer(request: Request, step: AnyStep | None, stream: bool) -> bool:

@@ -4,21 +4,12 @@ import time
 from typing import Any
 
 from delegate.openai_standin import chain, compaction
-from delegate.openai_standin.errors import invalid_type, missing_parameter
 from delegate.openai_standin.ids import new_id
 from delegate.openai_standin.items import Item
 from delegate.openai_standin.script import AnyStep, TextStep
 from delegate.openai_standin.shapes import usage
 from delegate.openai_standin.store import ResponseStore
 from delegate.openai_standin.tokens import estimate_items, estimate_prompt
-
-
-def validate(body: object) -> dict[str, Any]:
-    if not isinstance(body, dict):
-        raise invalid_type("body", "an object", body)
-    if "model" not in body:
-        raise missing_parameter("model")
-    return body
 
 
 def compact(

@@ -13,8 +13,6 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from delegate.openai_standin.errors import invalid_type
-
 TOOL_TYPES = frozenset({"web_search", "web_search_2025_08_26", "web_search_preview", "web_search_preview_2025_03_11"})
 SOURCES_INCLUDE = "web_search_call.action.sources"
 
@@ -58,18 +56,6 @@ class SearchTool:
 
 def is_search_tool(tool: object) -> bool:
     return isinstance(tool, dict) and tool.get("type") in TOOL_TYPES
-
-
-def validate_tool(tool: dict[str, Any], param: str) -> None:
-    """Only what the stand-in reads must be well-typed; everything else is accepted."""
-    filters = tool.get("filters")
-    if filters is None:
-        return
-    if not isinstance(filters, dict):
-        raise invalid_type(f"{param}.filters", "an object", filters)
-    domains = filters.get("allowed_domains")
-    if domains is not None and not (isinstance(domains, list) and all(isinstance(d, str) for d in domains)):
-        raise invalid_type(f"{param}.filters.allowed_domains", "an array of strings", domains)
 
 
 def find_tool(tools: list[dict[str, Any]]) -> SearchTool | None:

@@ -16,6 +16,7 @@ from typing import Any
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from delegate.openai_standin import strict
 from delegate.openai_standin.ids import new_id
 from delegate.openai_standin.realtime import audio, session
 from delegate.openai_standin.realtime.answers import answer_text
@@ -26,6 +27,7 @@ from delegate.openai_standin.realtime.responder import Pace, Plan, ResponseRun
 from delegate.openai_standin.realtime.script import RealtimeScript
 from delegate.openai_standin.realtime.vad import VadEvent
 from delegate.openai_standin.realtime.wire import Event, EventError, error_event, server_event
+from delegate.openai_standin.refusals import invalid_value
 
 log = logging.getLogger(__name__)
 
@@ -120,11 +122,10 @@ class RealtimeConnection:
         kind = event.get("type") if isinstance(event, dict) else None
         handler = self._handlers.get(kind) if isinstance(kind, str) else None
         try:
-            if handler is None:
-                raise EventError(
-                    f"Invalid value: '{kind}'. Supported values are: {', '.join(repr(k) for k in self._handlers)}.",
-                    param="type",
-                )
+            refusal = strict.check_event(event) if handler else invalid_value(kind, list(self._handlers), "type")
+            if refusal is not None:
+                raise EventError(refusal.message, code=refusal.code, param=refusal.param)
+            assert handler is not None
             await handler(event, event_id)
         except EventError as exc:
             await self._error(exc, event_id)
@@ -143,17 +144,14 @@ class RealtimeConnection:
     # -- session ------------------------------------------------------------
 
     async def _session_update(self, event: dict[str, Any], _event_id: str | None) -> None:
-        refused = self.script.take_session_update()
-        if refused is not None:
-            raise EventError(refused.message, code=refused.code, kind=refused.type, param="session")
-        self.config = session.merged(self.config, event.get("session"), audio_started=self.audio_started)
+        self.config = session.merged(self.config, event["session"], audio_started=self.audio_started)
         self.input.configure(self._input["format"], self._input["turn_detection"])
         await self._event("session.updated", session=self.config)
 
     # -- input audio ----------------------------------------------------------
 
     async def _append(self, event: dict[str, Any], _event_id: str | None) -> None:
-        data = _audio_bytes(event.get("audio"), "audio")
+        data = _audio_bytes(event["audio"], "audio")
         for vad_event in self.input.append(data):
             await self._on_vad(vad_event)
 
@@ -224,7 +222,7 @@ class RealtimeConnection:
     # -- conversation ---------------------------------------------------------
 
     async def _item_create(self, event: dict[str, Any], _event_id: str | None) -> None:
-        item = client_item(event.get("item"))
+        item = client_item(event["item"])
         if self.conversation.get(item["id"]) is not None:
             raise EventError(f"Item with id '{item['id']}' already exists.", code="duplicate_item_id", param="item.id")
         for part in item.get("content") or []:
@@ -255,8 +253,8 @@ class RealtimeConnection:
             raise EventError("Only assistant messages with audio can be truncated.", param="item_id")
         if event.get("content_index", 0) != 0:
             raise EventError("Invalid 'content_index': the audio is content 0.", param="content_index")
-        end_ms = event.get("audio_end_ms")
-        if isinstance(end_ms, bool) or not isinstance(end_ms, int) or end_ms < 0:
+        end_ms = event["audio_end_ms"]  # an integer (the spec's), not negative (the API's)
+        if end_ms < 0:
             raise EventError("'audio_end_ms' must be a non-negative integer.", param="audio_end_ms")
         sent_ms = self.conversation.facts_of(item["id"]).audio_sent_ms
         if end_ms > sent_ms:
@@ -278,8 +276,6 @@ class RealtimeConnection:
 
     async def _response_create(self, event: dict[str, Any], event_id: str | None) -> None:
         options = event.get("response") or {}
-        if not isinstance(options, dict):
-            raise EventError("Invalid 'response': expected an object.", code="invalid_type", param="response")
         if self.run is not None and self.run.active:
             raise _busy()
         await self._respond(options, event_id)
@@ -312,7 +308,7 @@ class RealtimeConnection:
         output = (options.get("audio") or {}).get("output") or {}
         fmt = self.config["audio"]["output"]["format"]
         if output.get("format") is not None:
-            fmt = session.checked_format(output["format"], "response.audio.output.format")
+            fmt = session.checked_format(output["format"])
         modalities = options.get("output_modalities") or self.config["output_modalities"]
         if modalities not in (["audio"], ["text"]):
             raise EventError('\'output_modalities\' must be ["audio"] or ["text"].', param="response.output_modalities")
@@ -355,9 +351,7 @@ def _busy() -> EventError:
     )
 
 
-def _audio_bytes(value: Any, param: str) -> bytes:
-    if not isinstance(value, str):
-        raise EventError(f"Invalid '{param}': expected base64-encoded audio.", code="invalid_type", param=param)
+def _audio_bytes(value: str, param: str) -> bytes:
     try:
         return base64.b64decode(value, validate=True)
     except (binascii.Error, ValueError) as exc:

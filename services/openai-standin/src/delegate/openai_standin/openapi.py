@@ -1,0 +1,103 @@
+"""OpenAI's own request schemas (a trimmed copy of its published OpenAPI spec, see
+`spec/`), compiled once into JSON Schema 2020-12 validators.
+
+Two readings of the spec make it say what the API does rather than more:
+
+- its `oneOf`s are not exclusive (`{"role": "user", "content": "hi", "type": "message"}`
+  is both an `EasyInputMessage` and an `InputMessage`, and the API takes it), so they are
+  read as `anyOf`;
+- OpenAPI 3.0's `nullable: true`, and an object schema whose `default` is null
+  (`noise_reduction`: "null to turn off"), accept null.
+
+Where the API is known to take what the spec refuses, `RELAXED` says so, with why;
+everything else is the spec's word.
+"""
+
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError
+from jsonschema.protocols import Validator
+
+Schema = dict[str, Any]
+
+SPEC_FILE = Path(__file__).parent / "spec" / "openapi.trimmed.json"
+_REF_PREFIX = "#/components/schemas/"
+_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "dependentSchemas")
+
+# Component schema -> (properties added, names no longer required). The spec shares
+# these schemas between requests and responses, where the fields are always present.
+RELAXED: dict[str, tuple[dict[str, Any], frozenset[str]]] = {
+    # The API defaults an omitted `strict` to true (widely relied on, e.g. by the
+    # Vercel AI SDK and RubyLLM, which omit it).
+    "FunctionTool": ({}, frozenset({"strict"})),
+    # `/responses/compact` returns the window's user messages with `msg_` ids, and the
+    # compaction guide says to send that output back as it is.
+    "InputMessage": ({"id": {"type": "string"}}, frozenset()),
+}
+
+
+def _read(node: Any) -> Any:
+    if isinstance(node, list):
+        return [_read(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out: Schema = {}
+    for key, value in node.items():
+        if key in _SCHEMA_MAPS and isinstance(value, dict):
+            out[key] = {name: _read(schema) for name, schema in value.items()}
+        elif key == "oneOf":
+            out["anyOf"] = _read(value)
+        elif key != "nullable":
+            out[key] = _read(value)
+    nullable = node.get("nullable") is True or ("default" in node and node["default"] is None and "type" in node)
+    if nullable and node.get("type") != "null":
+        return {"anyOf": [out, {"type": "null"}]}
+    return out
+
+
+class Spec:
+    """The trimmed spec with a validator per request body and per Realtime client event."""
+
+    def __init__(self, document: dict[str, Any]) -> None:
+        self.source: dict[str, Any] = document["x-source"]
+        self.schemas: dict[str, Schema] = _read(document["components"]["schemas"])
+        for name, (added, optional) in RELAXED.items():
+            schema = self.schemas[name]
+            schema["properties"] = {**schema.get("properties", {}), **added}
+            schema["required"] = [key for key in schema.get("required", []) if key not in optional]
+        # Sub-schemas evolved from this root resolve `#/components/schemas/...` against it.
+        self._root = Draft202012Validator({"components": {"schemas": self.schemas}})
+        self.bodies: dict[str, Schema] = {name: _read(s) for name, s in document["bodies"].items()}
+        self.events: dict[str, Schema] = {kind: _read(s) for kind, s in document["realtime_client_events"].items()}
+        self._validators: dict[int, Validator] = {}
+        for schema in [*self.bodies.values(), *self.events.values()]:
+            self.validator(schema)
+
+    def deref(self, schema: Schema) -> Schema:
+        ref = schema.get("$ref")
+        if isinstance(ref, str) and ref.startswith(_REF_PREFIX):
+            return self.schemas[ref.removeprefix(_REF_PREFIX)]
+        raise ValueError(f"unresolvable $ref {ref!r}")
+
+    def validator(self, schema: Schema) -> Validator:
+        # One per schema, kept: the schemas live as long as the spec.
+        validator = self._validators.get(id(schema))
+        if validator is None:
+            validator = self._validators[id(schema)] = self._root.evolve(schema=schema)
+        return validator
+
+    def first_error(self, schema: Schema, instance: Any) -> ValidationError | None:
+        return next(self.validator(schema).iter_errors(instance), None)
+
+    def is_valid(self, schema: Schema, instance: Any) -> bool:
+        return bool(self.validator(schema).is_valid(instance))
+
+
+@cache
+def spec() -> Spec:
+    """The spec, read and compiled once per process (at app start, see `app.py`)."""
+    return Spec(json.loads(SPEC_FILE.read_text(encoding="utf-8")))
