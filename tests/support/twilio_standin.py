@@ -18,8 +18,13 @@ official SDK talks to unchanged through TWILIO_API_BASE_URL.
 Endpoints (all need HTTP Basic ``AccountSid:AuthToken``, else 401 with Twilio's error JSON):
 
 - ``POST /2010-04-01/Accounts/{sid}/Messages.json``: form fields To, From, Body, MediaUrl
-  (repeated), StatusCallback; 201 + the Message resource. Missing To/From/Body, or a Body
-  over 1600 characters, is a 400 with Twilio's error code, as the real API answers.
+  (repeated), StatusCallback, SmartEncoded; 201 + the Message resource. Missing To/From/Body, a
+  Body over 1600 characters, or a parameter Twilio's API definition does not have
+  (``MESSAGE_PARAMS``) is a 400 with Twilio's error code, as the real API answers.
+  ``SmartEncoded=true`` replaces the characters that have a GSM-7 lookalike (curly quotes,
+  dashes, ellipsis, odd spaces) when that leaves the body all GSM-7, and stores the replaced
+  body: whether Twilio's resource shows the original or the replaced text is not documented,
+  and this is the harder case for a sender that finds its earlier sends by their body.
 - ``GET /2010-04-01/Accounts/{sid}/Messages.json``: newest first, filters To, From, DateSent,
   DateSent<, DateSent> (messages not yet sent have no date_sent and match no date filter),
   paged with PageSize/Page in Twilio's page shape.
@@ -70,6 +75,29 @@ from .twilio_sign import twilio_signature
 
 API = "/2010-04-01"
 ERRORS = "https://www.twilio.com/docs/errors/"
+
+# The Messages create parameters of Twilio's API definition (twilio_api_v2010, POST Messages.json).
+MESSAGE_PARAMS = frozenset({
+    "To", "StatusCallback", "ApplicationSid", "MaxPrice", "ProvideFeedback", "Attempt", "ValidityPeriod",
+    "ForceDelivery", "ContentRetention", "AddressRetention", "SmartEncoded", "PersistentAction", "TrafficType",
+    "ShortenUrls", "ScheduleType", "SendAt", "SendAsMms", "ContentVariables", "RiskCheck", "From",
+    "MessagingServiceSid", "FallbackFrom", "Body", "MediaUrl", "ContentSid",
+})
+# SmartEncoded: Unicode characters with a GSM-7 lookalike, replaced when nothing else in the body
+# needs Unicode (a body with an emoji goes as it is).
+SMART_ENCODING = str.maketrans({
+    "\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201c": '"', "\u201d": '"', "\u201e": '"',
+    "\u2013": "-", "\u2014": "-", "\u2026": "...", "\u00a0": " ", "\u2009": " ", "\u202f": " ",
+})
+GSM7 = frozenset(
+    "@£$¥èéùìòÇ\nØø\rÅåΔ_ΦΓΛΩΠΨΣΘΞÆæßÉ !\"#¤%&'()*+,-./0123456789:;<=>?¡ABCDEFGHIJKLMNOPQRSTUVWXYZÄÖÑÜ§¿"
+    "abcdefghijklmnopqrstuvwxyzäöñüà^{}\\[~]|€"
+)
+
+
+def smart_encoded(body: str) -> str:
+    replaced = body.translate(SMART_ENCODING)
+    return replaced if set(replaced) <= GSM7 else body
 
 # The Calls create parameters of Twilio's API definition (twilio_api_v2010, POST Calls.json).
 CALL_PARAMS = frozenset({
@@ -384,6 +412,14 @@ class TwilioStandin:
             values = form.get(name)
             return values[0] if values else None
 
+        unknown = sorted(set(form) - MESSAGE_PARAMS)
+        if unknown:
+            self._error(h, 400, 20001, f"Invalid parameter: {unknown[0]}")
+            return
+        smart = one("SmartEncoded")
+        if smart is not None and smart.lower() not in ("true", "false"):
+            self._error(h, 400, 20001, f"Invalid parameter: SmartEncoded must be true or false, not {smart!r}")
+            return
         with self._lock:
             failure = self._state.failures.pop(0) if self._state.failures else None
             hold = self._state.holds.pop(0) if self._state.holds and failure is None else None
@@ -391,6 +427,8 @@ class TwilioStandin:
             self._error(h, failure.status, failure.code, failure.message)
             return
         to, from_, body, media = one("To"), one("From"), one("Body") or "", form.get("MediaUrl", [])
+        if smart is not None and smart.lower() == "true":
+            body = smart_encoded(body)
         if not to:
             self._error(h, 400, 21604, "A 'To' phone number is required.")
             return

@@ -3,10 +3,11 @@ attempt, verification with Twilio instead of a blind resend, ``sent``/``failed``
 
 A send that may have reached Twilio without us seeing the answer (a timeout, a dropped
 connection, a sender killed mid-request and redelivered) is checked against Twilio's list of
-messages to the owner before anything is sent again: a part whose exact body is there,
-created since the first attempt, counts as sent. Two different outbox messages with the same
-text a few minutes apart could be mistaken for each other there; only a retry after such an
-uncertain attempt looks, never a first attempt.
+messages to the owner before anything is sent again: a part whose body is there (as sent, or
+as Twilio's Smart Encoding rewrote it: ``sms_encoding``), created since the first attempt,
+counts as sent. Two different outbox messages with the same text a few minutes apart could be
+mistaken for each other there; only a retry after such an uncertain attempt looks, never a
+first attempt.
 """
 
 import asyncio
@@ -25,6 +26,7 @@ from delegate.runtime.retry import Backoff, sleep_unless
 from .deliveries import DeliveryLog, redelivered
 from .health import Health
 from .settings import Settings
+from .sms_encoding import same_body
 from .sms_split import split_sms
 
 if TYPE_CHECKING:  # the Twilio SDK (and requests) loads when SMS is configured and sent, not at start
@@ -127,6 +129,7 @@ class SmsSender:
             return client.messages.create(
                 to=settings.owner_phone, from_=settings.twilio_phone_number, body=body,
                 status_callback=status_callback(settings, msg.id, msg.parent_id),
+                smart_encoded=True,  # GSM-7 lookalikes for curly quotes and dashes: fewer segments
             )
 
         message = await self._call(create, sending=True)
@@ -151,7 +154,7 @@ class SmsSender:
             if message.sid in used or (created is not None and created < since - CLOCK_SKEW):
                 continue
             for index, body in enumerate(parts):
-                if index not in known and index not in found and message.body == body:
+                if index not in known and index not in found and same_body(message.body, body):
                     found[index] = str(message.sid)
                     used.add(message.sid)
                     break
