@@ -74,6 +74,7 @@ BAD_FRAMES = [
     (json.dumps({"type": "message", "text": "x" * (ws.MAX_CHAT_TEXT + 1)}), "text_too_long"),
     (json.dumps({"type": "message", "text": "y" * (1024 * 1024)}), "too_large"),
     ("z" * (1024 * 1024), "too_large"),
+    ("w" * (4 * 1024 * 1024 + 1), "too_large"),  # past uvicorn's old limit: closed 1009, unexplained
     ('{"type": "hello", "after_seq": "5"}', "bad_frame"),
     ('{"type": "hello", "after_seq": -1}', "bad_frame"),
 ]

@@ -30,7 +30,7 @@ async def test_deeply_nested_json_is_a_400_and_one_log_line_not_a_500_and_a_trac
         async with httpx.AsyncClient(base_url=gateway.http) as c:
             r = await c.post(path, content=NESTED, headers=headers | {"Content-Type": "application/json"})
     assert r.status_code == 400, r.text
-    assert r.json()["error"] == {"code": "bad_json", "message": "the body is nested too deeply"}
+    assert r.json()["error"] == {"code": "bad_json", "message": "the body is nested too deeply (at most 64 levels)"}
     mine = [rec for rec in caplog.records if rec.name.startswith(("delegate", "uvicorn.error"))]
     assert not [rec for rec in mine if rec.exc_info or "Traceback" in rec.getMessage()]
     assert len([rec for rec in mine if "nested too deeply" in rec.getMessage()]) == 1
@@ -147,3 +147,46 @@ def _nth_error(code: str, n: int) -> Callable[[dict[str, Any]], bool]:
         return count >= n
 
     return matches
+
+
+def deep(levels: int) -> bytes:
+    return b'{"x":' * levels + b"1" + b"}" * levels
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body"),
+    [
+        ("POST", "/api/tasks", b'{"goal": "g", "budget": ' + deep(70) + b"}"),
+        ("PATCH", "/api/memories/f-1", b'{"text": "t", "type": ' + deep(70) + b"}"),
+        ("POST", "/api/messages", b'{"text": "t", "extra": ' + deep(200) + b"}"),
+        ("POST", "/api/signals", b'{"kind": "script", "payload": {"text": "t", "data": ' + deep(197) + b"}}"),
+    ],
+    ids=["task-body", "memory-patch", "message", "signal"],
+)
+async def test_every_json_route_refuses_a_body_past_the_depth_limit_naming_it(
+    gateway: Gateway, bus: Bus, method: str, path: str, body: bytes
+) -> None:
+    """One bound for every route (contracts.limits): what the gateway takes, every consumer decodes."""
+    async with httpx.AsyncClient(base_url=gateway.http, headers=auth()) as c:
+        r = await c.request(method, path, content=body, headers={"Content-Type": "application/json"})
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["code"] == "bad_json" and "at most 64 levels" in r.json()["error"]["message"]
+    assert await stream_messages(bus, "AGENT") == [] and await stream_messages(bus, "INNER") == []
+
+
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e400"])
+async def test_nan_and_infinity_are_refused_not_stored_as_null(gateway: Gateway, bus: Bus, number: str) -> None:
+    body = b'{"kind": "script", "payload": {"text": "t", "data": {"reading": ' + number.encode() + b"}}}"
+    async with httpx.AsyncClient(base_url=gateway.http, headers=auth()) as c:
+        r = await c.post("/api/signals", content=body, headers={"Content-Type": "application/json"})
+    assert r.status_code == 400 and r.json()["error"]["code"] == "bad_json", r.text
+    assert await stream_messages(bus, "INNER") == []
+
+
+@pytest.mark.parametrize("goal", ["\u200b\u200b", "\ufeff", "\u3164 \u200d", "   "])
+async def test_a_task_goal_of_invisible_characters_is_empty_text_as_on_chat(gateway: Gateway, goal: str) -> None:
+    async with httpx.AsyncClient(base_url=gateway.http, headers=auth()) as c:
+        task = await c.post("/api/tasks", json={"goal": goal})
+        message = await c.post("/api/messages", json={"text": goal})
+    assert (task.status_code, task.json()["error"]["code"]) == (400, "empty_text"), task.text
+    assert (message.status_code, message.json()["error"]["code"]) == (400, "empty_text"), message.text

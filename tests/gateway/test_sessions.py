@@ -281,3 +281,61 @@ async def test_a_session_expires_and_the_bucket_follows_the_configured_lifetime(
         while not await expired():
             assert asyncio.get_running_loop().time() < deadline, "the short session never expired"
             await asyncio.sleep(0.2)
+
+
+REBOUND = "attacker.example:{port}"  # a foreign name that an attacker's DNS points at this machine
+
+
+async def test_a_cookie_write_whose_origin_matches_a_forged_host_is_refused_and_writes_nothing(
+    gateway: Gateway, bus: Bus
+) -> None:
+    """The probe: Origin == Host was taken as "our own page", and the Host was the caller's to choose."""
+    cookie = await sign_in(gateway.http)
+    host = REBOUND.format(port=gateway.settings.delegate_port)
+    forged = cookie_headers(cookie, f"http://{host}") | {"Host": host}
+    async with httpx.AsyncClient(base_url=gateway.http) as c:
+        r = await c.post("/api/messages", headers=forged, json={"text": "pwned"})
+        assert r.status_code == 403 and r.json()["error"]["code"] == "forbidden_host", r.text
+        # A rebound name reads nothing with the cookie either, and cannot sign in or out.
+        r = await c.get("/api/timeline", headers=cookie_headers(cookie, None) | {"Host": host})
+        assert r.status_code == 403 and r.json()["error"]["code"] == "forbidden_host"
+        r = await c.post("/api/session", headers={"Host": host}, json={"token": TOKEN})
+        assert r.status_code == 403 and "set-cookie" not in r.headers
+        assert (await c.delete("/api/session", headers=forged)).status_code == 403
+        # Our own Host with the forged page's Origin: refused as a foreign page.
+        r = await c.post("/api/messages", headers=cookie_headers(cookie, f"http://{host}"), json={"text": "pwned"})
+        assert r.status_code == 403 and r.json()["error"]["code"] == "forbidden_origin"
+        # Sentinel: our own page, under any of the names the gateway listens on, goes through.
+        port = gateway.settings.delegate_port
+        for name in ("127.0.0.1", "localhost"):
+            ours = cookie_headers(cookie, f"http://{name}:{port}") | {"Host": f"{name}:{port}"}
+            assert (await c.post("/api/messages", headers=ours, json={"text": f"via {name}"})).status_code == 202
+    stored = [topics.AGENT_INPUT.decode(raw) for raw in await stream_messages(bus, "AGENT")]
+    assert [m.text for m in stored] == ["via 127.0.0.1", "via localhost"]
+    # /chat under the rebound name (its page's Origin): connected to us, named as the attacker.
+    async with websockets.connect(
+        f"ws://{host}/chat", host="127.0.0.1", port=gateway.settings.delegate_port,
+        additional_headers=cookie_headers(cookie, f"http://{host}"),
+    ) as conn:
+        refusal = await recv(conn)
+        with pytest.raises(websockets.ConnectionClosed):
+            await recv(conn)
+    assert refusal["code"] == "forbidden_origin" and conn.close_code == 4403
+
+
+async def test_the_public_base_url_is_an_origin_of_ours_and_its_host_a_name_of_ours(
+    nats_server: NatsServer, tmp_path: Path, bus: Bus
+) -> None:
+    settings = gateway_settings(role_url(nats_server, "gateway"), tmp_path, public_base_url="https://delegate.example")
+    (tmp_path / "client").mkdir()
+    async with running_gateway(settings) as gw:
+        cookie = await sign_in(gw.http)
+        async with httpx.AsyncClient(base_url=gw.http) as c:
+            # Behind a TLS proxy that passes the public name on (no port: https's own).
+            public = cookie_headers(cookie, "https://delegate.example") | {"Host": "delegate.example"}
+            assert (await c.post("/api/messages", headers=public, json={"text": "via the proxy"})).status_code == 202
+            plain = cookie_headers(cookie, "http://delegate.example") | {"Host": "delegate.example"}
+            r = await c.post("/api/messages", headers=plain, json={"text": "another scheme"})
+            assert r.status_code == 403 and r.json()["error"]["code"] == "forbidden_origin"
+    stored = [topics.AGENT_INPUT.decode(raw) for raw in await stream_messages(bus, "AGENT")]
+    assert [m.text for m in stored] == ["via the proxy"]

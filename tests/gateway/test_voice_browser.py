@@ -116,6 +116,8 @@ async def test_bad_frames_get_error_frames_and_the_call_goes_on(rig: VoiceRig) -
     ws = await live_call(rig)
     await ws.send(b"\x00" * (64 * 1024 + 1))
     assert (await next_json(ws))["code"] == "too_large"
+    await ws.send(b"\x00" * (4 * 1024 * 1024 + 1))  # past uvicorn's old limit: closed 1009, unexplained
+    assert (await next_json(ws))["code"] == "too_large"
     await ws.send("{not json")
     assert (await next_json(ws))["code"] == "bad_json"
     await ws.send(json.dumps({"type": "dance"}))

@@ -9,11 +9,12 @@ cannot be decoded and is dead-lettered with the reason by the consumer, never dr
 """
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
 from .ids import new_id, utcnow
+from .limits import JsonObject
 
 # ``urgent`` bypasses quiet hours and the interruption budget (and may place a call).
 Urgency = Literal["low", "normal", "urgent"]
@@ -111,7 +112,7 @@ class MemoryRelevant(SignalBase):
 
 class ScriptPayload(_Payload):
     text: str = Field(min_length=1, max_length=MAX_TEXT)
-    data: dict[str, Any] = Field(default_factory=dict)
+    data: JsonObject = Field(default_factory=dict)  # bounded: every consumer can decode it
 
 
 class ScriptSignal(SignalBase):

@@ -30,6 +30,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from .messages import BusModel, Reply
+from .text import refuse_blank
 
 TaskState = Literal["queued", "running", "paused", "done", "failed", "cancelled"]
 TERMINAL_STATES: frozenset[str] = frozenset({"done", "failed", "cancelled"})
@@ -79,9 +80,7 @@ class TaskCreate(BusModel):
     @field_validator("goal")
     @classmethod
     def _goal_has_words(cls, goal: str) -> str:
-        if not goal.strip():
-            raise ValueError("the goal is empty")
-        return goal.strip()
+        return refuse_blank("goal")(goal).strip()
 
     @field_validator("start_urls")
     @classmethod

@@ -5,39 +5,18 @@ validates its body with it and the ``message`` frame extends it, so both refuse 
 things with the same error types (``empty_text``, ``string_too_long`` on ``text``).
 """
 
-import unicodedata
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter
-from pydantic_core import PydanticCustomError
 
 from .events import MAX_SEQ
+from .text import refuse_blank
 
 MAX_CHAT_TEXT = 32_000  # characters in one user message
 MAX_FRAME_BYTES = 64 * 1024  # a bigger client frame is refused with an error frame
 MAX_CLIENT_MSG_ID = 200
 
-# Characters that draw nothing but that neither str.isspace() nor str.strip() know about:
-# fillers that render as blank glyphs. Format characters (Cf: zero-width space/joiners, word
-# joiner, BOM, soft hyphen, bidi marks) are caught by their category.
-_BLANK_GLYPHS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
-
-
-def is_blank(text: str) -> bool:
-    """True when the text shows nothing: only whitespace, control, format or filler characters."""
-    return all(
-        ch.isspace() or ch in _BLANK_GLYPHS or unicodedata.category(ch) in ("Cc", "Cf", "Zs", "Zl", "Zp")
-        for ch in text
-    )
-
-
-def _not_blank(text: str) -> str:
-    if is_blank(text):
-        raise PydanticCustomError("empty_text", "the message text is empty")
-    return text
-
-
-MessageText = Annotated[str, Field(max_length=MAX_CHAT_TEXT), AfterValidator(_not_blank)]
+MessageText = Annotated[str, Field(max_length=MAX_CHAT_TEXT), AfterValidator(refuse_blank("message text"))]
 # An empty id could never be deduplicated (it reads as "no id"): refused, as everywhere.
 ClientMsgId = Annotated[str, Field(min_length=1, max_length=MAX_CLIENT_MSG_ID)]
 # A turn is named by its user message's event id (the deltas' ``turn_id``).

@@ -90,7 +90,8 @@ class OwnerAuth:
         self._token = token.encode()
         self.sessions = SessionStore(token, settings.session_ttl_s)
         self.always_secure = settings.secure_cookies
-        self.public_origin = settings.public_origin
+        self.origins = settings.own_origins
+        self.hosts = frozenset(_host_port(origin) for origin in self.origins)
 
     def check_token(self, given: str | None) -> bool:
         return given is not None and hmac.compare_digest(given.encode(), self._token)
@@ -117,20 +118,39 @@ class OwnerAuth:
         (uvicorn rewrites the scheme from X-Forwarded-Proto for GATEWAY_TRUSTED_PROXIES only)."""
         return self.always_secure or scheme in ("https", "wss")
 
+    def host_allowed(self, headers: Mapping[str, str]) -> bool:
+        """The request was sent to one of our own names (DNS rebinding: a foreign name that
+        resolves to this machine reaches the gateway with that name as its Host)."""
+        name, port = _host_port(f"//{headers.get('host', '')}")
+        if not name:
+            return False
+        if port is None:  # the scheme's default port, whichever scheme it came over
+            return (name, 80) in self.hosts or (name, 443) in self.hosts
+        return (name, port) in self.hosts
+
     def origin_allowed(self, headers: Mapping[str, str], *, required: bool = False) -> bool:
         """A cookie-authenticated request must come from our own page (CSRF, WebSocket hijacking).
 
         SameSite=Strict keeps the cookie off cross-site requests, but "site" ignores the port:
-        another local app's page is same-site. So the Origin must be ours exactly: PUBLIC_BASE_URL's,
-        or the Host the request was sent to. Browsers send Origin on every WebSocket handshake and
-        every POST/DELETE, so ``required`` (REST writes) refuses a missing one; a WebSocket without
-        Origin is a non-browser client.
+        another local app's page is same-site. So the Origin must be ours exactly: one of the
+        configured origins (``Settings.own_origins``), never whatever the request's own Host
+        says (a forged Host would vouch for itself), and the Host must be one of ours too.
+        Browsers send Origin on every WebSocket handshake and every POST/DELETE, so ``required``
+        (REST writes) refuses a missing one; a WebSocket without Origin is a non-browser client.
         """
+        if not self.host_allowed(headers):
+            return False
         origin = headers.get("origin")
         if not origin or origin == "null":
             return not required and not origin
-        origin = origin.lower()
-        if origin == self.public_origin:
-            return True
-        host = headers.get("host", "").lower()
-        return bool(host) and urlsplit(origin).netloc == host
+        return origin.lower() in self.origins
+
+
+def _host_port(origin: str) -> tuple[str, int | None]:
+    """(host, port) of an origin (or of ``//host:port``), the scheme's default port filled in."""
+    parts = urlsplit(origin.lower())
+    try:
+        port = parts.port
+    except ValueError:
+        return ("", None)
+    return (parts.hostname or "", port if port is not None else {"http": 80, "https": 443}.get(parts.scheme))

@@ -132,7 +132,10 @@ def require_json_body(method: str, headers: Mapping[str, str]) -> None:
 
 
 def check_cookie_origin(ctx: GatewayContext, request: Request) -> None:
-    """A state-changing request on the strength of the cookie must come from our own page."""
+    """A request on the strength of the cookie must be sent to one of our own names (DNS
+    rebinding), and a state-changing one must come from our own page (CSRF)."""
+    if not ctx.auth.host_allowed(request.headers):
+        raise ApiError(403, "forbidden_host", "this Host is not one of this gateway's names (set PUBLIC_BASE_URL)")
     if request.method not in SAFE_METHODS and not ctx.auth.origin_allowed(request.headers, required=True):
         raise ApiError(403, "forbidden_origin", "this page's origin may not use the session")
 

@@ -2,7 +2,6 @@
 and the turn controls (stop, regenerate)."""
 
 import asyncio
-import json
 import logging
 from typing import Any
 
@@ -16,7 +15,7 @@ from delegate.contracts.messages import AgentCommand, AgentState, PageRequest, U
 from delegate.runtime.bus import Bus, BusUnavailable, RemoteError
 
 from .auth import SESSION_COOKIE
-from .bodies import read_body
+from .bodies import read_json
 from .channels import ChannelsCache
 from .deps import BusDep, ContextDep, SettingsDep, check_cookie_origin, require_json_body, require_owner
 from .errors import ApiError
@@ -27,7 +26,6 @@ from .turns import TurnRejected, regenerate_turn, stop_turn, submit_edit_or_mess
 
 log = logging.getLogger(__name__)
 
-MAX_BODY_BYTES = 64 * 1024
 MAX_PAGE = 5000
 READY_PING_TIMEOUT_S = 1.0
 # /readyz: ready when these answer ready; also unready, with the reason, when one of the
@@ -48,19 +46,6 @@ class SignIn(BaseModel):
     token: str = Field(max_length=512)
 
 
-async def read_json(request: Request, limit: int = MAX_BODY_BYTES) -> Any:
-    """The body as JSON, refusing anything over ``limit`` bytes before and while reading it."""
-    raw = await read_body(request, limit)
-    try:
-        return json.loads(raw)
-    except ValueError as exc:  # also UnicodeDecodeError
-        raise ApiError(400, "bad_json", "the body is not valid JSON") from exc
-    except RecursionError as exc:
-        # ~1,000 nested arrays fit in 2 KB: a client error, worth one line, not a traceback.
-        log.info("refused a %s %s body nested too deeply", request.method, request.url.path)
-        raise ApiError(400, "bad_json", "the body is nested too deeply") from exc
-
-
 def parse_body(model: type[BaseModel], data: Any) -> Any:
     if not isinstance(data, dict):
         raise ApiError(400, "bad_request", "the body must be a JSON object")
@@ -72,6 +57,8 @@ def parse_body(model: type[BaseModel], data: Any) -> Any:
             raise ApiError(problem.status, problem.code, problem.message) from exc
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first.get("loc", ())) or "body"
+        if first.get("type") == "empty_text":  # one code for empty text, whichever field (contracts.text)
+            raise ApiError(400, "empty_text", f"{where}: {first.get('msg', 'empty')}") from exc
         raise ApiError(400, "bad_request", f"{where}: {first.get('msg', 'invalid')}") from exc
 
 
@@ -149,8 +136,9 @@ def _clear_cookie(response: Response, secure: bool) -> None:
 @public.post("/api/session", status_code=204)
 async def sign_in(request: Request, ctx: ContextDep) -> Response:
     """The token, once, for a session cookie: a new random session id, stored server-side."""
-    # A foreign page may not sign the browser in either (login CSRF); scripts send no Origin.
-    if "origin" in request.headers and not ctx.auth.origin_allowed(request.headers):
+    # A foreign page may not sign the browser in either (login CSRF); scripts send no Origin, but
+    # every sign-in is sent to one of our own names (a cookie set under a rebound name is refused).
+    if not ctx.auth.origin_allowed(request.headers):
         raise ApiError(403, "forbidden_origin", "this page's origin may not sign in")
     require_json_body(request.method, request.headers)
     body = parse_body(SignIn, await read_json(request, limit=4096))

@@ -16,9 +16,12 @@ from .twilio_voice import CALL_PATH, public_url
 
 log = logging.getLogger(__name__)
 
-# uvicorn closes a connection (1009) on a frame over this; anything between ws.MAX_FRAME_BYTES and
-# this gets a polite ``too_large`` error frame and the connection stays open.
-WS_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+# uvicorn closes a connection (1009) on a frame over this, before our handler sees it; anything
+# between ws.MAX_FRAME_BYTES and this gets the documented ``too_large`` error frame and the
+# connection stays open. Far above the contract's limit, so that a client that overshoots it
+# (a paste, a long recording) hears why; a frame is read whole before it is refused, so this is
+# also what one frame may cost the gateway in memory.
+WS_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 
 
 # A client that reads nothing is found by the keepalive: no pong within these, and its

@@ -18,9 +18,10 @@ from delegate.contracts.events import FactType
 from delegate.contracts.memory import MemoryFactsCommand, MemoryFactsReply, MemorySearchRequest
 from delegate.runtime.bus import Bus, BusUnavailable, RemoteError
 
+from .bodies import read_json
 from .deps import BusDep, require_owner
 from .errors import ApiError
-from .http import parse_body, read_json
+from .http import parse_body
 from .idempotency import idempotency_key
 from .reminders_api import parse_bool
 

@@ -137,3 +137,17 @@ class Settings(ServiceSettings):
     def public_origin(self) -> str:
         parts = urlsplit(self.public_base_url)
         return f"{parts.scheme}://{parts.netloc}".lower()
+
+    @property
+    def own_origins(self) -> frozenset[str]:
+        """The origins the owner's pages come from: PUBLIC_BASE_URL's when it is set, and the
+        address the gateway listens on (its loopback names when it listens on every interface)."""
+        port = self.delegate_port
+        if self.delegate_host in ("0.0.0.0", "::", "", "127.0.0.1", "localhost", "::1"):
+            hosts = ["localhost", "127.0.0.1", "[::1]"]
+        else:
+            hosts = [f"[{self.delegate_host}]" if ":" in self.delegate_host else self.delegate_host]
+        origins = {f"http://{host}:{port}".lower() for host in hosts}
+        if "public_base_url" in self.model_fields_set:
+            origins.add(self.public_origin)
+        return frozenset(origins)

@@ -22,9 +22,9 @@ from delegate.contracts.ids import utcnow
 from delegate.contracts.signals import OWNER_SIGNAL_KINDS, SIGNAL_ADAPTER, AnySignal
 from delegate.runtime.bus import BusUnavailable
 
+from .bodies import read_json
 from .deps import ContextDep, require_owner
 from .errors import ApiError
-from .http import read_json
 from .inputs import PUBLISH_DEADLINE_S
 
 log = logging.getLogger(__name__)

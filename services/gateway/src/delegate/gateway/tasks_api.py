@@ -27,9 +27,10 @@ from delegate.contracts.messages import QueryRequest
 from delegate.contracts.tasks import TaskAction, TaskControl, TaskCreate, TaskGet, TaskList, TaskReply
 from delegate.runtime.bus import Bus, BusUnavailable, RemoteError
 
+from .bodies import read_json
 from .deps import BusDep, ContextDep, SettingsDep, require_owner
 from .errors import ApiError
-from .http import parse_body, read_json
+from .http import parse_body
 from .idempotency import idempotency_key
 
 log = logging.getLogger(__name__)
