@@ -259,3 +259,71 @@ async def test_a_gateway_killed_mid_import_leaves_whole_conversations_and_the_re
     messages = [e for e in await imported_events(bus, import_id) if e.kind == "message"]
     assert len(messages) == len({e.id for e in messages}) == 20_000
     assert set(Counter(e.conversation_id for e in messages).values()) == {50}
+
+
+def chatgpt_export(**changes: Any) -> list[dict[str, Any]]:
+    """A good one-conversation export, then ``changes`` applied: {"path.to.field": value}."""
+    t = 1_700_000_000.0
+    conversation: dict[str, Any] = {
+        "id": "conv-types", "create_time": t, "current_node": "a1",
+        "mapping": {
+            "root": {"id": "root", "parent": None, "children": ["u1"], "message": None},
+            "u1": {"id": "u1", "parent": "root", "children": ["a1"], "message": {
+                "id": "u1", "author": {"role": "user"}, "create_time": t + 1,
+                "content": {"content_type": "text", "parts": ["hello"]}}},
+            "a1": {"id": "a1", "parent": "u1", "children": [], "message": {
+                "id": "a1", "author": {"role": "assistant"}, "create_time": t + 2,
+                "content": {"content_type": "text", "parts": ["hi"]}}},
+        },
+    }
+    for path, value in changes.items():
+        *parents, last = path.split(".")
+        target = conversation
+        for name in parents:
+            target = target[name]
+        if value is DROP:
+            del target[last]
+        else:
+            target[last] = value
+    return [conversation]
+
+
+DROP = object()
+
+
+@pytest.mark.parametrize(
+    ("changes", "path"),
+    [
+        ({"mapping.u1.message.author": "user"}, "mapping.u1.message.author"),
+        ({"mapping.u1.message.author": ["user"]}, "mapping.u1.message.author"),
+        ({"mapping.a1.parent": ["u1"]}, "mapping.a1.parent"),
+        ({"mapping.a1.parent": {"u1": 1}}, "mapping.a1.parent"),
+        ({"current_node": DROP, "mapping.a1.message.create_time": 10**400}, "mapping.a1.message.create_time"),
+        ({"mapping.u1.message.create_time": 1e300}, "mapping.u1.message.create_time"),
+        ({"mapping.u1.message.content.parts": "hello"}, "mapping.u1.message.content.parts"),
+    ],
+    ids=["author-text", "author-list", "parent-list", "parent-object", "time-10e400", "time-past-9999", "parts-text"],
+)
+async def test_a_chatgpt_export_with_a_field_of_the_wrong_type_is_422_naming_its_path(
+    http: httpx.AsyncClient, bus: Bus, changes: dict[str, Any], path: str
+) -> None:
+    """The probe: these were 500s (AttributeError, unhashable type, OverflowError)."""
+    body = json.dumps(chatgpt_export(**changes)).encode()
+    reply = await http.post("/api/import", content=body, headers={"Content-Type": "application/json"})
+    assert reply.status_code == 422, reply.text
+    refusal = reply.json()
+    assert refusal["error"]["code"] == "bad_lines"
+    [error] = refusal["errors"]
+    assert error["line"] == 1 and error["message"].startswith(path + ":"), error
+    assert await imported_events(bus, refusal["import_id"]) == []
+
+
+async def test_import_lines_past_the_depth_limit_or_with_nan_are_bad_lines(http: httpx.AsyncClient) -> None:
+    good = dialog(3, "bounded")
+    deep = '{"x":' * 70 + "1" + "}" * 70
+    body = [good[0], json.dumps(good[1])[:-1] + ', "extra": ' + deep + "}", '{"ts": NaN}', good[2]]
+    reply = await http.post("/api/import", content=ndjson(body), headers=NDJSON)
+    assert reply.status_code == 422, reply.text
+    errors = reply.json()["errors"]
+    assert [e["line"] for e in errors] == [2, 3]
+    assert "64 levels" in errors[0]["message"] and "NaN" in errors[1]["message"]

@@ -7,11 +7,16 @@ half-imported body. A good body is planned as past conversations (``importing.pl
 written in the background, one atomic batch per conversation (``importing.job``); the answer
 is 202 with the import id at once. No model turn runs for imported messages.
 
+Reading, checking and planning a body is CPU work in proportion to its size (a 50 MB body is
+seconds of it): it runs in a worker thread, in steps of one line or one conversation, so the
+event loop (every socket, call relay and health check of this gateway) keeps its turn.
+
 Progress comes from two places: this gateway's own job (what it has written so far, known
 at once) and the memory service's index (``memory.cmd.import``: what every gateway wrote, as
 committed, and how much of it is indexed), so any gateway answers for any import.
 """
 
+import asyncio
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
@@ -27,9 +32,11 @@ from .deps import BusDep, SettingsDep, require_owner
 from .errors import ApiError
 from .idempotency import idempotency_key
 from .importing.chatgpt import parse_chatgpt
+from .importing.collector import collector_paused
 from .importing.job import Imports, Progress
+from .importing.lines import Problems
 from .importing.ndjson import parse_ndjson
-from .importing.plan import Format, build_plan, import_id_for
+from .importing.plan import Format, ImportPlan, build_plan, import_id_for
 
 router = APIRouter(prefix="/api", dependencies=[Depends(require_owner)])
 
@@ -50,6 +57,17 @@ def body_format(content_type: str | None, body: bytes) -> Format:
     return "ndjson"
 
 
+def prepare(body: bytes, fmt: Format, import_id: str) -> tuple[ImportPlan | None, Problems, int]:
+    """The body read, checked and planned (in a worker thread): the plan, or None and what is
+    wrong; and how many lines (or messages) were read, good and bad."""
+    with collector_paused():
+        lines, problems = parse_chatgpt(body) if fmt == "chatgpt" else parse_ndjson(body)
+        read = len(lines) + problems.count
+        if problems:
+            return None, problems, read
+        return build_plan(import_id, fmt, lines), problems, read
+
+
 @router.post("/import", status_code=202)
 async def start_import(request: Request, bus: BusDep, settings: SettingsDep) -> Any:
     key = idempotency_key(request)
@@ -59,12 +77,11 @@ async def start_import(request: Request, bus: BusDep, settings: SettingsDep) -> 
     imports = imports_of(request)
     if imports.running(import_id):
         return {"import_id": import_id, "status": "running"}  # the same POST again while it runs
-    lines, problems = parse_chatgpt(body) if fmt == "chatgpt" else parse_ndjson(body)
-    if problems:
-        progress = imports.refuse(bus, import_id, fmt, len(lines) + problems.count, problems.listed, problems.summary())
+    plan, problems, read = await asyncio.to_thread(prepare, body, fmt, import_id)
+    if plan is None:
+        progress = imports.refuse(bus, import_id, fmt, read, problems.listed, problems.summary())
         errors = [e.model_dump() for e in progress.errors]
         raise ApiError(422, "bad_lines", problems.summary(), import_id=import_id, errors=errors)
-    plan = build_plan(import_id, fmt, lines)
     imports.start(bus, plan)
     return JSONResponse(
         status_code=202,

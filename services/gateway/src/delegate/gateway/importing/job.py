@@ -19,6 +19,7 @@ from typing import Literal
 
 from delegate.contracts import topics
 from delegate.contracts.events import Event, ImportLineError
+from delegate.contracts.topics import Topic
 from delegate.runtime.bus import BatchRefused, Bus, BusUnavailable
 
 from .plan import Format, ImportPlan, refused
@@ -26,6 +27,16 @@ from .plan import Format, ImportPlan, refused
 log = logging.getLogger(__name__)
 
 LEDGER = topics.ledger_append("gateway")
+
+
+class _Encoded(Topic[bytes]):
+    """LEDGER for events the plan encoded already (``ConversationPlan.events``)."""
+
+    def encode(self, msg: bytes) -> bytes:
+        return msg
+
+
+ENCODED = _Encoded(LEDGER.subject, Event)
 BATCH_DEADLINE_S = 30.0
 FINISH_DEADLINE_S = 10.0  # the failed end of an import whose bus just failed: a short last try
 KEEP = 200  # finished jobs remembered
@@ -92,13 +103,12 @@ class Imports:
                 started = plan.started()
                 await bus.publish(LEDGER, started, msg_id=started.id, deadline=BATCH_DEADLINE_S)
                 for conversation in plan.conversations:
-                    events = conversation.events
                     ack = await bus.publish_batch(
-                        LEDGER, events, msg_ids=[e.id for e in events], deadline=BATCH_DEADLINE_S
+                        ENCODED, conversation.events, msg_ids=conversation.ids, deadline=BATCH_DEADLINE_S
                     )
                     if ack.duplicate:
                         log.info("import %s: conversation %s was stored before", plan.import_id, conversation.key)
-                    written += len(events)
+                    written += len(conversation.events)
                     progress.events = written
                 finished = plan.finished("done", written)
                 await bus.publish(LEDGER, finished, msg_id=finished.id, deadline=BATCH_DEADLINE_S)

@@ -1,7 +1,8 @@
 """One imported message, validated, and the list of what is wrong with a body (bounded)."""
 
 from dataclasses import dataclass, field
-from typing import Any
+from datetime import datetime
+from typing import Any, NamedTuple
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -43,17 +44,32 @@ class LineIn(BaseModel):
         return text
 
 
-@dataclass(frozen=True)
-class ImportLine:
+class ImportLine(NamedTuple):
     """A valid line: what it says, where it was (``line``, reported back) and its unique ``ordinal``.
 
     An NDJSON line's ordinal is its line number; an export's messages share their
     conversation's ``line`` (its 1-based index), so each gets its own running ordinal.
+
+    A tuple of plain values, not the ``LineIn`` it was checked as: a 50 MB body is hundreds of
+    thousands of lines held until the plan is made, and the garbage collector scans every model
+    or dataclass instance alive on each full pass (seconds, with the GIL held), but leaves
+    tuples of strings and times alone.
     """
 
     line: int
     ordinal: int
-    data: LineIn
+    ts: datetime
+    role: Role
+    text: str
+    channel: Channel
+    speaker: str | None
+    conversation: str | None
+    ref: str | None
+
+    @classmethod
+    def of(cls, line: int, ordinal: int, data: LineIn) -> "ImportLine":
+        return cls(line, ordinal, data.ts, data.role, data.text, data.channel, data.speaker, data.conversation,
+                   data.ref)
 
 
 @dataclass

@@ -12,6 +12,10 @@ under the same import id plans the very same events, and the ledger stores each 
 retried import writes nothing twice. The openings sit 2 and 1 microseconds before the first
 message and the closings as far after the last: the timeline orders by (ts, id), and an
 opening that shared its message's ts could sort after it.
+
+A conversation's events are kept as the bytes that will be published (``Event`` JSON), made
+as it is planned: a big import's plan is hundreds of thousands of events, and as models they
+would be what the garbage collector scans on every full pass.
 """
 
 import hashlib
@@ -21,6 +25,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 
+from delegate.contracts import topics
 from delegate.contracts.events import (
     ConversationEnded,
     ConversationOpened,
@@ -43,6 +48,7 @@ Format = Literal["ndjson", "chatgpt"]
 FRAMING = 4  # conversation.opened, span.opened, span.closed, conversation.ended
 MAX_PART_MESSAGES = MAX_BATCH - FRAMING
 TICK = timedelta(microseconds=1)
+LEDGER = topics.ledger_append("gateway")
 
 
 @dataclass(frozen=True)
@@ -50,11 +56,9 @@ class ConversationPlan:
     key: str  # "c:<the source's key>" or "d:<UTC day>"
     part: int  # 1-based
     parts: int
-    events: list[Event]
-
-    @property
-    def conversation_id(self) -> str:
-        return self.events[0].conversation_id or ""
+    conversation_id: str
+    ids: list[str]  # the events' ids, in order
+    events: list[bytes]  # the events as published on LEDGER (``Event`` JSON), in order
 
 
 @dataclass(frozen=True)
@@ -109,24 +113,24 @@ def refused(import_id: str, fmt: Format, lines: int, errors: Sequence[ImportLine
 def build_plan(import_id: str, fmt: Format, lines: Sequence[ImportLine]) -> ImportPlan:
     groups: dict[str, list[ImportLine]] = defaultdict(list)
     for line in lines:
-        conversation = line.data.conversation
-        day = line.data.ts.astimezone(UTC).date().isoformat()
+        conversation = line.conversation
+        day = line.ts.astimezone(UTC).date().isoformat()
         key = f"c:{conversation}" if conversation is not None else f"d:{day}"
         groups[key].append(line)
-    planned: list[ConversationPlan] = []
+    planned: list[tuple[datetime, str, int, ConversationPlan]] = []
     for key, members in groups.items():
-        members.sort(key=lambda m: (m.data.ts, m.ordinal))
+        members.sort(key=lambda m: (m.ts, m.ordinal))
         chunks = [members[i : i + MAX_PART_MESSAGES] for i in range(0, len(members), MAX_PART_MESSAGES)]
         for part, chunk in enumerate(chunks, start=1):
-            planned.append(_conversation(import_id, key, part, len(chunks), chunk))
-    planned.sort(key=lambda c: (c.events[0].ts, c.key, c.part))
-    return ImportPlan(import_id=import_id, format=fmt, lines=len(lines), conversations=planned)
+            planned.append((chunk[0].ts, key, part, _conversation(import_id, key, part, len(chunks), chunk)))
+    planned.sort(key=lambda c: c[:3])
+    return ImportPlan(import_id=import_id, format=fmt, lines=len(lines), conversations=[c[3] for c in planned])
 
 
 def _conversation(import_id: str, key: str, part: int, parts: int, members: list[ImportLine]) -> ConversationPlan:
     base = derive(import_id, key, str(part))
     conversation_id, span_id = f"ic{base[:30]}", f"is{base[:30]}"
-    first, last = members[0].data, members[-1].data
+    first, last = members[0], members[-1]
     channel = first.channel
     source = key[2:] if key.startswith("c:") else None
     label = source if parts == 1 else f"{(source or key[2:])[:480]} part {part}"
@@ -146,23 +150,26 @@ def _conversation(import_id: str, key: str, part: int, parts: int, members: list
     ]
     asked: str | None = None  # the newest user message: an answer's parent, as a live turn's
     for member in members:
-        data = member.data
         event_id = f"ie{base[:24]}-{member.ordinal:08d}"
         imported = Imported(
-            import_id=import_id, line=member.line, ref=data.ref, speaker=data.speaker, conversation=data.conversation
+            import_id=import_id, line=member.line, ref=member.ref, speaker=member.speaker,
+            conversation=member.conversation,
         )
         events.append(
             make_event(
-                Message(text=data.text, imported=imported), conversation_id=conversation_id, span_id=span_id,
-                channel=data.channel, role=data.role, parent_id=asked if data.role == "assistant" else None,
-                id=event_id, ts=data.ts,
+                Message(text=member.text, imported=imported), conversation_id=conversation_id, span_id=span_id,
+                channel=member.channel, role=member.role, parent_id=asked if member.role == "assistant" else None,
+                id=event_id, ts=member.ts,
             )
         )
-        if data.role == "user":
+        if member.role == "user":
             asked = event_id
     events.append(framing(SpanClosed(reason="imported"), "spanend", last.ts + TICK))
     events.append(framing(ConversationEnded(reason="import"), "end", last.ts + 2 * TICK))
-    return ConversationPlan(key=key, part=part, parts=parts, events=events)
+    return ConversationPlan(
+        key=key, part=part, parts=parts, conversation_id=conversation_id,
+        ids=[e.id for e in events], events=[LEDGER.encode(e) for e in events],
+    )
 
 
 def _bookkeeping(payload: ImportStarted | ImportFinished, digest: str) -> Event:
