@@ -127,3 +127,26 @@ def test_attachment_names_cannot_escape_or_hide() -> None:
 def test_text_for_the_agent_is_capped() -> None:
     parsed = mime.parse(mails.plain("word " * 40_000))
     assert len(parsed.text) == mime.TEXT_LIMIT
+
+
+async def test_references_fall_back_to_a_single_in_reply_to(rig: Rig) -> None:
+    # RFC 5322 §3.6.4: a parent without References but with a one-id In-Reply-To gives the
+    # reply "References: <its In-Reply-To> <its Message-ID>"
+    await rig.start_inbox()
+    rig.imap.append(
+        mails.plain("only in-reply-to", message_id="<p1@example.com>", headers={"In-Reply-To": "<root@example.com>"}),
+        mails.plain("both", message_id="<p2@example.com>",
+                    headers={"In-Reply-To": "<b@example.com>", "References": "<a@example.com> <b@example.com>"}),
+        mails.plain("two parents", message_id="<p3@example.com>",
+                    headers={"In-Reply-To": "<x@example.com> <y@example.com>"}),
+    )
+    inputs = await rig.wait_inputs(3)
+    assert [i["meta"]["references"] for i in inputs] == [
+        ["<root@example.com>"], ["<a@example.com>", "<b@example.com>"], [],
+    ]
+
+
+def test_thread_ids_prefer_references() -> None:
+    assert mime.thread_ids("<a@x> <b@x>", "<b@x>") == ["<a@x>", "<b@x>"]
+    assert mime.thread_ids("", "<b@x>") == ["<b@x>"]
+    assert mime.thread_ids("", "") == [] and mime.thread_ids("", "<b@x> <c@x>") == []

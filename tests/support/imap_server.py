@@ -3,9 +3,14 @@
 pymap has IDLE and gives every process start a new UIDVALIDITY, so restarting it (and
 re-appending the same mail) is how a test changes UIDVALIDITY. Tests put mail in with
 APPEND over IMAP (imaplib), as a delivering server would.
+
+With ``introspect_url`` the server also speaks XOAUTH2 as Gmail and Outlook do
+(``pymap_xoauth2``): an access token is good when that OAuth2 server says it is live and
+the user's.
 """
 
 import imaplib
+import os
 import shutil
 import subprocess
 import sys
@@ -13,6 +18,7 @@ from pathlib import Path
 
 from delegate.launcher.procs import free_port, wait_for_port
 
+ROOT = Path(__file__).resolve().parents[2]
 USER = "owner-inbox"
 PASSWORD = "inbox-secret"
 
@@ -28,7 +34,8 @@ def _pymap() -> str:
 
 
 class ImapServer:
-    def __init__(self, log_path: Path) -> None:
+    def __init__(self, log_path: Path, *, introspect_url: str | None = None, user: str = USER) -> None:
+        self.introspect_url, self.user = introspect_url, user
         self.host = "127.0.0.1"
         self.port = free_port()
         self.log_path = log_path
@@ -41,12 +48,16 @@ class ImapServer:
         """The process, not yet waited for: a caller starts other processes meanwhile, then
         ``wait_listening`` (their start-ups overlap instead of adding up)."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        listen = ["--host", self.host, "--port", str(self.port), "--no-tls"]
+        account = ["--demo-user", self.user, "--demo-password", PASSWORD]
+        if self.introspect_url is None:
+            command, env = [_pymap(), *listen, "dict", *account], None
+        else:
+            command = [sys.executable, "-m", "tests.support.pymap_xoauth2", *listen, "xoauth2-dict", *account,
+                       "--introspect-url", self.introspect_url]
+            env = {**os.environ, "PYTHONPATH": str(ROOT)}
         with self.log_path.open("ab") as log:
-            self.proc = subprocess.Popen(
-                [_pymap(), "--host", self.host, "--port", str(self.port), "--no-tls", "dict",
-                 "--demo-user", USER, "--demo-password", PASSWORD],
-                stdout=log, stderr=subprocess.STDOUT,
-            )
+            self.proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
         return self
 
     def wait_listening(self, timeout: float = 15.0) -> "ImapServer":
@@ -76,13 +87,13 @@ class ImapServer:
     def env(self, **extra: str) -> dict[str, str]:
         """The pollers' IMAP settings for this server."""
         return {
-            "IMAP_HOST": self.host, "IMAP_PORT": str(self.port), "IMAP_USER": USER,
+            "IMAP_HOST": self.host, "IMAP_PORT": str(self.port), "IMAP_USER": self.user,
             "IMAP_PASSWORD": PASSWORD, "IMAP_TLS": "none", "IMAP_MAILBOX": "INBOX", "IMAP_START": "all", **extra,
         }
 
     def _client(self) -> imaplib.IMAP4:
         client = imaplib.IMAP4(self.host, self.port, timeout=10)
-        client.login(USER, PASSWORD)
+        client.login(self.user, PASSWORD)
         return client
 
     def append(self, *raws: bytes, mailbox: str = "INBOX") -> None:

@@ -7,6 +7,10 @@ and never sent again: the timeline says it may not have arrived, rather than the
 getting it twice. Inside one process a try is repeated only when it certainly did not
 deliver (no connection, a 4xx); a connection lost during DATA is ``unknown`` as well.
 
+Mail with 8-bit text goes out with ``BODY=8BITMIME`` (RFC 6152) to servers that offer it,
+and quoted-printable (7-bit) to any that does not. With SMTP_OAUTH2_* / MAIL_OAUTH2_* set the
+sender logs in with XOAUTH2; a refused access token is refreshed and tried once more.
+
 The HTML part is the text rendered as CommonMark by markdown-it-py (already pinned, with
 raw HTML off, so anything in the text that looks like markup is shown escaped, and its
 default link validation drops javascript: and data: links).
@@ -27,6 +31,7 @@ from nats.aio.msg import Msg
 from delegate.contracts.channels import OutboundEmail
 from delegate.runtime.retry import Backoff, sleep_unless
 
+from . import mail_oauth
 from .deliveries import DeliveryLog, redelivered
 from .health import Health
 from .settings import Settings
@@ -114,12 +119,25 @@ class _Done(Exception):
         self.status, self.error, self.code = status, error, code
 
 
+def seven_bit(mail: EmailMessage) -> EmailMessage:
+    """The same message with its text parts quoted-printable: for a server without 8BITMIME."""
+    for part in mail.walk():
+        if part.get_content_maintype() == "text" and part["Content-Transfer-Encoding"] == "8bit":
+            part.set_content(part.get_content(), subtype=part.get_content_subtype(), cte="quoted-printable")
+    return mail
+
+
+def eight_bit(data: bytes) -> bool:
+    return any(byte > 127 for byte in data)
+
+
 def smtp_client(settings: Settings) -> aiosmtplib.SMTP:
+    oauth = mail_oauth.credentials(settings, "smtp") is not None  # XOAUTH2 after connecting instead
     return aiosmtplib.SMTP(
         hostname=settings.smtp_host,
         port=settings.smtp_port_or_default,
-        username=settings.smtp_user or None,
-        password=settings.smtp_password or None,
+        username=(settings.smtp_user or None) if not oauth else None,
+        password=(settings.smtp_password or None) if not oauth else None,
         use_tls=settings.smtp_tls == "ssl",
         start_tls=settings.smtp_tls == "starttls",  # "none": never upgrade, even when offered
         timeout=settings.outbox_http_timeout_s,
@@ -174,24 +192,59 @@ class EmailSender:
             await self.deliveries.record(msg, "sent", attempt=attempt, external_ids=[mid], final=True)
             return
 
-    async def _send(self, mail: EmailMessage) -> None:
+    async def _connect(self) -> aiosmtplib.SMTP:
+        """Connected and logged in (a password, or XOAUTH2)."""
         smtp = smtp_client(self.settings)
         try:
             await smtp.connect()
+            if smtp.is_ehlo_or_helo_needed:  # connect() greets only to log in: the extensions are needed now
+                try:
+                    await smtp.ehlo()
+                except aiosmtplib.SMTPHeloError:
+                    await smtp.helo()
+            tokens = mail_oauth.tokens(self.settings, "smtp")
+            if tokens is not None:
+                await self._xoauth2(smtp, tokens)
+        except mail_oauth.MailOAuthError as exc:
+            smtp.close()
+            if exc.final:
+                raise _Done("failed", f"SMTP OAuth2: {exc}") from exc
+            raise _Retry(f"SMTP OAuth2: {exc}") from exc
         except aiosmtplib.SMTPResponseException as exc:  # a refused greeting, EHLO, STARTTLS or login
+            smtp.close()
             raise self._refused(exc) from exc
         except (aiosmtplib.SMTPException, OSError, TimeoutError) as exc:
+            smtp.close()
             raise _Retry(f"could not connect to the SMTP server: {exc!r}") from exc
+        return smtp
+
+    async def _xoauth2(self, smtp: aiosmtplib.SMTP, tokens: mail_oauth.AccessTokens) -> None:
+        token = await tokens.current()
+        try:
+            await smtp.auth_xoauth2(self.settings.smtp_user, token)
+        except aiosmtplib.SMTPAuthenticationError as exc:
+            log.info("SMTP refused the access token (%s %s): refreshing it", exc.code, exc.message)
+            await smtp.auth_xoauth2(self.settings.smtp_user, await tokens.after_rejection(token))
+
+    async def _send(self, mail: EmailMessage) -> None:
+        smtp = await self._connect()
+        data = mail.as_bytes(policy=email.policy.SMTP)
+        options: list[str] = []
+        if eight_bit(data):
+            if smtp.supports_extension("8bitmime"):
+                options.append("BODY=8BITMIME")
+            else:
+                data = seven_bit(mail).as_bytes(policy=email.policy.SMTP)
         try:
             try:
-                await smtp.mail(sender_address(self.settings))
+                await smtp.mail(sender_address(self.settings), options=options)
                 await smtp.rcpt(self.settings.owner_email or "")
             except aiosmtplib.SMTPResponseException as exc:
                 raise self._refused(exc) from exc
             except (aiosmtplib.SMTPException, OSError, TimeoutError) as exc:
                 raise _Retry(f"the SMTP server dropped the connection before the message: {exc!r}") from exc
             try:
-                await smtp.data(mail.as_bytes(policy=email.policy.SMTP))
+                await smtp.data(data)
             except aiosmtplib.SMTPResponseException as exc:
                 raise self._refused(exc) from exc
             except (aiosmtplib.SMTPException, OSError, TimeoutError) as exc:
@@ -211,9 +264,12 @@ class EmailSender:
 
     async def probe(self) -> None:
         """Connect, EHLO (and STARTTLS/login as configured), QUIT: is the server usable now?"""
-        smtp = smtp_client(self.settings)
         try:
-            await smtp.connect()
+            smtp = await self._connect()
+        except (_Retry, _Done) as exc:
+            self.health.smtp.failing(f"SMTP probe failed: {exc}")
+            return
+        try:
             await smtp.noop()
             self.health.smtp.ok("reachable", f"{self.settings.smtp_host}:{self.settings.smtp_port_or_default}")
         except (aiosmtplib.SMTPException, OSError, TimeoutError) as exc:

@@ -1,5 +1,6 @@
-"""One IMAP connection (aioimaplib): log in, select the mailbox, list and fetch by UID, and
-wait for new mail with IDLE where the server has it.
+"""One IMAP connection (aioimaplib): log in (a password, or XOAUTH2 with an OAuth2 access
+token), select the mailbox, list and fetch by UID, and wait for new mail with IDLE where the
+server has it.
 
 aioimaplib: the maintained asyncio IMAP4rev1 client with IDLE support; imaplib blocks and
 would need a thread per connection. It has no STARTTLS helper (2.0.3 knows the command but
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 
 from aioimaplib import aioimaplib
 
+from . import mail_oauth
 from .settings import Settings
 
 log = logging.getLogger(__name__)
@@ -46,6 +48,31 @@ def check_settings(settings: Settings) -> None:
         )
 
 
+class _Protocol(aioimaplib.IMAP4ClientProtocol):  # type: ignore[misc]  # aioimaplib is untyped
+    def _continuation(self, line: bytes) -> None:
+        command = self.pending_sync_command
+        if command is not None and command.name == "AUTHENTICATE" and self.transport is not None:
+            # XOAUTH2 refused: the server sends its error as a challenge and waits for an empty
+            # response before its NO (Google's XOAUTH2 protocol); aioimaplib would wait forever
+            command.append_to_resp(line)
+            self.transport.write(b"\r\n")
+            return
+        super()._continuation(line)
+
+
+class _Client(aioimaplib.IMAP4):  # type: ignore[misc]
+    """aioimaplib's client with ``_Protocol``; TLS when given an ``ssl_context``."""
+
+    def create_client(self, host: str, port: int, loop: asyncio.AbstractEventLoop | None,
+                      conn_lost_cb: Callable[[Exception | None], None] | None = None,
+                      ssl_context: ssl.SSLContext | None = None) -> None:
+        local_loop = loop if loop is not None else asyncio.get_running_loop()
+        self.protocol = _Protocol(local_loop, conn_lost_cb)
+        self._client_task = local_loop.create_task(
+            local_loop.create_connection(lambda: self.protocol, host, port, ssl=ssl_context)
+        )
+
+
 @dataclass(frozen=True)
 class Selected:
     uidvalidity: int
@@ -63,25 +90,33 @@ class ImapSession:
         s = self.settings
         assert s.imap_host is not None
         try:
-            if s.imap_tls == "ssl":
-                context = ssl.create_default_context()
-                self.client = aioimaplib.IMAP4_SSL(
-                    host=s.imap_host, port=s.imap_port_or_default, timeout=CONNECT_TIMEOUT_S, ssl_context=context
-                )
-                # IMAP4_SSL takes no conn_lost_cb: hook the protocol directly
-                self.client.protocol.conn_lost_cb = self._on_lost
-            else:
-                self.client = aioimaplib.IMAP4(
-                    host=s.imap_host, port=s.imap_port_or_default, timeout=CONNECT_TIMEOUT_S, conn_lost_cb=self._on_lost
-                )
+            self.client = _Client(
+                host=s.imap_host, port=s.imap_port_or_default, timeout=CONNECT_TIMEOUT_S, conn_lost_cb=self._on_lost,
+                ssl_context=ssl.create_default_context() if s.imap_tls == "ssl" else None,
+            )
             await self.client.wait_hello_from_server()
-            login = await self.client.login(s.imap_user, s.imap_password)
+            tokens = mail_oauth.tokens(s, "imap")
+            if tokens is not None:
+                login = await self._xoauth2(self.client, tokens)
+            else:
+                login = await self.client.login(s.imap_user, s.imap_password)
             if login.result != "OK":
                 raise ImapError(f"login refused: {_text(login.lines)}")
             self.client.timeout = COMMAND_TIMEOUT_S
             return await self.select()
+        except mail_oauth.MailOAuthError as exc:
+            raise ImapError(f"IMAP OAuth2: {exc}") from exc
         except (OSError, TimeoutError, aioimaplib.AioImapException) as exc:
             raise ImapError(f"connect to {s.imap_host}:{s.imap_port_or_default} failed: {exc!r}") from exc
+
+    async def _xoauth2(self, client: aioimaplib.IMAP4, tokens: mail_oauth.AccessTokens) -> aioimaplib.Response:
+        """XOAUTH2 with the current access token; refused, once more with a refreshed one."""
+        token = await tokens.current()
+        login = await client.xoauth2(self.settings.imap_user, token)
+        if login.result != "OK":
+            log.info("IMAP refused the access token (%s): refreshing it", _text(login.lines))
+            login = await client.xoauth2(self.settings.imap_user, await tokens.after_rejection(token))
+        return login
 
     def _on_lost(self, exc: Exception | None) -> None:
         self.lost.set()

@@ -10,7 +10,6 @@ skip everything already handled, so nothing is answered twice.
 import asyncio
 import functools
 import logging
-import os
 import re
 import unicodedata
 from pathlib import Path
@@ -25,6 +24,7 @@ from delegate.runtime.retry import Backoff, sleep_unless
 from . import mail_auth, mime
 from .health import Health
 from .imap_session import ImapError, ImapSession
+from .private_files import store_file
 from .progress import LedgerUnavailable, Progress
 from .settings import Settings
 
@@ -41,31 +41,6 @@ def safe_filename(name: str, index: int) -> str:
     base = re.sub(r"\.{2,}", ".", _UNSAFE.sub("_", base)).strip(" .")
     base = base[-120:] if len(base) > 120 else base
     return base or f"attachment-{index}"
-
-
-def store_file(root: Path, relative: Path, name: str, data: bytes) -> Path:
-    """Write ``data`` to root/relative/name atomically (tmp + rename): every directory below
-    ``root`` 0700, the file 0600, so other local users read no mail."""
-    directory = root
-    for part in relative.parts:
-        directory = directory / part
-        directory.mkdir(mode=0o700, exist_ok=True)
-        os.chmod(directory, 0o700)
-    target = directory / name
-    if target.resolve().parent != directory.resolve():
-        raise ValueError(f"attachment name {name!r} escapes its directory")
-    tmp = directory / f".{name}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return target
 
 
 class Inbox:

@@ -16,6 +16,7 @@ from delegate.contracts.messages import Ping, Pong
 from delegate.runtime.bus import Bus
 from delegate.runtime.service import run_service
 
+from . import mail_oauth
 from .health import Health
 from .imap_session import ImapConfigError, check_settings
 from .inbox import run_inbox
@@ -33,6 +34,9 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
         except ImapConfigError as exc:
             log.error("%s", exc)  # a setting that can never work stops the start, loudly
             raise SystemExit(2) from None
+    if problems := mail_oauth.check_settings(settings):
+        log.error("mail OAuth2 settings: %s", "; ".join(problems))
+        raise SystemExit(2)
     bus = await Bus.connect(settings.nats_url, f"{SERVICE}:{settings.instance_name or SERVICE}")
     health = Health()
     try:

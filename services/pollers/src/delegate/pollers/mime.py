@@ -44,7 +44,7 @@ class ParsedMail:
     subject: str
     message_id: str | None
     in_reply_to: str | None
-    references: list[str]
+    references: list[str]  # what a reply's References starts with (see ``thread_ids``)
     date: str
     text: str  # the trimmed body for the agent, capped
     full_text: str  # before trimming (for previews)
@@ -89,6 +89,16 @@ def _all_headers(msg: Message, name: str, problems: list[str]) -> list[str]:
 
 def _ids(value: str) -> list[str]:
     return [part if part.startswith("<") else f"<{part.strip('<>')}>" for part in value.split() if part.strip("<>")]
+
+
+def thread_ids(references: str, in_reply_to: str) -> list[str]:
+    """The parent's References; without them, its In-Reply-To when that names a single
+    message (RFC 5322 §3.6.4): a reply's References are these followed by the parent's id."""
+    found = _ids(references)
+    if not found:
+        parent = _ids(in_reply_to)
+        found = parent if len(parent) == 1 else []
+    return [r[:HEADER_LIMIT] for r in found][-50:]
 
 
 def _decode(payload: bytes, charset: str | None) -> str:
@@ -157,7 +167,7 @@ def parse(raw: bytes) -> ParsedMail:
     subject = _header(msg, "Subject", problems)[:HEADER_LIMIT]
     message_id = _header(msg, "Message-ID", problems)[:HEADER_LIMIT] or None
     in_reply_to = _header(msg, "In-Reply-To", problems)[:HEADER_LIMIT] or None
-    references = [r[:HEADER_LIMIT] for r in _ids(_header(msg, "References", problems))][-50:]
+    references = thread_ids(_header(msg, "References", problems), in_reply_to or "")
     date = _header(msg, "Date", problems)
 
     plain: list[str] = []
