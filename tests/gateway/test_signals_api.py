@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from delegate.contracts.ids import format_ts, utcnow
+from delegate.contracts.limits import MAX_JSON_DEPTH
 from delegate.contracts.signals import OWNER_SIGNAL_KINDS
 from delegate.runtime.bus import Bus
 from tests.inner_plane.harness import eventually
@@ -175,3 +176,40 @@ async def test_a_form_post_is_refused_before_it_is_read(http: httpx.AsyncClient,
     reply = await http.post("/api/signals", data={"kind": "script"})
     assert reply.status_code == 415
     assert await inner_last_seq(bus) == before
+
+
+async def test_a_depth_sweep_from_1_to_1000_is_stored_or_refused_never_accepted_and_lost(
+    http: httpx.AsyncClient, bus: Bus
+) -> None:
+    """The probe: 197-252 deep was 202 then dead-lettered by the inner plane, 253+ a 500.
+
+    Every depth is either stored (its ``inner.signal`` event written by the real inner plane
+    and the ledger) or refused with a 4xx naming the limit; never a 5xx, never 202-then-lost.
+    """
+    accepted: dict[int, str] = {}
+    refused: dict[int, int] = {}
+    for depth in range(1, 1001):
+        data = '{"a":' * depth + "1" + "}" * depth
+        body = f'{{"kind": "script", "payload": {{"text": "depth {depth}", "data": {data}}}}}'
+        reply = await http.post("/api/signals", content=body.encode(), headers={"Content-Type": "application/json"})
+        assert reply.status_code < 500, (depth, reply.text)
+        if reply.status_code == 202:
+            accepted[depth] = reply.json()["id"]
+        else:
+            assert f"at most {MAX_JSON_DEPTH} levels" in reply.text, (depth, reply.text)
+            refused[depth] = reply.status_code
+    # The body is the first level, payload the second: data may nest MAX_JSON_DEPTH - 2 deep.
+    assert sorted(accepted) == list(range(1, MAX_JSON_DEPTH - 1)), sorted(accepted)
+    assert set(refused.values()) == {400}
+
+    async def stored() -> dict[str, dict[str, Any]] | None:
+        reply = await http.get("/api/timeline", params={"limit": 5000})
+        reply.raise_for_status()
+        found = {e["id"]: e for e in reply.json()["events"] if e["kind"] == "inner.signal"}
+        return found if set(accepted.values()) <= set(found) else None
+
+    events = await eventually(stored, "an inner.signal event for every accepted depth", 120)
+    deepest = events[accepted[MAX_JSON_DEPTH - 2]]["payload"]["signal"]["payload"]["data"]
+    for _ in range(MAX_JSON_DEPTH - 2):
+        deepest = deepest["a"]
+    assert deepest == 1  # stored whole, not cut or nulled
