@@ -9,6 +9,7 @@ Tools: ``echo``, ``add``, ``pid`` (which process answers: tests use it to kill a
 restart), ``hang`` (never answers in time), ``exit_process`` (the server dies mid-call),
 ``fail`` (a tool error reported by the server). ``echo``, ``add`` and ``pid`` declare
 ``readOnlyHint: true``; the others declare nothing, so a client must assume they change things.
+``--broken-tool`` adds ``tag_notes``, whose input schema OpenAI would refuse.
 """
 
 import argparse
@@ -56,10 +57,26 @@ def fail(reason: str = "it failed on purpose") -> str:
     raise ValueError(reason)
 
 
+def add_broken_tool() -> None:
+    """``tag_notes``, whose array parameter says nothing of its items: a schema OpenAI refuses
+    ("array schema missing items"), as some real servers publish."""
+
+    @server.tool(description="Tag notes with the given tags.", annotations=READ_ONLY)
+    def tag_notes(tags: list) -> str:  # type: ignore[type-arg]
+        return ", ".join(map(str, tags))
+
+    tool = server._tool_manager.get_tool("tag_notes")
+    assert tool is not None
+    tool.parameters["properties"]["tags"].pop("items")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--http", type=int, metavar="PORT", help="serve streamable HTTP on this port")
+    parser.add_argument("--broken-tool", action="store_true", help="also offer tag_notes, with a broken schema")
     args = parser.parse_args()
+    if args.broken_tool:
+        add_broken_tool()
     if args.http:
         server.run("streamable-http", host="127.0.0.1", port=args.http, streamable_http_path="/mcp")
     else:

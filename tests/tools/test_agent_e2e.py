@@ -3,17 +3,20 @@ and gets its result as a function_call_output continuation; voice calls the very
 through tools.cmd.call on the agent process."""
 
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
 
+from delegate.contracts import topics
 from delegate.contracts.events import Event, ToolCall, ToolResult
+from delegate.contracts.messages import ToolListReply, ToolListRequest
 from tests.agent.rig import Probe, agent_env, dump_on_failure, response_bodies
 from tests.support.standin import StandinProcess
 from tests.support.system import System
 
-from .helpers import bus_call, bus_names, stdio_server, write_json
+from .helpers import bus_call, bus_names, eventually, stdio_server, write_json
 
 pytestmark = pytest.mark.integration
 
@@ -25,6 +28,24 @@ def standin(tmp_path: Path) -> Iterator[StandinProcess]:
     proc.stop()
 
 
+@asynccontextmanager
+async def running(system: System, standin: StandinProcess) -> AsyncIterator[Probe]:
+    """The ledger and agent of ``system`` started, and a probe on its bus; logs kept on failure."""
+    probe: Probe | None = None
+    try:
+        system.start("ledger", "agent")
+        assert system.nats is not None
+        probe = await Probe.open(system.nats.url)
+        yield probe
+    except BaseException:
+        dump_on_failure(system, standin, Path(__file__).resolve().parents[2] / "test-output" / "tools-e2e")
+        raise
+    finally:
+        if probe is not None:
+            await probe.close()
+        system.stop()
+
+
 async def test_model_calls_a_local_tool_through_the_agent(tmp_path: Path, standin: StandinProcess) -> None:
     system = System(tmp_path, env=agent_env(standin))
     system.runtime.mkdir(parents=True)
@@ -33,11 +54,7 @@ async def test_model_calls_a_local_tool_through_the_agent(tmp_path: Path, standi
         "base": {"allow_tags": ["local", "mcp"]},
         "voice": {"allow_tags": ["notes"], "allow_names": ["kit__echo"]},
     }})
-    probe: Probe | None = None
-    try:
-        system.start("ledger", "agent")
-        assert system.nats is not None
-        probe = await Probe.open(system.nats.url)
+    async with running(system, standin) as probe:
         standin.script(
             {"action": "tool_call", "name": "notes_create", "call_id": "call_a1",
              "arguments": {"title": "Call Ana", "body": "tomorrow at 17:00"}},
@@ -75,10 +92,30 @@ async def test_model_calls_a_local_tool_through_the_agent(tmp_path: Path, standi
         assert echoed.ok and echoed.output == "hello from voice"
         refused = await bus_call(probe.bus, "memory_remember", {"text": "x"}, agent="voice")
         assert refused.error_code == "denied"
-    except BaseException:
-        dump_on_failure(system, standin, Path(__file__).resolve().parents[2] / "test-output" / "tools-e2e")
-        raise
-    finally:
-        if probe is not None:
-            await probe.close()
-        system.stop()
+
+
+async def test_an_mcp_tool_openai_would_refuse_never_breaks_the_chat(tmp_path: Path, standin: StandinProcess) -> None:
+    """The stand-in refuses the whole request when one tool's schema is bad, as OpenAI does; the
+    agent leaves that tool out, so the chat answers, and the tool list says why it is missing."""
+    system = System(tmp_path, env=agent_env(standin))
+    system.runtime.mkdir(parents=True)
+    server = stdio_server()
+    write_json(system.runtime / "mcp-servers.json",
+               {"servers": {"kit": {**server, "args": [*server["args"], "--broken-tool"]}}})
+    async with running(system, standin) as probe:
+        bus = probe.bus
+
+        async def kit_listed() -> ToolListReply | None:
+            reply: ToolListReply = await bus.request(topics.TOOLS_LIST, ToolListRequest())
+            return reply if "kit__echo" in {t.name for t in reply.tools} else None
+
+        listed = await eventually(kit_listed, what="the MCP server's tools listed")
+        assert [(r.name, r.reason) for r in listed.refused] == [
+            ("kit__tag_notes", "the array schema at properties.tags does not say what its items are")]
+
+        standin.script({"action": "text", "text": "Hello Ana."})
+        said = await probe.send("Hi, it's Ana")
+        answer = await probe.answer(said.id, timeout=60)
+        assert answer.kind == "message" and answer.payload["text"] == "Hello Ana."
+        offered = {t.get("name") for t in response_bodies(standin)[-1]["tools"]}
+        assert "kit__echo" in offered and "kit__tag_notes" not in offered

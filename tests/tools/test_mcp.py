@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from delegate.contracts import topics
 from delegate.contracts.events import ToolResult
+from delegate.contracts.messages import ToolListRequest
 from delegate.launcher.procs import ManagedProcess, free_port, wait_for_port
 
 from .helpers import MCP_SERVER, bus_call, bus_list, bus_names, eventually, ledger_events, run_registry, stdio_server
@@ -175,3 +177,39 @@ def _exists(path: Path) -> Callable[[], Awaitable[bool]]:
         return path.exists()
 
     return check
+
+
+async def test_a_tool_openai_would_refuse_is_left_out_and_listed_as_refused(
+    nats_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    rt = tmp_path / "rt"
+    rt.mkdir()
+    server = stdio_server()
+    write(rt / "mcp-servers.json", {"servers": {"kit": {**server, "args": [*server["args"], "--broken-tool"]}}})
+    caplog.set_level(logging.WARNING, logger="delegate.agent.tools.registry")
+    run = await run_registry(nats_url, rt)
+    try:
+        reply = await run.client.request(topics.TOOLS_LIST, ToolListRequest())
+        names = {t.name for t in reply.tools}
+        assert "kit__echo" in names and "kit__tag_notes" not in names  # the good tools stay
+        [refused] = reply.refused
+        assert (refused.name, refused.source, refused.tool) == ("kit__tag_notes", "mcp:kit", "tag_notes")
+        assert refused.reason == "the array schema at properties.tags does not say what its items are"
+        assert "kit__tag_notes" not in {t["name"] for t in run.registry.openai_tools()}
+        called = await bus_call(run.client, "kit__tag_notes", {"tags": ["a"]})
+        assert called.error_code == "unknown_tool"
+
+        # A new server process lists the tools again (as every probe does): logged once all the same.
+        server_kit = run.registry.servers["kit"]
+        connects = server_kit.connects
+        await bus_call(run.client, "kit__exit_process", {})
+
+        async def reconnected() -> bool:
+            return server_kit.connects > connects and bool(run.registry.refused())
+
+        await eventually(reconnected, what="the server restarted and its tools listed again")
+        assert [r.name for r in run.registry.refused()] == ["kit__tag_notes"]
+        said = [r for r in caplog.records if "tag_notes" in r.getMessage()]
+        assert len(said) == 1 and "is not offered" in said[0].getMessage()
+    finally:
+        await run.aclose()

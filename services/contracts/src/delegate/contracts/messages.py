@@ -266,8 +266,19 @@ class ToolListRequest(BusModel):
     agent: str = "base"
 
 
+class RefusedTool(BusModel):
+    """A tool a server offers that is not offered on: OpenAI would refuse it (and with it every
+    request it is in). ``name`` is the name it would have had, ``tool`` the server's own."""
+
+    name: str
+    source: str  # "mcp:<server>"
+    tool: str
+    reason: str
+
+
 class ToolListReply(Reply):
     tools: list[ToolSpec] = Field(default_factory=list)
+    refused: list[RefusedTool] = Field(default_factory=list)  # every agent's: a server's, not a policy's
 
 
 class ToolCallRequest(BusModel):

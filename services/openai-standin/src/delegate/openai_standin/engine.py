@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from delegate.openai_standin import chain, compaction, websearch
+from delegate.openai_standin import chain, compaction, function_tools, websearch
 from delegate.openai_standin.errors import invalid_request, missing_parameter
 from delegate.openai_standin.generator import ModelInput, Planned, PlannedCall, PlannedSearch, PlannedText, plan
 from delegate.openai_standin.ids import new_id
@@ -78,6 +78,7 @@ def parse_create(body: dict[str, Any], *, demo: bool = False) -> CreateRequest:
     if not body.get("model"):  # optional in the spec's schema, required by the API
         raise missing_parameter("model")
     tools = body.get("tools") or []
+    function_tools.check(tools)
     if body.get("previous_response_id") is not None and body.get("conversation") is not None:
         raise invalid_request(
             "Mutually exclusive parameters: Ensure you are only providing one of: "

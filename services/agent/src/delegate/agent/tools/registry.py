@@ -36,9 +36,17 @@ from pydantic import ValidationError
 
 from delegate.contracts import topics
 from delegate.contracts.events import Event, Fence, ToolCall, ToolResult, make_event
-from delegate.contracts.messages import ToolCallReply, ToolCallRequest, ToolListReply, ToolListRequest, ToolSpec
+from delegate.contracts.messages import (
+    RefusedTool,
+    ToolCallReply,
+    ToolCallRequest,
+    ToolListReply,
+    ToolListRequest,
+    ToolSpec,
+)
 from delegate.runtime.bus import Bus, BusUnavailable
 
+from . import function_rules
 from .base import (
     CURRENT_CALL,
     DENIED,
@@ -103,6 +111,8 @@ class ToolRegistry:
         self.caller = caller  # asks the voice service to phone the owner (call_owner)
         self._local: dict[str, Tool] = {}
         self._mcp_tools: dict[str, dict[str, Tool]] = {}  # server -> exposed name -> tool
+        self._refused: dict[str, list[RefusedTool]] = {}  # server -> its tools OpenAI would refuse
+        self._refusals_logged: set[tuple[str, str, str]] = set()  # (server, tool, reason), once each
         self.policies: Policies = Policies()
         self.policies_from_file = False
         self.mcp_config = McpConfig()
@@ -333,7 +343,7 @@ class ToolRegistry:
         tool never holds up the others (a plain NATS callback runs one message at a time)."""
 
         async def on_list(req: ToolListRequest) -> ToolListReply:
-            return ToolListReply(tools=self.specs(req.agent))
+            return ToolListReply(tools=self.specs(req.agent), refused=self.refused())
 
         self._subs.append(await bus.serve(topics.TOOLS_LIST, on_list, queue=QUEUE))
 
@@ -382,17 +392,34 @@ class ToolRegistry:
         self.servers[name] = server
         server.start()
 
+    def refused(self) -> list[RefusedTool]:
+        """The MCP tools left out because OpenAI would refuse them, with why."""
+        return [r for server in sorted(self._refused) for r in self._refused[server]]
+
     def _register_mcp(self, server: str, tools: list[Tool]) -> None:
         kept: dict[str, Tool] = {}
+        refused: list[RefusedTool] = []
         for tool in tools:
             if tool.name in self._local:
                 log.warning("MCP tool %s clashes with a local tool; not registered", tool.name)
                 continue
+            mcp_name = str(tool.meta.get("mcp_name", tool.name))
+            reason = function_rules.refusal(tool.name, tool.parameters)
+            if reason is None and tool.name in kept:
+                reason = f"its name as a function, {tool.name!r}, is taken by another of the server's tools"
+            if reason is not None:
+                refused.append(RefusedTool(name=tool.name, source=tool.source, tool=mcp_name, reason=reason))
+                if (server, mcp_name, reason) not in self._refusals_logged:
+                    self._refusals_logged.add((server, mcp_name, reason))
+                    log.warning("MCP server %r: tool %r is not offered: %s", server, mcp_name, reason)
+                continue
             kept[tool.name] = tool
         self._mcp_tools[server] = kept
+        self._refused[server] = refused
 
     def _unregister_mcp(self, server: str) -> None:
         self._mcp_tools.pop(server, None)
+        self._refused.pop(server, None)
 
     # ---- hot reload ------------------------------------------------------------------------------
 
