@@ -152,6 +152,7 @@ async def test_an_address_outside_the_allowed_hosts_is_refused_and_the_task_sees
     opened = [d for d in steps(await ended_journal(bus, task["id"])) if d.get("name") == "browser_open"]
     assert [d["ok"] for d in opened] == [False, False]
     assert all("TASKS_ALLOWED_HOSTS" in d["output"] for d in opened), opened
+    assert done["refused"] == 2  # the proxy's address refusals count, as TaskSummary.refused says
     assert site.private_hits["/secret"] == 0  # neither directly nor through the redirect
 
 

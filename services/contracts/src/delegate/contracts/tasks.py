@@ -108,7 +108,9 @@ class TaskSummary(BusModel):
     fail_reason: FailReason | None = None
     screenshots: list[str] = Field(default_factory=list)  # file names in the workdir
     unknown_steps: list[int] = Field(default_factory=list)  # side effects to verify by hand
-    refused: int = 0  # tool calls refused (not allowed, address refused)
+    # Tool calls refused: not allowed for the task (task.refused), or met an address the egress
+    # policy refused (a browser step's ``refusals``: the page or something it loaded).
+    refused: int = 0
     run_id: str  # the thoughtflow run (GET /api/runs/{run_id}/diagram)
     last_seq: int = 0  # the newest ledger seq of the task's events
 

@@ -77,6 +77,8 @@ class TaskRecord:
             case "task.step":
                 self.steps = max(self.steps, int(data.get("step", 0)))
                 self.tokens += int(data.get("tokens", 0) or 0)
+                if data.get("refusals"):  # the egress proxy refused an address during this call
+                    self.refused += 1
             case "task.step.unknown":
                 self.unknown_steps.append(int(data.get("step", 0)))
             case "task.refused":

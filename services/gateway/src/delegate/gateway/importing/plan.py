@@ -110,21 +110,27 @@ def refused(import_id: str, fmt: Format, lines: int, errors: Sequence[ImportLine
     return [_bookkeeping(started, derive(digest, "started")), _bookkeeping(finished, derive(digest, "finished"))]
 
 
-def build_plan(import_id: str, fmt: Format, lines: Sequence[ImportLine]) -> ImportPlan:
+def build_plan(import_id: str, fmt: Format, lines: list[ImportLine]) -> ImportPlan:
+    """The plan of ``lines``, which it consumes (empties): a big body's lines are then freed a
+    conversation at a time, not all at once in one long step that holds the GIL."""
+    count = len(lines)
     groups: dict[str, list[ImportLine]] = defaultdict(list)
     for line in lines:
         conversation = line.conversation
         day = line.ts.astimezone(UTC).date().isoformat()
         key = f"c:{conversation}" if conversation is not None else f"d:{day}"
         groups[key].append(line)
+    lines.clear()
     planned: list[tuple[datetime, str, int, ConversationPlan]] = []
-    for key, members in groups.items():
+    while groups:
+        key, members = groups.popitem()
         members.sort(key=lambda m: (m.ts, m.ordinal))
         chunks = [members[i : i + MAX_PART_MESSAGES] for i in range(0, len(members), MAX_PART_MESSAGES)]
         for part, chunk in enumerate(chunks, start=1):
             planned.append((chunk[0].ts, key, part, _conversation(import_id, key, part, len(chunks), chunk)))
+        del members, chunks
     planned.sort(key=lambda c: c[:3])
-    return ImportPlan(import_id=import_id, format=fmt, lines=len(lines), conversations=[c[3] for c in planned])
+    return ImportPlan(import_id=import_id, format=fmt, lines=count, conversations=[c[3] for c in planned])
 
 
 def _conversation(import_id: str, key: str, part: int, parts: int, members: list[ImportLine]) -> ConversationPlan:
