@@ -15,6 +15,20 @@ for its reply before the next:
 
 "added latency" is each percentile of sms (email) minus the same percentile of chat.
 Targets: SMS adds <= 10 ms at p50 over chat; email, with IDLE, <= 1 s at p50 from APPEND to reply.
+
+Then the gateway's webhook spool (``--spool-only`` runs just this part), on a system of its own:
+nats-server and two gateway processes, one with the spool (the default) and one with
+GATEWAY_SPOOL=false (the direct publish the spool replaced), no agent (the inputs stay on AGENT):
+
+  answer  signed POST /sms -> its 200, --spool-samples per gateway, the two alternating
+  stored  signed POST /sms -> the input published on AGENT (seen by a core subscription)
+  drain   NATS stopped, --outage signed SMS posted (each must be answered 200), NATS started:
+          the rate at which the spool is drained, from JetStream's own timestamps of the first
+          and last stored input; the floor is this script publishing the same inputs to the same
+          stream one at a time, each waiting for its ack, right after
+
+Targets: the spool adds <= 5 ms to the /sms answer at p50 and p99 over the direct publish;
+the drain after an outage runs at >= 200 SMS/s.
 """
 
 import argparse
@@ -23,6 +37,7 @@ import email.policy
 import imaplib
 import json
 import logging
+import secrets
 import statistics
 import sys
 import tempfile
@@ -44,7 +59,7 @@ import websockets  # noqa: E402
 from aiosmtpd.controller import Controller  # noqa: E402
 from aiosmtpd.smtp import SMTP, Envelope, Session  # noqa: E402
 
-from delegate.contracts import subjects  # noqa: E402
+from delegate.contracts import subjects, topics  # noqa: E402
 from delegate.launcher.procs import free_port  # noqa: E402
 from delegate.runtime.bus import Bus  # noqa: E402
 from tests.support.imap_server import PASSWORD, USER, ImapServer  # noqa: E402
@@ -60,6 +75,9 @@ SENDER = "delegate@mail.example.test"
 
 TARGET_SMS_ADDED_P50 = 0.010
 TARGET_EMAIL_P50 = 1.0
+TARGET_SPOOL_ADDED = 0.005  # at p50 and p99
+TARGET_DRAIN_RATE = 200.0
+SPOOL_PUBLIC = "https://bench.example.test"
 REPLY_TIMEOUT = 30.0
 
 
@@ -292,14 +310,185 @@ async def run(args: argparse.Namespace) -> bool:
     return ok_sms and ok_email
 
 
+# ---- the webhook spool ---------------------------------------------------------------------------
+
+
+class SpoolBench:
+    """nats-server and two gateways, spool on and off; signs every webhook as Twilio does."""
+
+    def __init__(self, root: Path) -> None:
+        self.token = secrets.token_urlsafe(16)
+        self.nats = nats_server(root / "nats", auth=True).start()
+        self.system = System(root / "system", nats=self.nats, env={
+            "TWILIO_AUTH_TOKEN": self.token, "OWNER_PHONE": OWNER_PHONE, "PUBLIC_BASE_URL": SPOOL_PUBLIC,
+            "LOG_LEVEL": "WARNING",
+        })
+        self.http = httpx.AsyncClient(timeout=30)
+        self.stored: dict[str, float] = {}  # input id -> perf_counter when seen on AGENT
+        self._n = 0
+
+    async def start(self) -> Bus:
+        self.system.start("gateway")
+        self.system.start_one("gateway", "direct", env={"DELEGATE_PORT": str(free_port()), "GATEWAY_SPOOL": "false"})
+        self.system.wait_ready(["direct"])
+        bus = await Bus.connect(self.nats.url, "bench-probe")
+        await bus.ensure_streams(all_owners=True)  # AGENT: its owner (the agent) does not run here
+
+        async def on_input(msg: object) -> None:
+            self.stored[json.loads(msg.data)["id"]] = time.perf_counter()  # type: ignore[attr-defined]
+
+        await bus.nc.subscribe(topics.AGENT_INPUT.subject, cb=on_input)
+        return bus
+
+    def params(self) -> dict[str, str]:
+        self._n += 1
+        sid = "SM" + f"{self._n:032x}"
+        return {
+            "MessageSid": sid, "SmsSid": sid, "SmsMessageSid": sid, "AccountSid": "AC" + "b" * 32,
+            "From": OWNER_PHONE, "To": "+15550002222", "Body": f"spool bench {self._n}: remind me at 5",
+            "NumMedia": "0", "NumSegments": "1", "SmsStatus": "received", "ApiVersion": "2010-04-01",
+        }
+
+    async def post(self, instance: str, params: dict[str, str]) -> float:
+        """One signed POST /sms; the time to its 200."""
+        headers = {"Content-Type": "application/x-www-form-urlencoded",
+                   "X-Twilio-Signature": twilio_signature(self.token, SPOOL_PUBLIC + "/sms", params)}
+        t0 = time.perf_counter()
+        r = await self.http.post(self.system.http_of(instance) + "/sms", content=urlencode(params), headers=headers)
+        took = time.perf_counter() - t0
+        if r.status_code != 200:
+            raise RuntimeError(f"POST /sms to {instance} answered {r.status_code}: {r.text}")
+        return took
+
+    async def stop(self) -> None:
+        await self.http.aclose()
+        self.system.stop()
+
+
+async def answer_samples(bench: SpoolBench, n: int) -> dict[str, tuple[list[float], list[float]]]:
+    """Per gateway: the times to the answer and to the input on AGENT, the two taking turns."""
+    out: dict[str, tuple[list[float], list[float]]] = {"gateway": ([], []), "direct": ([], [])}
+    for i in range(n):
+        for instance in ("gateway", "direct") if i % 2 else ("direct", "gateway"):
+            params = bench.params()
+            t0 = time.perf_counter()
+            answer = await bench.post(instance, params)
+            stored = await until(lambda p=params: bench.stored.get(f"sms-{p['MessageSid']}"),  # type: ignore[misc]
+                                 f"sms {params['MessageSid']} on AGENT")
+            out[instance][0].append(answer)
+            out[instance][1].append(stored - t0)
+    return out
+
+
+async def stored_inputs(bus: Bus) -> int:
+    return int((await bus.js.stream_info("AGENT")).state.messages)
+
+
+async def drain_rate(bench: SpoolBench, bus: Bus, n: int) -> tuple[float, float, float]:
+    """SMS posted while NATS is down, then drained: (answers/s while down, drain/s, s from NATS up to all stored)."""
+    before = await stored_inputs(bus)
+    bench.nats.stop()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        await bench.post("gateway", bench.params())  # raises unless 200
+    posted = n / (time.perf_counter() - t0)
+    bench.nats.start()
+    up = time.perf_counter()
+    deadline = up + 120
+    while await _count_or_zero(bus) < before + n:
+        if time.perf_counter() > deadline:
+            raise TimeoutError(f"the spool did not drain {n} SMS within 120 s")
+        await asyncio.sleep(0.01)
+    all_in = time.perf_counter() - up
+    info = await bus.js.stream_info("AGENT")
+    first = await bus.js.get_msg("AGENT", info.state.last_seq - n + 1)
+    last = await bus.js.get_msg("AGENT", info.state.last_seq)
+    assert first.time is not None and last.time is not None
+    span = (last.time - first.time).total_seconds()
+    return posted, (n - 1) / span, all_in
+
+
+async def _count_or_zero(bus: Bus) -> int:
+    try:
+        return await stored_inputs(bus)
+    except Exception:  # the probe is still reconnecting to the restarted server
+        return 0
+
+
+async def publish_floor(bench: SpoolBench, bus: Bus, n: int) -> float:
+    """The same inputs published by this script one at a time, each waiting for JetStream's ack."""
+    payloads = []
+    for _ in range(n):
+        params = bench.params()
+        payloads.append((f"floor:{params['MessageSid']}", json.dumps({"id": f"floor-{params['MessageSid']}",
+                                                                       "text": params["Body"]}).encode()))
+    t0 = time.perf_counter()
+    for msg_id, data in payloads:
+        await bus.js.publish(topics.AGENT_INPUT.subject, data, headers={"Nats-Msg-Id": msg_id}, timeout=5)
+    return n / (time.perf_counter() - t0)
+
+
+async def spool_run(args: argparse.Namespace) -> bool:
+    bench = SpoolBench(Path(tempfile.mkdtemp(prefix="bench-spool-")))
+    bus: Bus | None = None
+    try:
+        bus = await bench.start()
+        await answer_samples(bench, args.warmup * 5)
+        samples = await answer_samples(bench, args.spool_samples)
+        posted, drained, all_in = await drain_rate(bench, bus, args.outage)
+        floor = await publish_floor(bench, bus, args.outage)
+    except BaseException:
+        print(bench.system.dump_logs()[-8000:], file=sys.stderr)
+        raise
+    finally:
+        if bus is not None:
+            await bus.close()
+        await bench.stop()
+
+    spool, direct = samples["gateway"], samples["direct"]
+    print()
+    print(f"the webhook spool: {args.spool_samples} signed POST /sms per gateway, alternating")
+    print(f"{'':40}{'p50':>12}{'p99':>12}{'mean':>12}")
+    for name, values in (
+        ("answer, spool (default)", spool[0]),
+        ("answer, direct publish (spool off)", direct[0]),
+        ("stored on AGENT, spool", spool[1]),
+        ("stored on AGENT, direct publish", direct[1]),
+    ):
+        print(f"{name:40}{ms(pct(values, 50)):>12}{ms(pct(values, 99)):>12}{ms(statistics.fmean(values)):>12}")
+    added = [pct(spool[0], p) - pct(direct[0], p) for p in (50, 99)]
+    print(f"{'spool added to the answer':40}{ms(added[0]):>12}{ms(added[1]):>12}")
+    print()
+    print(f"outage: {args.outage} SMS posted while NATS was down, {posted:,.0f} answers/s (all 200)")
+    print(f"  drain after NATS returned: {drained:,.0f} SMS/s (JetStream timestamps, first to last);"
+          f" NATS up -> all stored {all_in:.2f} s")
+    print(f"  floor, one publish at a time with its ack: {floor:,.0f}/s; the drain is {drained / floor:.0%} of it")
+    ok_added = max(added) <= TARGET_SPOOL_ADDED
+    ok_drain = drained >= TARGET_DRAIN_RATE
+    print()
+    print(f"  target: the spool adds <= {TARGET_SPOOL_ADDED * 1000:.0f} ms to the /sms answer at p50 and p99: "
+          f"{'PASS' if ok_added else 'MISS'} ({added[0] * 1000:.2f} / {added[1] * 1000:.2f} ms)")
+    print(f"  target: drain after an outage >= {TARGET_DRAIN_RATE:.0f} SMS/s: "
+          f"{'PASS' if ok_drain else 'MISS'} ({drained:,.0f}/s)")
+    return ok_added and ok_drain
+
+
+async def run_all(args: argparse.Namespace) -> bool:
+    turns_ok = True if args.spool_only else await run(args)
+    return await spool_run(args) and turns_ok
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--turns", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=3, help="unmeasured turns per channel first")
+    parser.add_argument("--spool-samples", type=int, default=300, help="signed POST /sms per gateway")
+    parser.add_argument("--outage", type=int, default=1000, help="SMS posted while NATS is down")
+    parser.add_argument("--spool-only", action="store_true", help="only the webhook spool's figures")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     logging.getLogger("delegate.runtime.bus").setLevel(logging.ERROR)
-    sys.exit(0 if asyncio.run(run(args)) else 1)
+    sys.exit(0 if asyncio.run(run_all(args)) else 1)
 
 
 if __name__ == "__main__":
