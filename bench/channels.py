@@ -49,6 +49,7 @@ from email.message import EmailMessage
 from email.utils import format_datetime, make_msgid
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlencode
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -197,8 +198,14 @@ async def sms_turns(
                 lambda b=before: twilio.create_times[b] if len(twilio.create_times) > b else None,  # type: ignore[misc]
                 f"sms turn {i}",
             )
+            # The stand-in stamps in its own thread: the CHANNELS message may still be on its way
+            # to this loop's subscription when the create has arrived.
+            on_channels = await until(
+                lambda q=queued_before: queued[q] if len(queued) > q else None,  # type: ignore[misc]
+                f"sms turn {i} on CHANNELS",
+            )
             samples.append(arrived - t0)
-            to_queue.append(queued[queued_before] - t0)
+            to_queue.append(on_channels - t0)
     return samples, to_queue
 
 
@@ -326,6 +333,7 @@ class SpoolBench:
         self.http = httpx.AsyncClient(timeout=30)
         self.stored: dict[str, float] = {}  # input id -> perf_counter when seen on AGENT
         self._n = 0
+        self.watch: Any = None  # the subscription timing inputs onto AGENT
 
     async def start(self) -> Bus:
         self.system.start("gateway")
@@ -337,7 +345,7 @@ class SpoolBench:
         async def on_input(msg: object) -> None:
             self.stored[json.loads(msg.data)["id"]] = time.perf_counter()  # type: ignore[attr-defined]
 
-        await bus.nc.subscribe(topics.AGENT_INPUT.subject, cb=on_input)
+        self.watch = await bus.nc.subscribe(topics.AGENT_INPUT.subject, cb=on_input)
         return bus
 
     def params(self) -> dict[str, str]:
@@ -417,6 +425,7 @@ async def _count_or_zero(bus: Bus) -> int:
 
 async def publish_floor(bench: SpoolBench, bus: Bus, n: int) -> float:
     """The same inputs published by this script one at a time, each waiting for JetStream's ack."""
+    await bench.watch.unsubscribe()  # this loop does nothing else meanwhile, as the gateway's drain
     payloads = []
     for _ in range(n):
         params = bench.params()
