@@ -2,6 +2,7 @@
 
 import asyncio
 import json
+import logging
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -33,6 +34,8 @@ from delegate.openai_standin.state import StandinState, StateDep, note
 from delegate.openai_standin.store import StoredResponse
 from delegate.openai_standin.streaming import dropped_body, stream_turn, wait_or_disconnect
 from delegate.openai_standin.tokens import estimate_prompt
+
+log = logging.getLogger(__name__)
 
 # Request-log fields of the two model endpoints, until the request gets that far.
 _UNRESOLVED: dict[str, Any] = {
@@ -174,6 +177,8 @@ def _checked(operation: str, body: object) -> dict[str, Any]:
     """The body, if OpenAI's schema for `operation` takes it; else the API's own 400."""
     refusal = strict.check_body(operation, body)
     if refusal is not None:
+        # Logged: a client of ours sending what OpenAI refuses is a bug to see at once.
+        log.warning("refused %s: %s", operation, refusal.message)
         raise refused(refusal)
     assert isinstance(body, dict)  # every body schema is an object
     return body

@@ -41,11 +41,21 @@ def _conjunctions(spec: Spec, schema: Schema, value: object) -> list[list[Schema
     for member in schema.get("allOf", ()):
         parts.append(_conjunctions(spec, member, value))
     if "anyOf" in schema:
-        options = [option for option in schema["anyOf"] if spec.is_valid(option, value)] or schema["anyOf"]
+        fitting = _same_kind(spec, schema["anyOf"], value)
+        options = [option for option in fitting if spec.is_valid(option, value)] or schema["anyOf"]
         parts.append([c for option in options for c in _conjunctions(spec, option, value)])
     for part in parts:
         result = [left + right for left, right in product(result, part)]
     return result
+
+
+def _same_kind(spec: Spec, options: list[Schema], value: object) -> list[Schema]:
+    """The alternatives whose `type` discriminator admits the value's (all if unsure):
+    validating 30 item schemas against every input item is what makes this slow."""
+    kind = value.get("type") if isinstance(value, dict) else None
+    if not isinstance(kind, str):
+        return options
+    return [option for option in options if kind in spec.type_values(option, kind)]
 
 
 def _unknown_in(spec: Spec, schemas: list[Schema], value: dict[str, Any] | list[Any], path: Path) -> Path | None:
