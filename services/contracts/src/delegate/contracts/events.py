@@ -275,6 +275,34 @@ class ContextUsage(Payload):
     compact_threshold: int | None = None
 
 
+UsagePurpose = Literal[
+    "owner_turn", "activation", "memory_extraction", "capsule", "compaction", "web_search", "task_step", "voice"
+]
+
+
+class ModelUsage(Payload):
+    """One OpenAI call's billed tokens (one event per call, failed calls that were billed too).
+
+    The event's channel is its cause's. ``cost_usd`` is priced when the event is written (so later
+    price changes never rewrite history) and is None for a model the price table lacks ("unpriced").
+    """
+
+    KIND: ClassVar[str] = "model.usage"
+    model: str = Field(max_length=200)
+    purpose: UsagePurpose
+    cause_id: str | None = Field(default=None, max_length=200)  # the span, turn, activation, task or call id
+    input_tokens: int = Field(default=0, ge=0)  # all input tokens, cached and audio ones included
+    cached_tokens: int = Field(default=0, ge=0)
+    output_tokens: int = Field(default=0, ge=0)  # all output tokens, audio ones included
+    audio_input_tokens: int = Field(default=0, ge=0)
+    audio_output_tokens: int = Field(default=0, ge=0)
+    web_search_calls: int = Field(default=0, ge=0)
+    cost_usd: float | None = Field(default=None, ge=0)
+    response_id: str | None = Field(default=None, max_length=200)
+    failed: bool | None = None  # the call failed after tokens were billed
+    OMIT_WHEN_NONE: ClassVar[frozenset[str]] = frozenset({"response_id", "failed"})
+
+
 class ContextCompacted(Payload):
     KIND: ClassVar[str] = "context.compacted"
     trigger: Literal["auto", "manual"]
@@ -589,7 +617,7 @@ PAYLOADS: dict[str, type[Payload]] = {
     for p in (
         ConversationOpened, ConversationEnded, SpanOpened, SpanClosed, Checkpoint, Message,
         TurnFailed, ToolCall, ToolResult, MemoryRetrieved, MemoryExtracted, ContextUsage,
-        ContextCompacted, ContextCapsule, InnerSignal, InnerDecision, ActivationOutcome, ReminderDefined,
+        ModelUsage, ContextCompacted, ContextCapsule, InnerSignal, InnerDecision, ActivationOutcome, ReminderDefined,
         ReminderChanged, ReminderCancelled, TermStarted, TermEnded,
         InboundRefused, Delivery, MailProgress, AttachmentStored, SessionStarted, SessionEnded, VoiceTiming,
         CallPlaced, CallVoicemail,
