@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import httpx
 import pytest
 
 from delegate.contracts import topics
@@ -119,3 +120,13 @@ async def test_an_mcp_tool_openai_would_refuse_never_breaks_the_chat(tmp_path: P
         assert answer.kind == "message" and answer.payload["text"] == "Hello Ana."
         offered = {t.get("name") for t in response_bodies(standin)[-1]["tools"]}
         assert "kit__echo" in offered and "kit__tag_notes" not in offered
+
+        # The owner sees it too: GET /api/tools lists the refused tool with its reason.
+        system.start("gateway")
+        async with httpx.AsyncClient(base_url=system.http, headers=system.auth()) as client:
+            tools = (await client.get("/api/tools")).json()
+        assert "kit__echo" in {t["name"] for t in tools["tools"]}
+        assert tools["refused"] == [{
+            "name": "kit__tag_notes", "source": "mcp:kit", "tool": "tag_notes",
+            "reason": "the array schema at properties.tags does not say what its items are",
+        }]

@@ -105,7 +105,8 @@ ROLES: dict[str, Role] = {
                       topics.MEMORY_SEARCH, topics.MEMORY_FACTS, topics.MEMORY_IMPORT, topics.PINGS["memory"],
                       topics.TASKS_CREATE, topics.TASKS_LIST, topics.TASKS_GET, topics.TASKS_CONTROL,
                       topics.PINGS["tasks"], topics.LEDGER_ARTIFACT,  # the artifact: GET /api/runs/{id}/diagram
-                      topics.PINGS["inner-plane"]),  # /readyz: does it refuse the NATS server?
+                      topics.PINGS["inner-plane"],  # /readyz: does it refuse the NATS server?
+                      topics.TOOLS_LIST),  # GET /api/tools: offered and refused tools
             buckets=(s.GATEWAY_SESSIONS_BUCKET,),
             reads_streams=("AGENT",),  # the original of a duplicate input, by its sequence
         ),

@@ -26,6 +26,7 @@ from . import (
     runs_api,
     signals_api,
     tasks_api,
+    tools_api,
     twilio_amd,
     twilio_voice,
     twilio_webhooks,
@@ -87,6 +88,7 @@ def create_app(settings: Settings, bus: Bus | None = None) -> FastAPI:
     app.include_router(import_api.router)
     app.include_router(runs_api.router)
     app.include_router(tasks_api.router)
+    app.include_router(tools_api.router)
     install_openapi(app)  # GET /api/openapi.json: every route above, with its bodies and error shapes
     # Later routers (/api/tasks) are included here.
     # Static files last: every route above wins over a file of the same name.
