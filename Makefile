@@ -2,7 +2,7 @@
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
-MEMBERS := contracts runtime launcher ledger gateway agent voice inner-plane memory tasks pollers openai-standin
+MEMBERS := contracts runtime launcher host ledger gateway agent voice inner-plane memory tasks pollers openai-standin
 EDITABLES := $(foreach m,$(MEMBERS),$(if $(wildcard services/$(m)/pyproject.toml),-e services/$(m)))
 
 .PHONY: install install-run run test lint typecheck bench token token-rotate clean

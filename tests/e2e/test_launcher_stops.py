@@ -78,6 +78,7 @@ def _launch(tmp_path: Path, log_path: Path, port: int = 0) -> subprocess.Popen[b
         # With a key the launcher starts no stand-in: the services alone are what is stopped.
         # No request is ever sent with it.
         OPENAI_API_KEY="sk-launcher-test-never-sent",
+        DELEGATE_PROCESSES="split",  # the most children to stop (the host's own stop: test_host_mode)
     )
     env.pop("DELEGATE_TOKEN", None)
     with open(log_path, "ab") as log:

@@ -128,6 +128,7 @@ def test_launcher_runs_the_whole_system_offline_and_stops_on_ctrl_c(tmp_path: Pa
     # the environment means unset, so .env's value applies.
     (tmp_path / ".env").write_text(f"DELEGATE_PORT={port}\nRUNTIME_DATA_DIR={tmp_path / 'rt'}\n")
     env["DELEGATE_OFFLINE_MODEL"] = ""
+    env["DELEGATE_PROCESSES"] = "split"  # a process per service: each is killed and checked alone
     launch_log = tmp_path / "launch.log"
     proc = _launch(tmp_path, env, launch_log)
     base = f"http://127.0.0.1:{port}"

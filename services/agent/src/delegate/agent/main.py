@@ -42,13 +42,16 @@ def run() -> None:
 
 async def serve(settings: Settings, stop: asyncio.Event) -> None:
     instance = settings.instance_name or socket.gethostname()
-    bus = await Bus.connect(settings.nats_url, f"{SERVICE}:{instance}")
+    bus = await Bus.connect(settings.nats_url, f"{SERVICE}:{instance}", settings=settings)
     await bus.ensure_streams()
     ledger = Ledger(bus)
-    client = AsyncOpenAI(max_retries=settings.openai_max_retries, timeout=settings.openai_timeout)
+    client = AsyncOpenAI(
+        max_retries=settings.openai_max_retries, timeout=settings.openai_timeout,
+        **(settings.openai_client_options() or {}),
+    )
     lease = Lease(
         bus.js, instance, bucket=subjects.AGENT_LEASE_BUCKET, singleton="agent",
-        ttl=settings.agent_lease_ttl, renew_every=settings.agent_lease_renew,
+        ttl=settings.agent_lease_ttl, renew_every=settings.agent_lease_renew, replicas=settings.nats_replicas,
     )
     # The tools send only while a fresh read shows the lease ours: CHANNELS is not fenced.
     toolbox = await Toolbox.start(settings, bus, ledger, Outbox(bus, ledger, lease.confirm))
@@ -88,7 +91,7 @@ async def lead(
     # Renewed until the term is over, also while a turn finishes after SIGTERM.
     holder = asyncio.create_task(lease.hold(lost))
     ledger.fence = lease.fence
-    term = await Bus.connect(settings.nats_url, f"{SERVICE}:{instance}:leader")
+    term = await Bus.connect(settings.nats_url, f"{SERVICE}:{instance}:leader", settings=settings)
     agent = Agent(settings, bus, ledger, client, toolbox, lease, lost)
     record = LeadershipTerm(ledger, instance)
     term_stop = asyncio.Event()

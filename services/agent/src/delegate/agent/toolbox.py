@@ -21,7 +21,7 @@ from .ledger import Ledger
 from .model import FunctionCall
 from .outbound import Outbox
 from .settings import Settings
-from .tools import ConfigError, ToolRegistry
+from .tools import ConfigError, ToolRegistry, ToolSettings
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,8 @@ class Toolbox:
     async def start(cls, settings: Settings, bus: Bus, ledger: Ledger, outbox: Outbox | None = None) -> "Toolbox":
         """``outbox``: how the owner-contact tools send (the same sender as sms/email replies)."""
         registry = ToolRegistry(
-            settings.runtime_data_dir, bus, fence=lambda: ledger.fence, outbox=outbox, caller=outbox
+            settings.runtime_data_dir, bus, settings=tool_settings(settings), fence=lambda: ledger.fence,
+            outbox=outbox, caller=outbox,
         )
         try:
             await registry.start()
@@ -147,3 +148,14 @@ class Toolbox:
                 await self.registry.aclose()
             except Exception:
                 log.exception("closing the tool registry")
+
+
+def tool_settings(settings: Settings) -> ToolSettings:
+    """The registry's settings with the model endpoint taken from the agent's own settings: the
+    process environment may be shared with other services (``delegate.host``)."""
+    endpoint = settings.openai_client_options() or {}
+    return ToolSettings(
+        runtime_data_dir=settings.runtime_data_dir,
+        openai_api_key=endpoint.get("api_key"),
+        openai_base_url=endpoint.get("base_url"),
+    )

@@ -51,7 +51,9 @@ class GatewayContext:
         backoff = Backoff(initial=0.25, maximum=2.0)
         while True:
             try:
-                bus = await Bus.connect(self.settings.nats_url, self.settings.instance_name or "gateway")
+                bus = await Bus.connect(
+                    self.settings.nats_url, self.settings.instance_name or "gateway", settings=self.settings
+                )
             except Exception as exc:
                 if backoff.failures in (0, 9) or (backoff.failures + 1) % 60 == 0:
                     log.warning(

@@ -1,6 +1,10 @@
 """``python -m delegate.gateway``: settings -> logging -> uvicorn."""
 
+import asyncio
+import contextlib
 import logging
+import socket
+from collections.abc import Generator
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -63,8 +67,47 @@ def warn_of_a_stream_url_twilio_refuses(settings: Settings) -> None:
         )
 
 
+class HostedServer(uvicorn.Server):
+    """uvicorn inside a process that handles its own signals (``delegate.host``): ``serve``
+    would otherwise take SIGINT/SIGTERM over for as long as it runs, from every service."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        yield
+
+
+async def serve(settings: Settings, stop: asyncio.Event) -> None:
+    """The gateway as a hosted service: uvicorn on this loop until ``stop``, then its graceful
+    shutdown (bounded by ``timeout_graceful_shutdown``)."""
+    warn_of_a_stream_url_twilio_refuses(settings)
+    server = HostedServer(uvicorn_config(create_app(settings), settings))
+
+    async def exit_on_stop() -> None:
+        await stop.wait()
+        server.should_exit = True
+
+    stopper = asyncio.create_task(exit_on_stop())
+    try:
+        await server.serve(sockets=[listening_socket(server.config, settings.gateway_stalled_peer_s)])
+    finally:
+        stopper.cancel()
+    if not stop.is_set():  # startup failed (the port taken) or the server ended by itself
+        raise RuntimeError("the gateway's HTTP server ended without being asked to stop")
+
+
+def listening_socket(config: uvicorn.Config, stalled_peer_s: float) -> socket.socket:
+    """uvicorn's own listening socket, with TCP_USER_TIMEOUT set: Linux copies it to every
+    connection accepted on it, so a peer that stops reading (its window closed, our data queued)
+    is dropped after ``stalled_peer_s`` instead of holding its socket and stream for ever."""
+    sock = config.bind_socket()
+    if hasattr(socket, "TCP_USER_TIMEOUT"):  # Linux; elsewhere the keepalives alone apply
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, int(stalled_peer_s * 1000))
+    return sock
+
+
 def run() -> None:
     settings = Settings()
     configure_logging(settings.instance_name or "gateway", settings.log_level)
     warn_of_a_stream_url_twilio_refuses(settings)
-    uvicorn.Server(uvicorn_config(create_app(settings), settings)).run()
+    config = uvicorn_config(create_app(settings), settings)
+    uvicorn.Server(config).run(sockets=[listening_socket(config, settings.gateway_stalled_peer_s)])

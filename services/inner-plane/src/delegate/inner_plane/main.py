@@ -6,7 +6,7 @@ import os
 import threading
 
 from delegate.runtime.bus import MESSAGE_SCHEDULES, Bus, start_when_server_suits
-from delegate.runtime.service import run_service
+from delegate.runtime.service import hosted, run_service
 from delegate.runtime.settings_check import load_settings
 
 from .model import Model
@@ -26,8 +26,9 @@ def _exit_now() -> None:
 
 
 async def serve(settings: Settings, stop: asyncio.Event) -> None:
-    bus = await Bus.connect(settings.nats_url, f"{SERVICE}:{settings.instance_name or SERVICE}")
+    bus = await Bus.connect(settings.nats_url, f"{SERVICE}:{settings.instance_name or SERVICE}", settings=settings)
     model = Model(settings)
+    watchdog: threading.Timer | None = None
     try:
         # Reminders are JetStream message schedules: an older server would take them and never fire.
         if not await start_when_server_suits(bus, SERVICE, [MESSAGE_SCHEDULES], stop):
@@ -45,6 +46,8 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
             # hangs (one CI run saw a failed plane linger after its worker ended): a process
             # that answers nothing must not stay up; the ledger holds everything it knew.
             # A thread, not the loop: it also fires if the hang is in the interpreter's exit.
+            # Cancelled once the clean-up is done: a host process (``delegate.host``) running
+            # other services restarts this one instead of exiting.
             watchdog = threading.Timer(EXIT_DEADLINE_S, _exit_now)
             watchdog.daemon = True
             watchdog.start()
@@ -53,6 +56,8 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     finally:
         await bus.close()
         await model.close()
+        if watchdog is not None and hosted():
+            watchdog.cancel()
 
 
 def run() -> None:

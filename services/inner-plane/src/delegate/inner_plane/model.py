@@ -12,4 +12,5 @@ class Model(LazyOpenAI):
         # The SDK's own retries cover short blips. Without a key the service still follows
         # the ledger and fires idle checks.
         super().__init__(timeout=settings.openai_timeout_seconds, max_retries=None,
-                         without_key="capsule refresh and memory extraction will fail")
+                         without_key="capsule refresh and memory extraction will fail",
+                         endpoint=settings.openai_client_options())

@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from delegate.runtime.settings_source import password_variable as password_variable  # re-exported
+
 if TYPE_CHECKING:  # the role table is loaded where it is read: the launcher's own process never does
     from delegate.contracts.roles import Permissions
 
@@ -21,11 +23,6 @@ class NatsUser:
     password: str = ""
     permissions: "Permissions | None" = None  # None: everything (the tests' own identity)
     password_env: str | None = None  # render ``$VAR``: nats-server reads it from its environment
-
-
-def password_variable(role: str) -> str:
-    """The environment variable holding ``role``'s password on an external server: NATS_PASSWORD_INNER_PLANE."""
-    return "NATS_PASSWORD_" + role.upper().replace("-", "_")
 
 
 def role_users(passwords: dict[str, str]) -> list[NatsUser]:

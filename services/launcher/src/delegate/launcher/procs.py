@@ -111,9 +111,10 @@ class ManagedProcess:
 
 
 def python_module(
-    name: str, module: str, env: dict[str, str], log_path: Path, *, with_parent: bool = False
+    name: str, module: str, env: dict[str, str], log_path: Path, *, with_parent: bool = False,
+    args: Sequence[str] = (),
 ) -> ManagedProcess:
-    return ManagedProcess(name, [sys.executable, "-m", module], env, log_path, with_parent=with_parent)
+    return ManagedProcess(name, [sys.executable, "-m", module, *args], env, log_path, with_parent=with_parent)
 
 
 def nats_server_binary() -> str:

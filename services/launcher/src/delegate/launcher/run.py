@@ -47,6 +47,10 @@ SUPERVISE_EVERY_S = 0.5  # how often the launcher looks at its children (and sho
 STOP_BUDGET_S = 4.0
 NATS_STOP_S = 1.0
 
+# DELEGATE_PROCESSES: "host" (the default) runs every service in one process
+# (`python -m delegate.host`); "split" runs each in a process of its own.
+PROCESS_MODES = ("host", "split")
+
 SERVICES = (
     ("ledger", "delegate.ledger"),
     ("agent", "delegate.agent"),
@@ -163,6 +167,37 @@ def service_env(role: str, base: dict[str, str], passwords: dict[str, str] | Non
     return env
 
 
+def host_env(roles: list[str], base: dict[str, str], passwords: dict[str, str] | None) -> dict[str, str]:
+    """The host process's environment: the shared settings and the identity of every service it
+    runs, one password variable each (NATS_PASSWORD_AGENT, ...), never one NATS_USER for all."""
+    env = {k: v for k, v in _without_identities(base).items() if k not in ("NATS_USER", "NATS_PASSWORD")}
+    for role in roles:
+        if passwords is not None:
+            env[password_variable(role)] = passwords[role]
+        elif password_variable(role) in base:
+            env[password_variable(role)] = base[password_variable(role)]
+    return env
+
+
+def service_processes(env: dict[str, str], passwords: dict[str, str] | None, logs: Path) -> list[ManagedProcess]:
+    """Every service: in one host process (DELEGATE_PROCESSES=host, the default) or one each (split).
+
+    The host is supervised as any child: restarted when it dies, SIGTERMed on stop, and it dies
+    with the launcher. The ledger's writer stays a process of its own under either (the ledger
+    starts it)."""
+    mode = env.get("DELEGATE_PROCESSES", "host").strip().lower() or "host"
+    if mode not in PROCESS_MODES:
+        raise SystemExit(f"DELEGATE_PROCESSES={mode}: choose one of {', '.join(PROCESS_MODES)}")
+    if mode == "split":
+        return [
+            python_module(name, module, service_env(name, env, passwords), logs / f"{name}.log", with_parent=True)
+            for name, module in SERVICES
+        ]
+    names = [name for name, _ in SERVICES]
+    return [python_module("host", "delegate.host", host_env(names, env, passwords), logs / "host.log",
+                          with_parent=True, args=("--services", ",".join(names)))]
+
+
 def launch_environment(environ: dict[str, str] | None = None, env_file: str | Path | None = ".env") -> dict[str, str]:
     """What the launcher and its children read: the environment first, then `.env`."""
     env = merged_environment(environ, env_file)
@@ -213,10 +248,7 @@ def main() -> None:
 
     # The token is shown on this terminal (below), never in the gateway's log file.
     env["GATEWAY_ANNOUNCE_TOKEN"] = "0"
-    procs = [
-        python_module(name, module, service_env(name, env, passwords), logs / f"{name}.log", with_parent=True).start()
-        for name, module in SERVICES
-    ]
+    procs = [proc.start() for proc in service_processes(env, passwords, logs)]
     supervisor = Supervisor([*extra, *procs])
     port = env.get("DELEGATE_PORT", "8081")
     log.info("Delegate is starting on http://localhost:%s (logs in %s); Ctrl-C stops it", port, logs)

@@ -28,7 +28,7 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     if not await _open(store, stop):
         return
     try:
-        bus = await Bus.connect(settings.nats_url, settings.instance_name or SERVICE)
+        bus = await Bus.connect(settings.nats_url, settings.instance_name or SERVICE, settings=settings)
         try:
             await _serve(settings, store, bus, stop)
         finally:

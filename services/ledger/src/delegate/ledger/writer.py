@@ -108,8 +108,9 @@ async def _read_frame(reader: asyncio.StreamReader) -> Any:
 
 def writer_env(settings: Settings, store: LedgerStore) -> dict[str, str]:
     """The writer's environment: this process's, with the store settings as resolved here
-    (they may have come from code or a .env file, not the environment)."""
-    env = dict(os.environ)
+    (they may have come from code or a .env file, not the environment). No NATS identity: the
+    writer never connects, and a host process (``delegate.host``) holds several."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NATS_PASSWORD")}
     env["RUNTIME_DATA_DIR"] = str(settings.runtime_data_dir.resolve())
     env["LOG_LEVEL"] = settings.log_level
     env["INSTANCE_NAME"] = settings.instance_name

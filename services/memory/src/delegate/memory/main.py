@@ -19,7 +19,7 @@ log = logging.getLogger(__name__)
 
 
 async def serve(settings: Settings, stop: asyncio.Event) -> None:
-    bus = await Bus.connect(settings.nats_url, f"{SERVICE}:{settings.instance_name or SERVICE}")
+    bus = await Bus.connect(settings.nats_url, f"{SERVICE}:{settings.instance_name or SERVICE}", settings=settings)
     service: MemoryService | None = None
     try:
         await bus.ensure_streams()
@@ -39,7 +39,8 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
 
 async def rebuild(settings: Settings, stop: asyncio.Event) -> None:
     remove_files(settings.index_path)
-    bus = await Bus.connect(settings.nats_url, f"{SERVICE}:{settings.instance_name or SERVICE}-rebuild")
+    name = f"{SERVICE}:{settings.instance_name or SERVICE}-rebuild"
+    bus = await Bus.connect(settings.nats_url, name, settings=settings)
     try:
         service = MemoryService(settings, bus, stop, extract=False)
         await service.follower.catch_up()

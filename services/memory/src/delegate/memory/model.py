@@ -12,4 +12,5 @@ class Model(LazyOpenAI):
         # The SDK's own retries are off: a retry is another model call for the same turn, and
         # the worker decides those. Without a key the index and search still work.
         super().__init__(timeout=settings.openai_timeout_seconds, max_retries=0,
-                         without_key="per-turn extraction will wait (turns stay in the pending list)")
+                         without_key="per-turn extraction will wait (turns stay in the pending list)",
+                         endpoint=settings.openai_client_options())

@@ -37,7 +37,7 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     if problems := mail_oauth.check_settings(settings):
         log.error("mail OAuth2 settings: %s", "; ".join(problems))
         raise SystemExit(2)
-    bus = await Bus.connect(settings.nats_url, f"{SERVICE}:{settings.instance_name or SERVICE}")
+    bus = await Bus.connect(settings.nats_url, f"{SERVICE}:{settings.instance_name or SERVICE}", settings=settings)
     health = Health()
     try:
         await bus.ensure_streams()

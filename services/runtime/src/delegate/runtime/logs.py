@@ -1,14 +1,33 @@
-"""Stdlib logging with the service name on every line."""
+"""Stdlib logging with the service name on every line.
+
+A process may host several services (``delegate.host``): the name on a line is then the one
+of the service whose task logged it (``SERVICE_NAME``, a context variable each hosted service
+sets in its own task; the tasks and threads it starts inherit it), else the process's own.
+"""
 
 import logging
 import sys
+from contextvars import ContextVar
+
+SERVICE_NAME: ContextVar[str | None] = ContextVar("delegate_service_name", default=None)
+
+
+class ServiceName(logging.Filter):
+    """Puts ``record.service``: the hosted service logging, else ``default``."""
+
+    def __init__(self, default: str) -> None:
+        super().__init__()
+        self.default = default
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.service = SERVICE_NAME.get() or self.default
+        return True
 
 
 def configure_logging(service: str, level: str = "INFO") -> None:
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(
-        logging.Formatter(f"%(asctime)s {service} %(levelname)s %(name)s: %(message)s")
-    )
+    handler.addFilter(ServiceName(service))
+    handler.setFormatter(logging.Formatter("%(asctime)s %(service)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

@@ -8,8 +8,7 @@ does meanwhile (lease renewals, the ledger follower, acks). A missing key is sti
 
 import asyncio
 import logging
-import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from delegate.runtime import without_unused_extras
 
@@ -24,16 +23,20 @@ class ModelFailed(Exception):
 
 
 class LazyOpenAI:
-    def __init__(self, *, timeout: float, max_retries: int | None, without_key: str) -> None:
+    def __init__(
+        self, *, timeout: float, max_retries: int | None, without_key: str, endpoint: dict[str, Any] | None
+    ) -> None:
         """``max_retries`` None keeps the SDK's own retries; ``without_key`` says what waits
-        while OPENAI_API_KEY is unset (logged once, at start)."""
+        while OPENAI_API_KEY is unset (logged once, at start). ``endpoint``: the client's
+        ``api_key`` and ``base_url`` (``ServiceSettings.openai_client_options``), given to the
+        SDK explicitly; None when there is no key and no stand-in."""
         self.timeout = timeout
         self.max_retries = max_retries
+        self.endpoint = endpoint
         self.client: AsyncOpenAI | None = None
         self.missing = ""
-        # What the SDK's constructor refuses (it reads OPENAI_API_KEY / OPENAI_BASE_URL itself),
-        # checked here so a missing key is said at start, without loading the SDK.
-        if os.environ.get("OPENAI_API_KEY") is None:
+        # What the SDK's constructor would refuse, said at start without loading the SDK.
+        if endpoint is None:
             self.missing = "the OPENAI_API_KEY environment variable is not set"
             log.error("no OpenAI client (%s): %s", self.missing, without_key)
 
@@ -45,7 +48,7 @@ class LazyOpenAI:
             from openai import DEFAULT_MAX_RETRIES, AsyncOpenAI
 
             retries = DEFAULT_MAX_RETRIES if self.max_retries is None else self.max_retries
-            self.client = AsyncOpenAI(timeout=self.timeout, max_retries=retries)
+            self.client = AsyncOpenAI(timeout=self.timeout, max_retries=retries, **(self.endpoint or {}))
         return self.client
 
     async def complete(self, *, model: str, instructions: str, text: str) -> str:

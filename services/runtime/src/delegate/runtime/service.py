@@ -10,12 +10,18 @@ from typing import TypeVar
 
 import uvloop
 
-from .logs import configure_logging
+from .logs import SERVICE_NAME, configure_logging
 from .settings import ServiceSettings
 
 log = logging.getLogger(__name__)
 
 S = TypeVar("S", bound=ServiceSettings)
+
+
+def hosted() -> bool:
+    """Whether this service runs beside others in one host process (``delegate.host``): it must
+    then end by returning or raising, never by ending the process."""
+    return SERVICE_NAME.get() is not None
 
 
 def exit_unless_stopped_within(seconds: float) -> None:

@@ -6,15 +6,19 @@ working directory; an empty value means unset, so compose's `${VAR:-}` and an em
 """
 
 from pathlib import Path
+from typing import Any
 
 from pydantic import Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
+from .credentials import NatsCredentials
 from .settings_source import ENV_FILE, OpenAIEndpoint, export_openai_environment, openai_endpoint
 
 
-class NatsSettings(BaseSettings):
-    """Where NATS is and how JetStream keeps what we store there: read by ``Bus.connect``."""
+class NatsSettings(NatsCredentials):
+    """Where NATS is, who we are there (NATS_USER/NATS_PASSWORD, NATS_CREDS or NATS_NKEY_SEED:
+    `credentials`) and how JetStream keeps what we store there: handed to ``Bus.connect``, so
+    that several services in one process (``delegate.host``) each connect as their own role."""
 
     # extra="ignore": one shared .env carries every service's keys.
     model_config = SettingsConfigDict(env_file=ENV_FILE, extra="ignore", env_ignore_empty=True)
@@ -50,3 +54,12 @@ class ServiceSettings(NatsSettings):
     def openai(self) -> OpenAIEndpoint:
         key = self.openai_api_key.get_secret_value() if self.openai_api_key else None
         return openai_endpoint(key, self.openai_base_url, self.openai_standin_url)
+
+    def openai_client_options(self) -> dict[str, Any] | None:
+        """``api_key`` and ``base_url`` for an OpenAI SDK client, given explicitly: in one host
+        process the environment is shared, so a client must not depend on what it says. None:
+        no key and no stand-in, nothing to send a request to (the SDK would refuse too)."""
+        endpoint = self.openai
+        if endpoint.offline and endpoint.base_url is None:
+            return None
+        return {"api_key": endpoint.api_key, "base_url": endpoint.base_url}

@@ -46,6 +46,13 @@ def merged_environment(
     return merged
 
 
+def password_variable(role: str) -> str:
+    """The variable holding ``role``'s NATS password where one environment serves several roles
+    (an external server's settings, or one host process running several services):
+    NATS_PASSWORD_INNER_PLANE."""
+    return "NATS_PASSWORD_" + role.upper().replace("-", "_")
+
+
 @dataclass(frozen=True)
 class OpenAIEndpoint:
     api_key: str

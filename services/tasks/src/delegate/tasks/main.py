@@ -35,10 +35,11 @@ def run() -> None:
 
 async def serve(settings: Settings, stop: asyncio.Event) -> None:
     instance = settings.instance_name or socket.gethostname()
-    bus = await Bus.connect(settings.nats_url, f"{SERVICE}:{instance}")
+    bus = await Bus.connect(settings.nats_url, f"{SERVICE}:{instance}", settings=settings)
     await bus.ensure_streams()
     lease = Lease(bus.js, instance, bucket=subjects.TASKS_LEASE_BUCKET, singleton="tasks",
-                  ttl=settings.tasks_lease_ttl, renew_every=settings.tasks_lease_ttl / 3)
+                  ttl=settings.tasks_lease_ttl, renew_every=settings.tasks_lease_ttl / 3,
+                  replicas=settings.nats_replicas)
     log.info("tasks %s standing by for the lease (model %s, %d at once)", instance, settings.model_name,
              settings.tasks_max_concurrent)
     try:
@@ -59,7 +60,7 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
 async def lead(settings: Settings, instance: str, bus: Bus, lease: Lease, stop: asyncio.Event) -> None:
     lost = asyncio.Event()
     holder = asyncio.create_task(lease.hold(lost))
-    term = await Bus.connect(settings.nats_url, f"{SERVICE}:{instance}:leader")
+    term = await Bus.connect(settings.nats_url, f"{SERVICE}:{instance}:leader", settings=settings)
     pictures = RunPictures(settings, bus, lambda: lease.fence) if settings.tasks_thoughtflow else None
     service = TasksService(settings, bus, lambda: lease.fence,
                            on_terminal=pictures.task_ended if pictures else lambda record: None)

@@ -28,7 +28,8 @@ class Answer:
 class Model(LazyOpenAI):
     def __init__(self, settings: Settings) -> None:
         # The SDK's own retries are off: the runner decides when a step is tried again.
-        super().__init__(timeout=settings.openai_timeout_seconds, max_retries=0, without_key="tasks wait")
+        super().__init__(timeout=settings.openai_timeout_seconds, max_retries=0, without_key="tasks wait",
+                         endpoint=settings.openai_client_options())
         self.model = settings.model_name
 
     async def step(self, *, input_items: list[dict[str, Any]], previous: str | None,

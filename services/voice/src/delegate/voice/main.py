@@ -6,7 +6,6 @@ goes live or ends. Each session serves its own attach subject and live relay (``
 """
 
 import asyncio
-import os
 import socket
 
 from delegate.contracts import topics
@@ -26,11 +25,11 @@ SERVICE = "voice"
 
 async def serve(settings: Settings, stop: asyncio.Event) -> None:
     instance = settings.instance_name or socket.gethostname()
-    bus = await Bus.connect(settings.nats_url, f"{SERVICE}:{instance}")
+    bus = await Bus.connect(settings.nats_url, f"{SERVICE}:{instance}", settings=settings)
     presets = PresetStore(settings.runtime_data_dir)
     presets.refresh()
     sessions = Sessions(settings, bus, presets, instance)
-    if os.environ.get("OPENAI_API_KEY") is None:
+    if settings.openai_client_options() is None:
         # The Realtime client (and the OpenAI SDK) is made with the first session; without a
         # key it is made now, so the SDK refuses at start, as it always has.
         sessions.client()

@@ -55,7 +55,8 @@ class Sessions:
             from openai import AsyncOpenAI
 
             # No retries inside a call: a Realtime socket that fails ends the session, cleanly.
-            self._client = AsyncOpenAI(max_retries=0)
+            # Its key and base URL from our settings, not the (shared) process environment.
+            self._client = AsyncOpenAI(max_retries=0, **(self.settings.openai_client_options() or {}))
         return self._client
 
     async def load_session_code(self) -> None:

@@ -65,12 +65,20 @@ class Bus:
         self._tasks: set[asyncio.Task[None]] = set()
 
     @classmethod
-    async def connect(cls, url: str, service: str, *, replicas: int | None = None) -> "Bus":
+    async def connect(
+        cls, url: str, service: str, *, replicas: int | None = None, settings: NatsSettings | None = None
+    ) -> "Bus":
         """Connect to ``url``: one server, or a cluster's seed list separated by commas.
 
-        ``replicas`` defaults to NATS_REPLICAS (1): one setting, the same code on one server
-        and on a cluster.
+        ``settings``: the service's own (its identity and NATS_REPLICAS), read once at its edge;
+        several services share one process's environment (``delegate.host``), so a service
+        passes them. Without them (tools, tests) they are read from the environment.
+        ``replicas`` overrides NATS_REPLICAS (1): one setting, the same code on one server and
+        on a cluster.
         """
+        if settings is None:
+            settings = NatsSettings()
+
         async def on_error(exc: Exception) -> None:
             # A permissions violation is a bug in the role table or the code, never weather.
             if "permissions violation" in str(exc).lower():
@@ -88,7 +96,7 @@ class Bus:
             servers=seeds(url),  # any one that answers; the cluster tells the client the rest
             name=service,
             # who we are (NATS_CREDS / NATS_USER+NATS_PASSWORD) and our private reply inboxes
-            **connect_options(service, url=url),
+            **connect_options(service, settings, url=url),
             max_reconnect_attempts=-1,  # a restarted NATS must never end a service
             reconnect_time_wait=0.25,
             connect_timeout=2,
@@ -98,8 +106,8 @@ class Bus:
             reconnected_cb=on_reconnect,
         )
         if replicas is None:
-            replicas = NatsSettings().nats_replicas
-        return cls(nc, service, identity_role(service, url=url), replicas=replicas)
+            replicas = settings.nats_replicas
+        return cls(nc, service, identity_role(service, settings, url=url), replicas=replicas)
 
     # ---- streams ----------------------------------------------------------------------
 

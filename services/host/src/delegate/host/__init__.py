@@ -1,0 +1,1 @@
+"""Several Delegate services in one process: ``python -m delegate.host --services all``."""
