@@ -15,6 +15,7 @@ from delegate.contracts import topics
 from delegate.contracts.events import ContextCompacted, make_event
 from delegate.contracts.ids import utcnow
 from delegate.contracts.messages import LiveNotice
+from delegate.runtime.metering import Cause
 from delegate.runtime.working_context import compose_instructions
 
 from . import model as responses
@@ -51,6 +52,12 @@ class Compaction(AgentCore):
         with contextlib.suppress(Exception):
             await self.publish_state()
 
+    def _compaction_cause(self) -> Cause:
+        s = self.state
+        span_id = s.span.id if s.span else None
+        return Cause("compaction", "text", span_id or s.conversation_id, conversation_id=s.conversation_id,
+                     span_id=span_id)
+
     async def _compact_locked(self) -> None:
         s = self.state
         try:
@@ -61,14 +68,15 @@ class Compaction(AgentCore):
             if s.chain_id:
                 items, usage = await responses.compact(
                     self.client, model=self.settings.openai_model, instructions=instructions,
-                    previous_response_id=s.chain_id,
+                    previous_response_id=s.chain_id, meter=self.meter, cause=self._compaction_cause(),
                 )
             else:
                 window = s.replacement if s.replacement is not None else await self._fresh_items(None)
                 if not window:
                     return
                 items, usage = await responses.compact(
-                    self.client, model=self.settings.openai_model, instructions=instructions, input_items=window
+                    self.client, model=self.settings.openai_model, instructions=instructions, input_items=window,
+                    meter=self.meter, cause=self._compaction_cause(),
                 )
             # The figures the usage rows use: before is what the newest context.usage reported
             # (the compact endpoint's own usage counts its request, compaction prompt included);

@@ -17,6 +17,7 @@ from delegate.contracts.events import Event
 from delegate.contracts.ids import utcnow
 from delegate.contracts.messages import AgentState, CapsuleState, Usage
 from delegate.runtime.bus import Bus, Retryable
+from delegate.runtime.metering import Meter
 from delegate.runtime.working_context import WorkingContext, build_working_context, capsule_through_seq
 
 from .conversation_state import ConversationState
@@ -56,6 +57,7 @@ class AgentCore:
         self.bus = bus  # long-lived connection: publishing, requests, live emits
         self.ledger = ledger
         self.client = client
+        self.meter = Meter.for_settings(settings, ledger.append)  # every model call's usage, under the fence
         self.toolbox = toolbox
         self.lease = lease  # None only in-process, where nothing else could lead
         # Replies to sms/email turns; the agent confirms the lease itself before publishing.

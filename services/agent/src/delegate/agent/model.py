@@ -21,6 +21,8 @@ from typing import Any
 import openai
 from openai import AsyncOpenAI, AsyncStream, RequestOptions
 
+from delegate.runtime.metering import Cause, Meter
+
 log = logging.getLogger(__name__)
 
 # In-stream failure codes that a second attempt cannot fix.
@@ -100,13 +102,12 @@ async def stream_response(
     on_delta: DeltaSink,
     on_compacting: FlagSink | None = None,
     on_created: Callable[[str], None] | None = None,
+    meter: Meter,
+    cause: Cause,
 ) -> ModelResult:
-    """Run one streamed ``POST /responses`` to its terminal event."""
+    """Run one streamed ``POST /responses`` to its terminal event (its usage metered as ``cause``'s)."""
     try:
-        stream = await client.post(
-            "/responses", body={**request, "stream": True}, cast_to=object, stream=True, stream_cls=RawEvents,
-            options=BEARER,
-        )
+        stream = await meter.stream(client, cause, request, stream_cls=RawEvents, options=BEARER)
     except openai.APIStatusError as exc:
         raise classify_status(exc) from exc
     except openai.APITimeoutError as exc:
@@ -254,6 +255,8 @@ async def compact(
     instructions: str,
     previous_response_id: str | None = None,
     input_items: list[dict[str, Any]] | None = None,
+    meter: Meter,
+    cause: Cause,
 ) -> tuple[list[dict[str, Any]], TokenUsage | None]:
     """The standalone compaction endpoint: the replacement input for the next turn, and its usage."""
     kwargs: dict[str, Any] = {"model": model, "instructions": instructions}
@@ -262,7 +265,7 @@ async def compact(
     else:
         kwargs["input"] = input_items or []
     try:
-        result = await client.responses.compact(**kwargs)
+        result = await meter.compact(client, cause, **kwargs)
     except openai.APIStatusError as exc:
         raise classify_status(exc) from exc
     except openai.APITimeoutError as exc:

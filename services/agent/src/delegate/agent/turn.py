@@ -23,12 +23,14 @@ from delegate.contracts.events import (
     Event,
     Message,
     TurnFailed,
+    UsagePurpose,
     make_event,
 )
 from delegate.contracts.ids import utcnow
 from delegate.contracts.memory import Purpose
 from delegate.contracts.messages import CommandReply, Delta, TurnCommand
 from delegate.runtime.bus import Bus, BusUnavailable, DomainError, Retryable
+from delegate.runtime.metering import Cause
 from delegate.runtime.working_context import compose_instructions
 
 from . import model as responses
@@ -403,7 +405,7 @@ class Turns(Spans):
         stream = asyncio.ensure_future(
             responses.stream_response(
                 self.client, request, on_delta=text.delta, on_compacting=self._auto_compacting,
-                on_created=text.created,
+                on_created=text.created, meter=self.meter, cause=usage_cause(turn),
             )
         )
         stopper = asyncio.ensure_future(turn.stop.wait())
@@ -463,6 +465,13 @@ class Turns(Spans):
             s.last_compacted_at = compacted.ts  # the event's own time, as a restart reads it back
         await self._auto_compacting(False)
         await self.publish_state()
+
+
+def usage_cause(turn: Turn) -> Cause:
+    """What a turn's model calls are billed to: the owner's turn, or an activation."""
+    purpose: UsagePurpose = "activation" if turn.memory_purpose == "activation" else "owner_turn"
+    return Cause(purpose, turn.channel, turn.id, conversation_id=turn.conversation_id, span_id=turn.span_id,
+                 parent_id=turn.id)
 
 
 def failure_id(answer_id: str) -> str:

@@ -3,8 +3,11 @@
 import asyncio
 import uuid
 from dataclasses import dataclass, field
+from functools import cached_property
 
+from delegate.contracts import topics
 from delegate.runtime.bus import Bus
+from delegate.runtime.metering import Meter
 from delegate.runtime.retry import Backoff
 
 from .model import Model
@@ -32,6 +35,13 @@ class Context:
     caught_up: asyncio.Event = field(default_factory=asyncio.Event)
     # The service is shutting down: retry waits end at once.
     stop: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @cached_property
+    def meter(self) -> Meter:
+        """Meters the model calls (capsule, extraction) into this service's ledger subject."""
+        return Meter.for_settings(
+            self.settings, lambda event: self.bus.publish(topics.ledger_append("inner-plane"), event)
+        )
 
     async def persist(self) -> None:
         """Durable once it returns; the disk work happens off the event loop."""

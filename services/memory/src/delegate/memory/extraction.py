@@ -25,6 +25,7 @@ from typing import cast
 
 from delegate.contracts import topics
 from delegate.contracts.events import (
+    Channel,
     Event,
     FactType,
     MemoryExtracted,
@@ -37,6 +38,7 @@ from delegate.contracts.events import (
 from delegate.contracts.ids import utcnow
 from delegate.contracts.messages import GetRequest, QueryRequest
 from delegate.runtime.bus import Bus, BusUnavailable, RemoteError
+from delegate.runtime.metering import Cause, Meter
 from delegate.runtime.retry import Backoff
 
 from .dedup import similarity
@@ -91,6 +93,7 @@ class Extractor:
         self.settings = settings
         self.stop = stop
         self.model = Model(settings)
+        self.meter = Meter.for_settings(settings, lambda event: bus.publish(topics.ledger_append(PRODUCER), event))
         self.wake = asyncio.Event()
         self.applied = asyncio.Event()  # set on every applied event: what a wait for our writes polls
         self.jobs: deque[Event] = deque()  # committed memory.extracted events to reconcile
@@ -170,6 +173,9 @@ class Extractor:
             model=self.settings.memory_model_name,
             instructions=TURN_INSTRUCTIONS,
             text=turn_input(turn, candidates),
+            meter=self.meter,
+            cause=Cause("memory_extraction", cast(Channel, turn.channel), turn.turn_id,
+                        conversation_id=turn.conversation_id, span_id=turn.span_id, parent_id=turn.turn_id),
         )
         items = parse_answer(answer)
         # The answer's id once the index keeps it (it cites the exchange), else the user message alone.

@@ -15,6 +15,8 @@ from delegate.runtime import without_unused_extras
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
+    from .metering import Cause, Meter
+
 log = logging.getLogger(__name__)
 
 
@@ -51,13 +53,16 @@ class LazyOpenAI:
             self.client = AsyncOpenAI(timeout=self.timeout, max_retries=retries, **(self.endpoint or {}))
         return self.client
 
-    async def complete(self, *, model: str, instructions: str, text: str) -> str:
-        """One plain call: non-streaming, unchained (no ``previous_response_id``), ``store=false``."""
+    async def complete(self, *, model: str, instructions: str, text: str, meter: "Meter", cause: "Cause") -> str:
+        """One plain call: non-streaming, unchained (no ``previous_response_id``), ``store=false``;
+        its usage recorded by ``meter`` as ``cause``'s."""
         client = await self.get()
         import openai
 
         try:
-            response = await client.responses.create(model=model, instructions=instructions, input=text, store=False)
+            response = await meter.create(
+                client, cause, model=model, instructions=instructions, input=text, store=False
+            )
         except openai.OpenAIError as exc:
             raise ModelFailed(f"{type(exc).__name__}: {exc}") from exc
         if response.status not in (None, "completed"):

@@ -8,6 +8,7 @@ instead of sending the whole history again.
 from dataclasses import dataclass, field
 from typing import Any
 
+from delegate.runtime.metering import Cause, Meter
 from delegate.runtime.openai_client import LazyOpenAI, ModelFailed
 
 from .journal import Call
@@ -33,14 +34,14 @@ class Model(LazyOpenAI):
         self.model = settings.model_name
 
     async def step(self, *, input_items: list[dict[str, Any]], previous: str | None,
-                   tools: list[dict[str, Any]]) -> Answer:
+                   tools: list[dict[str, Any]], meter: Meter, cause: Cause) -> Answer:
         client = await self.get()
         import openai
 
         try:
-            response = await client.responses.create(
-                model=self.model, instructions=INSTRUCTIONS, input=input_items,  # type: ignore[arg-type]
-                previous_response_id=previous, tools=tools or openai.omit,  # type: ignore[arg-type]
+            response = await meter.create(
+                client, cause, model=self.model, instructions=INSTRUCTIONS, input=input_items,
+                previous_response_id=previous, tools=tools or openai.omit,
                 store=True, parallel_tool_calls=False,
             )
         except openai.OpenAIError as exc:

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from delegate.contracts.ids import utcnow
 from delegate.contracts.tasks import FailReason, step_key, task_data
+from delegate.runtime.metering import Cause, Meter
 
 from .journal import Call, Position, replay, unknown_output
 from .model import Answer, Model, ModelFailed
@@ -66,6 +67,7 @@ class TaskRun:
         open_browser: OpenBrowser,
         load_tools: LoadTools,
         bus: Any,
+        meter: Meter,
     ) -> None:
         self.record = record
         self.settings = settings
@@ -74,6 +76,7 @@ class TaskRun:
         self.open_browser = open_browser
         self.load_tools = load_tools
         self.bus = bus
+        self.meter = meter
         self.workdir = settings.workdirs / record.id
         self.critical = False  # inside a side effect: an interrupt waits for the step to end
         self.want_stop = False
@@ -141,7 +144,10 @@ class TaskRun:
                 items.append({"role": "user", "content": pos.nudge})
         try:
             async with asyncio.timeout(max(self._remaining_seconds(), 0.001)):
-                answer = await self.model.step(input_items=items, previous=pos.head, tools=toolset.specs())
+                answer = await self.model.step(
+                    input_items=items, previous=pos.head, tools=toolset.specs(), meter=self.meter,
+                    cause=Cause("task_step", "inner", self.record.id, span_id=self.record.id),
+                )
         except TimeoutError:
             raise _Budget("seconds", f"the time budget ({self.record.budget.seconds:.0f} s) ran out") from None
         except ModelFailed as exc:

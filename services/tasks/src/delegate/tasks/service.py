@@ -32,6 +32,7 @@ from delegate.contracts.tasks import (
 )
 from delegate.runtime.bus import Bus, BusUnavailable, DomainError
 from delegate.runtime.ledger_client import LedgerClient
+from delegate.runtime.metering import Meter
 
 from .model import Model
 from .projection import TaskBook, TaskRecord
@@ -85,6 +86,7 @@ class TasksService:
         self.on_terminal = on_terminal
         self.book = TaskBook()
         self.model = Model(settings)
+        self.meter = Meter.for_settings(settings, self.publish)  # every step's usage, under the fence
         self.browser = BrowserProvider(settings)
         self.runs: dict[str, tuple[TaskRun, asyncio.Task[None]]] = {}
         self.holding: set[str] = set()  # tasks a pause or cancel is taking over
@@ -195,7 +197,7 @@ class TasksService:
         for record in waiting[: max(self.settings.tasks_max_concurrent - len(self.runs), 0)]:
             run = TaskRun(
                 record, settings=self.settings, model=self.model, journal=self._journal_of(record.id),
-                open_browser=self.browser.session, load_tools=self._tools, bus=self.bus,
+                open_browser=self.browser.session, load_tools=self._tools, bus=self.bus, meter=self.meter,
             )
             self.runs[record.id] = (run, asyncio.create_task(self._drive(run), name=f"task-{record.id}"))
 

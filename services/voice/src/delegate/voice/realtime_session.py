@@ -23,6 +23,7 @@ from websockets.exceptions import ConnectionClosed
 
 from delegate.contracts.events import ContextUsage, VoiceTiming
 from delegate.contracts.voice import AudioFormat, AudioOut, ClearOut, MarkOut, TranscriptOut, VoiceOut
+from delegate.runtime.metering import Meter, usage_of
 
 from .playout import Playout
 from .presets import Preset
@@ -63,8 +64,10 @@ class RealtimeBridge:
         emit: Emit,
         recorder: Recorder,
         tools: ToolCaller,
+        meter: Meter,
     ) -> None:
         self.client = client
+        self.meter = meter  # prices each response's usage (the recorder writes it)
         self.model = model
         self.audio_format: AudioFormat = audio_format
         self.session_id = session_id
@@ -90,7 +93,7 @@ class RealtimeBridge:
     # ---- setting up ------------------------------------------------------------------------
 
     async def connect(self, timeout: float) -> None:
-        self.conn = await asyncio.wait_for(self.client.realtime.connect(model=self.model).enter(), timeout)
+        self.conn = await asyncio.wait_for(self.meter.realtime(self.client, self.model).enter(), timeout)
 
     def session_config(self, *, instructions: str, tools: list[dict[str, Any]], preset: Preset,
                        retention_ratio: float, transcribe_model: str) -> dict[str, Any]:
@@ -340,6 +343,11 @@ class RealtimeBridge:
                     cached_tokens=int(details.get("cached_tokens") or 0),
                 )
             )
+            # One model.usage per response.done: a Realtime session bills per response.
+            self.recorder.write(self.meter.priced(
+                "voice", self.session_id, self.model, usage_of(usage),
+                response_id=response_id if isinstance(response_id, str) else None, failed=status == "failed",
+            ))
         if isinstance(response_id, str):
             self._timing(response_id, status)
             calls = self._calls.pop(response_id, None)

@@ -51,6 +51,8 @@ from delegate.contracts.voice import (
     VoiceStatus,
 )
 from delegate.runtime.bus import Bus
+from delegate.runtime.metering import Meter
+from delegate.runtime.pricing import load_prices
 from delegate.runtime.working_context import capsule_through_seq
 
 from .context import SessionMemory, session_instructions
@@ -119,6 +121,7 @@ class VoiceSession:
         self.bridge = RealtimeBridge(
             client, model=settings.openai_realtime_model, audio_format="pcmu" if kind == "phone" else "pcm16",
             session_id=self.id, emit=self._emit, recorder=self.recorder, tools=self.tools,
+            meter=Meter(None, load_prices(settings.runtime_data_dir)),
         )
         self.connect_done = asyncio.Event()
         self.connect_error: str | None = None

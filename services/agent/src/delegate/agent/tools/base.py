@@ -5,6 +5,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
+from delegate.contracts.events import Channel
 from delegate.contracts.messages import ToolSpec
 from delegate.contracts.tasks import SIDE_EFFECT_TAG
 
@@ -36,6 +37,7 @@ class CallContext:
     conversation_id: str | None = None
     span_id: str | None = None
     parent_id: str | None = None  # what the call answers: the turn's user message (or activation)
+    channel: Channel = "text"  # the channel of the turn that made the call
 
 
 # Set by the registry around each handler: handlers keep their one-argument signature, and the

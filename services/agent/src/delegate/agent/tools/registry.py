@@ -45,6 +45,8 @@ from delegate.contracts.messages import (
     ToolSpec,
 )
 from delegate.runtime.bus import Bus, BusUnavailable
+from delegate.runtime.metering import Meter
+from delegate.runtime.pricing import load_prices
 
 from . import function_rules
 from .base import (
@@ -137,7 +139,8 @@ class ToolRegistry:
         memory = BusMemoryDesk(self.bus) if self.bus is not None else None
         tasks = BusTaskDesk(self.bus) if self.bus is not None else None
         tools, self._closers = local_tools(
-            self.runtime_dir, self.settings, self.outbox, self.caller, reminders, memory, tasks
+            self.runtime_dir, self.settings, self.outbox, self.caller, reminders, memory, tasks,
+            meter=Meter(self._record, load_prices(self.runtime_dir)),
         )
         for tool in tools:
             self._local[tool.name] = tool
@@ -229,7 +232,7 @@ class ToolRegistry:
         # call's ack, so the ledger stream always holds the call before its result.
         recording = asyncio.create_task(self._record(call_event))
         context = CURRENT_CALL.set(
-            CallContext(req.call_id, call_event.id, req.conversation_id, req.span_id, req.parent_id)
+            CallContext(req.call_id, call_event.id, req.conversation_id, req.span_id, req.parent_id, req.channel)
         )
         try:
             reply = await self._run(req)

@@ -3,6 +3,8 @@
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+from delegate.runtime.metering import Meter
+
 from ..base import Tool
 from ..settings import ToolSettings
 from .call import Caller, call_tool
@@ -23,16 +25,19 @@ def local_tools(
     reminders: ReminderDesk | None = None,
     memory: MemoryDesk | None = None,
     tasks: TaskDesk | None = None,
+    *,
+    meter: Meter,
 ) -> tuple[list[Tool], list[Callable[[], Awaitable[None]]]]:
     """The tools and the closers of the clients they hold.
 
     The owner-contact tools need the agent's outbox (the pollers send): without one, none.
     The memory tools ask the memory service; without a bus to it they answer "unavailable".
+    ``meter`` records the usage of the model calls a tool makes (web_search).
     """
     tools = [*note_tools(runtime_dir), *memory_tools(memory)]
     closers: list[Callable[[], Awaitable[None]]] = []
     if settings.openai_api_key or settings.openai_base_url:
-        search, client = web_search_tool(settings)
+        search, client = web_search_tool(settings, meter)
         tools.append(search)
         closers.append(client.close)
     if outbox is not None and settings.sms_configured:

@@ -1,7 +1,8 @@
 """web_search: the Responses API's built-in web search, as a plain tool voice can call too.
 
-One separate ``responses.create`` call per search through the official SDK; the answer text and
-the cited URLs come back as the tool output.
+One separate Responses call per search through the official SDK (metered: ``model.usage`` with
+purpose ``web_search``, billed to the tool call); the answer text and the cited URLs come back
+as the tool output.
 """
 
 from typing import Any, Final
@@ -9,7 +10,9 @@ from typing import Any, Final
 import openai
 from openai import AsyncOpenAI
 
-from ..base import FAILED, UNAVAILABLE, Tool, ToolError, object_schema
+from delegate.runtime.metering import Cause, Meter
+
+from ..base import CURRENT_CALL, FAILED, UNAVAILABLE, Tool, ToolError, object_schema
 from ..settings import ToolSettings
 
 SOURCES_INCLUDE: Final = "web_search_call.action.sources"
@@ -34,7 +37,16 @@ def citations(response: Any) -> list[tuple[str, str]]:
     return list(seen.items())
 
 
-def web_search_tool(settings: ToolSettings) -> tuple[Tool, AsyncOpenAI]:
+def search_cause() -> Cause:
+    """The search is billed to the tool call that asked for it, on its turn's channel."""
+    call = CURRENT_CALL.get()
+    if call is None:
+        return Cause("web_search")
+    return Cause("web_search", call.channel, call.call_id, conversation_id=call.conversation_id,
+                 span_id=call.span_id, parent_id=call.event_id)
+
+
+def web_search_tool(settings: ToolSettings, meter: Meter) -> tuple[Tool, AsyncOpenAI]:
     # Without a key the offline stand-in at OPENAI_BASE_URL answers; the SDK still wants one.
     client = AsyncOpenAI(
         api_key=settings.openai_api_key or "offline",
@@ -46,9 +58,9 @@ def web_search_tool(settings: ToolSettings) -> tuple[Tool, AsyncOpenAI]:
         try:
             # Without the include the search call carries no sources: only what the answer
             # text happens to cite would be listed.
-            response = await client.responses.create(
-                model=settings.openai_model, input=args["query"], tools=[{"type": "web_search"}],
-                include=[SOURCES_INCLUDE],
+            response = await meter.create(
+                client, search_cause(), model=settings.openai_model, input=args["query"],
+                tools=[{"type": "web_search"}], include=[SOURCES_INCLUDE],
             )
         except (openai.APIConnectionError, openai.APITimeoutError) as exc:
             raise ToolError(UNAVAILABLE, f"web search could not reach the model API: {exc}") from exc
