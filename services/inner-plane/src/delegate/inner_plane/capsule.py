@@ -18,6 +18,7 @@ from delegate.contracts import topics
 from delegate.contracts.events import ContextCapsule, ContextUsage, Event, make_event
 from delegate.contracts.messages import LiveNotice, QueryRequest
 from delegate.runtime.bus import BusUnavailable, RemoteError
+from delegate.runtime.metering import Cause
 
 from .context import Context, derived_id
 from .ledger import read_range
@@ -104,6 +105,8 @@ class CapsuleRefresher:
                 model=self.ctx.settings.capsule_model_name,
                 instructions=CAPSULE_INSTRUCTIONS,
                 text=capsule_input(previous.text if previous else None, turns, omitted),
+                meter=self.ctx.meter,
+                cause=Cause("capsule", "inner", cid, conversation_id=cid, span_id=state.open_span_of(cid)),
             )
             text = text.strip()
             if not text:

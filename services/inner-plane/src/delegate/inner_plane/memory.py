@@ -10,6 +10,7 @@ from delegate.contracts import topics
 from delegate.contracts.events import Checkpoint, Event, MemoryExtracted, make_event
 from delegate.contracts.messages import QueryRequest
 from delegate.runtime.bus import BusUnavailable, RemoteError
+from delegate.runtime.metering import Cause
 
 from .context import Context, derived_id
 from .ledger import exists, read_range
@@ -86,7 +87,10 @@ class MemoryExtractor:
         # One model call per chunk (one per checkpoint unless its range is very long).
         for chunk in _chunks([turn_line(t) for t in turns], self.ctx.settings.memory_chunk_chars):
             answer = await self.ctx.model.complete(
-                model=self.ctx.settings.memory_model_name, instructions=MEMORY_INSTRUCTIONS, text=chunk
+                model=self.ctx.settings.memory_model_name, instructions=MEMORY_INSTRUCTIONS, text=chunk,
+                meter=self.ctx.meter,
+                cause=Cause("memory_extraction", "inner", cp.id, conversation_id=cp.conversation_id,
+                            span_id=cp.span_id, parent_id=cp.id),
             )
             episode.add(answer)
         event = make_event(
