@@ -19,8 +19,8 @@ from collections.abc import Callable, Sequence
 import nats.errors
 import nats.js.errors
 
-from delegate.runtime.bus import MSG_ID, Bus, BusUnavailable
-from delegate.runtime.retry import Backoff
+from delegate.runtime.bus import MSG_ID, PUBLISH_RETRY, Bus, BusUnavailable
+from delegate.runtime.retry import Backoff, retrying
 
 from .settings import Settings
 from .spool import Outgoing, Spool
@@ -60,11 +60,6 @@ class Courier:
     @property
     def backlog(self) -> int:
         return self.spool.pending if self.spool is not None else 0
-
-    @property
-    def broken(self) -> bool:
-        """A spool that could not be opened: webhooks are refused until it can."""
-        return self.spool is not None and not self.spool.is_open
 
     async def start(self) -> None:
         if self.spool is None:
@@ -106,19 +101,14 @@ class Courier:
         if bus is None:
             raise BusUnavailable("the gateway is not connected to NATS")
         deadline = time.monotonic() + DIRECT_DEADLINE_S
-        for item in items:
-            backoff = Backoff(initial=0.05, maximum=1.0)
-            while True:
-                try:
-                    await deliver(bus, item)
-                    break
-                except UNDELIVERABLE:
-                    raise
-                except Exception as exc:
-                    delay = backoff.next_delay()
-                    if time.monotonic() + delay > deadline:
-                        raise BusUnavailable(f"publish to {item.subject} failed: {exc!r}") from exc
-                    await asyncio.sleep(delay)
+        try:
+            for item in items:
+                remaining = max(0.1, deadline - time.monotonic())
+                async for attempt in retrying(retry_on=PUBLISH_RETRY, deadline=remaining, initial=0.05, maximum=1.0):
+                    with attempt:
+                        await deliver(bus, item)
+        except PUBLISH_RETRY as exc:
+            raise BusUnavailable(f"publish failed: {exc!r}") from exc
 
     # ---- the drain ------------------------------------------------------------------------
 

@@ -101,10 +101,6 @@ class Spool:
     def pending(self) -> int:
         return self._rows
 
-    @property
-    def is_open(self) -> bool:
-        return self._conn is not None
-
     async def open(self) -> None:
         async with self._lock:
             await self._ensure_open()
@@ -119,7 +115,7 @@ class Spool:
             try:
                 await self._ensure_open()
                 if self._rows + len(items) > self.max_rows:
-                    raise SpoolUnavailable("spool_full", f"the gateway's spool holds {self._rows} messages, its limit")
+                    raise SpoolUnavailable("spool_full", f"the gateway's spool is full ({self._rows} waiting for NATS)")
                 added: int = await self._run(_insert, self._connection(), items, time.time())
             except (sqlite3.Error, OSError) as exc:  # OSError: its folder cannot be made
                 log.error("the spool at %s cannot be written: %r", self.path, exc)
