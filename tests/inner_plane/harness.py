@@ -125,17 +125,16 @@ class Harness:
                 return out
             after = reply.events[-1].seq or after
 
-    async def agent_inputs(self) -> list[Any]:
-        """Everything in the AGENT stream, decoded, oldest first (nobody consumes it here)."""
-        info = await self.bus.js.stream_info("AGENT")
-        out: list[Any] = []
+    async def stream_messages(self, stream: str) -> list[Any]:
+        """Every message stored in ``stream``, oldest first (nobody consumes it here)."""
+        info = await self.bus.js.stream_info(stream)
         if not info.state.messages:
-            return out
-        for seq in range(info.state.first_seq, info.state.last_seq + 1):
-            msg = await self.bus.js.get_msg("AGENT", seq)
-            assert msg.data is not None
-            out.append(AGENT_INPUT_ADAPTER.validate_json(msg.data))
-        return out
+            return []
+        return [await self.bus.js.get_msg(stream, seq) for seq in range(info.state.first_seq, info.state.last_seq + 1)]
+
+    async def agent_inputs(self) -> list[Any]:
+        """Everything in the AGENT stream, decoded, oldest first."""
+        return [AGENT_INPUT_ADAPTER.validate_json(msg.data) for msg in await self.stream_messages("AGENT")]
 
     async def idle_checks(self, span_id: str | None = None) -> list[Any]:
         return [m for m in await self.agent_inputs() if m.type == "idle_check" and span_id in (None, m.span_id)]
@@ -162,6 +161,16 @@ class Harness:
             return self.processed_seq() >= seq
 
         await eventually(done, f"the inner plane to process seq {seq}")
+
+
+def restart_plane(system: System, base: dict[str, str], *, keep_state: bool = True, **env: str) -> None:
+    """A new inner-plane process with ``env`` on top of ``base`` (SIGKILL: nothing is saved on the way
+    out; without ``keep_state`` its state file is lost as well and rebuilt from the ledger)."""
+    system.extra_env.update({**base, **env})
+    system.kill("inner-plane")
+    if not keep_state:
+        (system.runtime / "inner-plane" / "state.json").unlink()
+    system.start("inner-plane")
 
 
 def model_requests(standin: StandinProcess, mark: str) -> list[dict[str, Any]]:

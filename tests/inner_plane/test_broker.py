@@ -22,6 +22,7 @@ from tests.support.standin import StandinProcess
 from tests.support.system import System, module_system
 
 from .harness import Harness, eventually, plane_env
+from .harness import restart_plane as restart_with
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -57,11 +58,7 @@ async def h(running: System) -> AsyncIterator[Harness]:
 
 def restart_plane(system: System, *, keep_state: bool = True, **env: str) -> None:
     """A new inner-plane process with ``env`` on top of BASE (SIGKILL: nothing is saved on the way out)."""
-    system.extra_env.update({**BASE, **env})
-    system.kill("inner-plane")
-    if not keep_state:
-        (system.runtime / "inner-plane" / "state.json").unlink()
-    system.start("inner-plane")
+    restart_with(system, BASE, keep_state=keep_state, **env)
 
 
 def signal(text: str, source: str = "test", **fields: Any) -> ScriptSignal:

@@ -376,6 +376,24 @@ class ActivationOutcome(Payload):
     OMIT_WHEN_NONE: ClassVar[frozenset[str]] = frozenset({"reply_channel"})
 
 
+class BudgetNotice(Payload):
+    """The owner was told a spend line was reached (once per line and period: the id is derived
+    from them). ``outbox_id``: the SMS or email that carried it; None: the timeline only."""
+
+    KIND: ClassVar[str] = "budget.notice"
+    reason: Literal["budget_usd", "runaway"]
+    scope: str = Field(max_length=100)  # day, month, day:<purpose>, runaway
+    period: str = Field(max_length=100)
+    detail: str = Field(max_length=2000)
+    spent_day_usd: float = Field(ge=0)
+    spent_month_usd: float = Field(ge=0)
+    daily_limit_usd: float | None = None
+    monthly_limit_usd: float | None = None
+    until: datetime
+    channel: Literal["sms", "email", "timeline"] = "timeline"
+    outbox_id: str | None = Field(default=None, max_length=48)
+
+
 class ReminderDefined(Payload):
     """``reminder.set`` (a new reminder) and ``reminder.changed`` (a new revision of one)."""
 
@@ -617,7 +635,8 @@ PAYLOADS: dict[str, type[Payload]] = {
     for p in (
         ConversationOpened, ConversationEnded, SpanOpened, SpanClosed, Checkpoint, Message,
         TurnFailed, ToolCall, ToolResult, MemoryRetrieved, MemoryExtracted, ContextUsage,
-        ModelUsage, ContextCompacted, ContextCapsule, InnerSignal, InnerDecision, ActivationOutcome, ReminderDefined,
+        ModelUsage, ContextCompacted, ContextCapsule, InnerSignal, InnerDecision, ActivationOutcome, BudgetNotice,
+        ReminderDefined,
         ReminderChanged, ReminderCancelled, TermStarted, TermEnded,
         InboundRefused, Delivery, MailProgress, AttachmentStored, SessionStarted, SessionEnded, VoiceTiming,
         CallPlaced, CallVoicemail,

@@ -105,6 +105,7 @@ ROLES: dict[str, Role] = {
                       topics.MEMORY_SEARCH, topics.MEMORY_FACTS, topics.MEMORY_IMPORT, topics.PINGS["memory"],
                       topics.TASKS_CREATE, topics.TASKS_LIST, topics.TASKS_GET, topics.TASKS_CONTROL,
                       topics.PINGS["tasks"], topics.LEDGER_ARTIFACT,  # the artifact: GET /api/runs/{id}/diagram
+                      topics.INNER_BUDGET,  # GET /api/usage/budget
                       topics.PINGS["inner-plane"],  # /readyz: does it refuse the NATS server?
                       topics.TOOLS_LIST),  # GET /api/tools: offered and refused tools
             buckets=(s.GATEWAY_SESSIONS_BUCKET,),
@@ -115,7 +116,8 @@ ROLES: dict[str, Role] = {
             # signals from its own memory, task and timer sources; activations for the agent
             # reminders: their schedules (JetStream publishes each fire back to it when due)
             publishes=(_own_append("inner-plane"), topics.AGENT_INPUT, topics.INNER_SIGNAL,
-                       topics.INNER_SCHEDULE_ANY),
+                       topics.INNER_SCHEDULE_ANY,
+                       topics.SMS_OUT, topics.EMAIL_OUT),  # the owner told once a spend line is reached
             emits=(topics.INNER_NOTICE,),
             subscribes=(topics.LEDGER_COMMITTED,),
             consumes=(
@@ -123,7 +125,7 @@ ROLES: dict[str, Role] = {
                 Consumer("REMINDERS", streams.INNER_REMINDERS, topics.INNER_FIRE),
             ),
             requests=(topics.LEDGER_QUERY, topics.LEDGER_GET),
-            serves=(topics.INNER_REMINDERS, topics.PINGS["inner-plane"]),
+            serves=(topics.INNER_REMINDERS, topics.INNER_BUDGET, topics.PINGS["inner-plane"]),
             parks=(streams.INNER_FOLLOWER,),
         ),
         Role(

@@ -47,6 +47,7 @@ INNER_SIGNAL = "inner.evt.signal"  # typed signals (stream INNER)
 INNER_NOTICE = "inner.live.notice"  # live-only notices: capsule started/failed
 INNER_PING = "inner.cmd.ping"
 INNER_REMINDERS = "inner.cmd.reminders"  # set, list, change, cancel (the agent's tools, the gateway)
+INNER_BUDGET = "inner.cmd.budget"  # the spend lines, spent and left (GET /api/usage/budget)
 # Reminder schedules (stream REMINDERS): one JetStream message schedule per reminder on
 # reminders.evt.at.<reminder id> (a newer message replaces it, a purge cancels it); when due,
 # JetStream publishes its body on INNER_FIRE.

@@ -7,6 +7,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel, TypeAdapter
 
 from . import subjects as s
+from .budget import BudgetReply, BudgetRequest
 from .channels import ChannelsState, ChannelsStateRequest, MediaFetch, OutboundEmail, OutboundSms
 from .events import Event
 from .memory import (
@@ -130,6 +131,7 @@ VOICE_ATTACH_ANY = Query(s.VOICE_ATTACH_ANY, AttachSession, AttachReply, timeout
 VOICE_STATE_GET = Query(s.VOICE_STATE_GET, VoiceStateRequest, VoiceState, timeout=1.0)
 VOICE_CALL_OWNER = Query(s.VOICE_CALL_OWNER, CallOwner, CallOwnerReply, timeout=30.0)
 INNER_REMINDERS = Query(s.INNER_REMINDERS, ReminderCommand, ReminderReply, timeout=5.0)
+INNER_BUDGET = Query(s.INNER_BUDGET, BudgetRequest, BudgetReply, timeout=5.0)
 MEMORY_SEARCH = Query(s.MEMORY_SEARCH, MemorySearchRequest, MemorySearchReply, timeout=5.0)
 MEMORY_FACTS = Query(s.MEMORY_FACTS, MemoryFactsCommand, MemoryFactsReply, timeout=10.0)
 MEMORY_IMPORT = Query(s.MEMORY_IMPORT, ImportStatusRequest, ImportStatus, timeout=5.0)

@@ -4,8 +4,10 @@ Order of the rules, for every signal without a final decision:
 1. drop: a duplicate (same dedup key inside INNER_DEDUP_WINDOW_S; the first one wins), an
    expired one, or a reminder that came too late and says ``late_policy=skip``;
 2. while an activation is in flight, nothing else: one at a time (they wait behind it);
-3. hold: quiet hours (non-urgent), the interruption budget or the gap between wakes
-   (non-urgent), the owner mid-turn (everyone). A hold is written once per (reason, until);
+3. hold: spend at a BUDGET_* line or the runaway guard tripped (everyone: ``budget_usd`` /
+   ``runaway``, until the period resets or the pause ends), quiet hours (non-urgent), the
+   interruption budget or the gap between wakes (non-urgent), the owner mid-turn (everyone).
+   A hold is written once per (reason, until);
 4. the rest is ready. The first ready signal (urgent ones first) leads: related ready signals
    (same kind and source) join it for INNER_COALESCE_S, then the batch acts: ``act`` on the
    lead, ``coalesce`` on the others. An urgent lead, or a full batch, acts at once.
@@ -15,6 +17,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal
+
+from delegate.runtime.spend import Limits
 
 from .budget import Budget
 from .clock import Clock
@@ -50,6 +54,7 @@ class AttentionConfig:
     coalesce: timedelta
     batch_max: int
     turn_stale: timedelta
+    limits: Limits | None = None  # the spend lines; None: none (unit tests of the other rules)
 
 
 @dataclass
@@ -125,6 +130,11 @@ class Attention:
         self, signal: PendingSignal, state: BrokerState, now: datetime, owner: tuple[str, datetime | None] | None
     ) -> "_Hold | None":
         cfg = self.config
+        if cfg.limits is not None:
+            # Money is the owner's line for every activation, urgent ones too: they are told.
+            spend = state.spend.hold(now, cfg.limits, "activation")
+            if spend is not None:
+                return _Hold(spend.reason, spend.until, spend.detail)
         if not signal.urgent:
             if cfg.quiet is not None:
                 end = cfg.quiet.end_of(now)

@@ -51,6 +51,7 @@ def attention_config(settings: Settings) -> AttentionConfig:
         coalesce=timedelta(seconds=settings.inner_coalesce_s),
         batch_max=settings.activation_batch_max,
         turn_stale=timedelta(seconds=settings.inner_turn_stale_s),
+        limits=settings.limits,
     )
 
 

@@ -20,6 +20,7 @@ from delegate.contracts.messages import LiveNotice, QueryRequest
 from delegate.runtime.bus import BusUnavailable, RemoteError
 from delegate.runtime.metering import Cause
 
+from .budget_watch import background_hold, wait_out
 from .context import Context, derived_id
 from .ledger import read_range
 from .model import ModelFailed
@@ -83,6 +84,10 @@ class CapsuleRefresher:
             timeout = None
             if request is not None:
                 timeout = self.retry_at - loop.time()
+                hold = background_hold(self.ctx, "capsule")
+                if hold is not None:  # the request stays (durably): refreshed after the reset
+                    await wait_out(self.ctx, hold, self.wake, f"capsule refresh ({request.reason})")
+                    continue
                 if timeout <= 0:
                     await self.refresh(request)
                     continue

@@ -12,6 +12,7 @@ from delegate.contracts.messages import QueryRequest
 from delegate.runtime.bus import BusUnavailable, RemoteError
 from delegate.runtime.metering import Cause
 
+from .budget_watch import background_hold, wait_out
 from .context import Context, derived_id
 from .ledger import exists, read_range
 from .model import ModelFailed
@@ -62,6 +63,10 @@ class MemoryExtractor:
                 await self.wake.wait()
                 continue
             cp = self.ctx.state.checkpoints[0]
+            hold = background_hold(self.ctx, "memory_extraction")
+            if hold is not None:  # the checkpoint stays queued: extracted after the reset
+                await wait_out(self.ctx, hold, self.wake, f"memory extraction of checkpoint {cp.id}")
+                continue
             try:
                 await self.extract(cp)
             except (ModelFailed, BusUnavailable, RemoteError) as exc:

@@ -4,10 +4,12 @@ import asyncio
 import contextlib
 import logging
 
+from delegate.contracts import topics
 from delegate.contracts.events import Event
 from delegate.runtime.bus import Bus
 
 from .broker import AttentionBroker
+from .budget_watch import BudgetWatch
 from .capsule import CapsuleRefresher
 from .context import Context
 from .follower import LedgerFollower
@@ -32,6 +34,7 @@ class InnerPlane:
         self.capsule = CapsuleRefresher(self.ctx)
         self.broker = AttentionBroker(self.ctx)
         self.reminders = Reminders(self.ctx)
+        self.budget = BudgetWatch(self.ctx, [self.broker.wake, self.memory.wake, self.capsule.wake])
         self.follower = LedgerFollower(self.ctx, self.apply)
         self.failed = asyncio.Event()  # a worker ended by itself: the process must restart
 
@@ -47,7 +50,8 @@ class InnerPlane:
                 # The broker's own events name the conversation they were written in: never
                 # one that ended meanwhile.
                 state.current_conversation_id = event.conversation_id
-        for component in (self.idle, self.memory, self.capsule, self.reminders, self.broker):
+        # The budget first: the others read the spend it folds in.
+        for component in (self.budget, self.idle, self.memory, self.capsule, self.reminders, self.broker):
             component.on_event(event)
 
     def ready(self) -> bool:
@@ -57,9 +61,11 @@ class InnerPlane:
         log.info("resuming after ledger seq %d", self.ctx.state.last_seq)
         await self.follower.start()
         bus = self.ctx.bus
-        for work in (self.follower.run(), self.idle.run(), self.memory.run(), self.capsule.run(), self.broker.run()):
+        for work in (self.follower.run(), self.idle.run(), self.memory.run(), self.capsule.run(), self.broker.run(),
+                     self.budget.run()):
             bus.spawn(work).add_done_callback(self._worker_ended)
         self._consumer = bus.spawn(self.broker.consume(self.ctx.stop))
+        await bus.serve(topics.INNER_BUDGET, self.budget.answer)
         await self.reminders.start(self._worker_ended)
 
     def _worker_ended(self, task: "asyncio.Task[None]") -> None:

@@ -6,11 +6,12 @@ from pydantic import Field, field_validator, model_validator
 
 from delegate.runtime.openai_bounds import CompactThreshold
 from delegate.runtime.settings import ServiceSettings
+from delegate.runtime.spend import BudgetSettings, Limits
 
 from .quiet_hours import QuietHours
 
 
-class Settings(ServiceSettings):
+class Settings(ServiceSettings, BudgetSettings):  # BUDGET_*: the spend lines (runtime.spend)
     idle_span_seconds: float = Field(default=900.0, gt=0)  # IDLE_SPAN_SECONDS
     compact_threshold: CompactThreshold = 200_000  # COMPACT_THRESHOLD
     capsule_threshold: float = Field(default=0.6, gt=0)  # CAPSULE_THRESHOLD (fraction of COMPACT_THRESHOLD)
@@ -68,6 +69,10 @@ class Settings(ServiceSettings):
     @property
     def zone(self) -> ZoneInfo:
         return ZoneInfo(self.owner_timezone)
+
+    @property
+    def limits(self) -> Limits:
+        return self.budget_limits(self.zone)
 
     @property
     def capsule_line(self) -> float:

@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from delegate.contracts.reminders import Reminder
+from delegate.runtime.spend import SpendBook
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +114,8 @@ class BrokerState(_Model):
     # The owner mid-turn: user messages (id -> ts) without their answer, voice sessions open.
     open_turns: dict[str, datetime] = Field(default_factory=dict)
     open_sessions: dict[str, datetime] = Field(default_factory=dict)
+    # Spend against BUDGET_* (committed model.usage events); background work waits at the line.
+    spend: SpendBook = Field(default_factory=SpendBook)
 
 
 class InnerState(_Model):
@@ -128,6 +131,10 @@ class InnerState(_Model):
     broker: BrokerState = Field(default_factory=BrokerState)
     # Every reminder by id, as its committed reminder.* / reminder.due events say (reminders.store).
     reminders: dict[str, Reminder] = Field(default_factory=dict)
+    # Budget notices the owner got ("<scope>:<period>", from budget.notice events), and the
+    # channel the owner last wrote on (where a notice goes).
+    budget_notices: list[str] = Field(default_factory=list)
+    owner_channel: str | None = None
 
     def open_span_of(self, conversation_id: str | None) -> str | None:
         for span in self.spans.values():

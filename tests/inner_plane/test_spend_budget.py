@@ -1,0 +1,195 @@
+"""Budgets that hold (issue #29 item 3), with the real ledger and inner plane.
+
+The test plays the agent: it reads each activation the broker sends off the AGENT stream and
+answers with what the agent's metered model call and its outcome commit (a ``model.usage`` of a
+known cost, then ``activation.outcome``). It also plays the pollers' side of the outbox: it
+reads the CHANNELS stream, where the owner's SMS goes out. Periods are short
+(BUDGET_PERIOD_S), so "the next day" comes within the test.
+"""
+
+import time
+from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime
+
+import pytest
+
+from delegate.contracts import streams, topics
+from delegate.contracts.budget import BudgetReply, BudgetRequest
+from delegate.contracts.channels import OutboundSms
+from delegate.contracts.events import ActivationOutcome, Event, Message, ModelUsage
+from delegate.contracts.messages import ActivationInput
+from delegate.contracts.signals import ScriptPayload, ScriptSignal
+from tests.support.standin import StandinProcess
+from tests.support.system import System, module_system
+
+from .harness import Harness, eventually, plane_env
+from .harness import restart_plane as restart_with
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+PERIOD_S = 60.0
+TURN_COST = 0.010
+BASE = {
+    "OWNER_TIMEZONE": "UTC",
+    "INNER_DAILY_BUDGET": "1000",
+    "INNER_MIN_WAKE_GAP_S": "0",
+    "INNER_COALESCE_S": "0.2",
+    "IDLE_SPAN_SECONDS": "600",
+    "BUDGET_DAILY_USD": "0.012",  # just above one activation's cost
+    "BUDGET_PERIOD_S": str(PERIOD_S),
+    "BUDGET_BACKGROUND_CALLS_PER_MIN": "1000",
+}
+
+
+@pytest.fixture(scope="module")
+def running(
+    tmp_path_factory: pytest.TempPathFactory, module_standin: StandinProcess, request: pytest.FixtureRequest
+) -> Iterator[System]:
+    with module_system(
+        tmp_path_factory.mktemp("spend"), request, "ledger", "inner-plane", env={**plane_env(module_standin), **BASE},
+    ) as system:
+        yield system
+
+
+@pytest.fixture
+async def h(running: System) -> AsyncIterator[Harness]:
+    harness = await Harness.connect(running)
+    await harness.stand_in_for_the_agent()
+    await harness.bus.ensure_streams([spec for spec in streams.STREAMS if spec.owner == "pollers"])
+    yield harness
+    await harness.close()
+
+
+def restart_plane(system: System, *, keep_state: bool = True, **env: str) -> None:
+    restart_with(system, BASE, keep_state=keep_state, **env)
+
+
+async def activations(h: Harness) -> list[ActivationInput]:
+    return [m for m in await h.agent_inputs() if m.type == "activation"]
+
+
+async def play_the_agent(h: Harness, answered: set[str], cost: float = TURN_COST) -> list[str]:
+    """Answer every activation not answered yet: its metered model call, then its outcome."""
+    done = []
+    for act in await activations(h):
+        if act.id in answered:
+            continue
+        await h.append(ModelUsage(model="gpt-5.5", purpose="activation", cause_id=act.id, input_tokens=1000,
+                                  output_tokens=200, cost_usd=cost), conversation_id=None, span_id=None,
+                       channel="inner")
+        await h.append(ActivationOutcome(status="completed", summary="done"), conversation_id=None, span_id=None,
+                       channel="inner", parent_id=act.id)
+        answered.add(act.id)
+        done.append(act.id)
+    return done
+
+
+async def decisions(h: Harness, signal_id: str) -> list[Event]:
+    return [e for e in await h.events(kinds=["inner.decision"]) if e.parent_id == signal_id]
+
+
+async def outbox_sms(h: Harness) -> list[OutboundSms]:
+    """The SMS the outbox holds for the pollers to send."""
+    return [OutboundSms.model_validate_json(m.data) for m in await h.stream_messages("CHANNELS")
+            if m.subject == topics.SMS_OUT.subject]
+
+
+async def budget(h: Harness) -> BudgetReply:
+    reply: BudgetReply = await h.bus.request(topics.INNER_BUDGET, BudgetRequest())
+    return reply
+
+
+async def early_in_a_period(min_left: float) -> float:
+    """Wait (if need be) until at least ``min_left`` seconds of the current period remain; its end."""
+    async def room() -> float | None:
+        now = time.time()
+        end = (now // PERIOD_S + 1) * PERIOD_S
+        return end if end - now >= min_left else None
+
+    return await eventually(room, "a fresh budget period", PERIOD_S + 5)
+
+
+async def test_a_burst_over_the_daily_line_is_held_told_once_and_runs_in_the_next_period(
+    running: System, h: Harness
+) -> None:
+    # The owner last wrote by SMS (answered): that is where the notice goes.
+    ask = await h.append(Message(text="hi"), conversation_id="c-spend", span_id=None, channel="sms", role="user")
+    await h.append(Message(text="hello"), conversation_id="c-spend", span_id=None, channel="sms", role="assistant",
+                   parent_id=ask.id)
+    period_end = await early_in_a_period(45.0)
+    burst = [ScriptSignal(source=f"burst-{n}", payload=ScriptPayload(text=f"look at {n}")) for n in range(10)]
+    for s in burst:
+        await h.bus.publish(topics.INNER_SIGNAL, s)
+    answered: set[str] = set()
+
+    async def first_answered() -> list[str]:
+        return await play_the_agent(h, answered)
+
+    await eventually(first_answered, "the first activation")
+
+    async def all_held() -> bool:
+        settled = 0
+        for s in burst:
+            kinds = [(d.payload["decision"], d.payload["reason"]) for d in await decisions(h, s.id)]
+            if ("hold", "budget_usd") in kinds or any(k == "act" for k, _ in kinds):
+                settled += 1
+        return settled == len(burst)
+
+    await eventually(all_held, "the other nine held with budget_usd")
+    acts = await activations(h)
+    assert len(acts) == 1, "only the first activation ran"
+    held = [s for s in burst if s.id not in acts[0].signal_ids]
+    assert len(held) == 9
+    for s in held:
+        assert [d.payload["reason"] for d in await decisions(h, s.id)] == ["budget_usd"]
+
+    async def told() -> list[Event]:
+        return await h.events(kinds=["budget.notice"])
+
+    notices = await eventually(told, "the owner's budget notice")
+    sms = await eventually(lambda: outbox_sms(h), "the notice's SMS")
+    assert len(sms) == 1 and "budget reached" in sms[0].text and "$0.01" in sms[0].text
+    assert notices[0].payload["outbox_id"] == sms[0].id and notices[0].payload["channel"] == "sms"
+    line = await budget(h)
+    assert line.background_held and line.daily.limit_usd == 0.012
+    assert line.daily.spent_usd == pytest.approx(TURN_COST) and line.daily.left_usd == pytest.approx(0.002)
+
+    # SIGKILL the ledger, then the inner plane with its state file lost: spend is rebuilt, not reset.
+    running.kill("ledger")
+    running.start("ledger")
+    restart_plane(running, keep_state=False)
+    after = await budget(h)
+    assert after.daily.spent_usd == pytest.approx(TURN_COST) and after.background_held
+    assert len(await activations(h)) == 1
+    assert len(await outbox_sms(h)) == 1 and len(await h.events(kinds=["budget.notice"])) == 1
+    assert time.time() < period_end, "the test ran past its period: too slow to show the hold"
+
+    # The next period: the held signals run again (one activation, then the line holds again).
+    async def next_act() -> list[str]:
+        return await play_the_agent(h, answered)
+
+    await eventually(next_act, "an activation in the next period", PERIOD_S + 30)
+    second = (await activations(h))[1]
+    lead = await decisions(h, second.signal_ids[0])
+    act = next(d for d in lead if d.payload["decision"] == "act")
+    assert "held before: budget_usd" in act.payload["detail"]
+    assert datetime.fromtimestamp(period_end, UTC) <= act.ts
+
+    async def told_again() -> list[Event] | None:
+        found = await h.events(kinds=["budget.notice"])
+        return found if len(found) == 2 else None
+
+    notices = await eventually(told_again, "one notice for the new period")
+    assert notices[0].payload["period"] != notices[1].payload["period"]
+    assert len(await outbox_sms(h)) == 2
+
+    # Raising the line lets the rest run.
+    restart_plane(running, BUDGET_DAILY_USD="100")
+
+    async def all_ran() -> bool:
+        await play_the_agent(h, answered)
+        ran = {i for a in await activations(h) for i in a.signal_ids}
+        return ran >= {s.id for s in burst}
+
+    await eventually(all_ran, "every held signal to run once the budget is raised", 90.0)
+    assert len(await outbox_sms(h)) == 2
