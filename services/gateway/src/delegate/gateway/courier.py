@@ -132,12 +132,12 @@ class Courier:
     async def _drain(self) -> None:
         assert self.spool is not None
         while True:
-            bus = self._bus()
-            if bus is None or not bus.nc.is_connected:
-                raise NotConnected("no NATS connection")
             rows = await self.spool.peek(BATCH)
             if not rows:
                 return
+            bus = self._bus()
+            if bus is None or not bus.nc.is_connected:
+                raise NotConnected("no NATS connection")
             done: list[int] = []
             try:
                 for row in rows:
