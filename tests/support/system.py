@@ -15,6 +15,7 @@ import httpx
 
 from delegate.launcher.procs import ManagedProcess, NatsServer, free_port, python_module
 from delegate.runtime.bus import Bus
+from delegate.runtime.settings_source import password_variable
 
 from .nats import role_env, start_nats
 
@@ -83,6 +84,7 @@ class System:
         self.extra_env = env or {}
         self.procs: dict[str, ManagedProcess] = {}
         self.services: dict[str, str] = {}  # instance -> the service it runs
+        self.hosted: dict[str, str] = {}  # service -> the host process (start_host) running it
         self._counter = 0
         self.created = time.monotonic()
         self.stopped = False
@@ -118,13 +120,38 @@ class System:
         if self.nats is None:
             self.nats = start_nats(self.root / "nats")
 
-    def start(self, *names: str, wait: bool = True) -> "System":
+    def start(self, *names: str, wait: bool = True, one_process: bool = False) -> "System":
+        """``one_process``: every named service in one host process (``start_host``), as
+        ``make run`` runs them; by default each in a process of its own."""
         self.start_nats()
-        for name in names:
-            self.start_one(name)
+        if one_process:
+            self.start_host(*names)
+        else:
+            for name in names:
+                self.start_one(name)
         if wait:
             self.wait_ready(names)
         return self
+
+    def start_host(self, *names: str, key: str = "host", env: dict[str, str] | None = None) -> ManagedProcess:
+        """``python -m delegate.host --services <names>``: one process, each service logging in
+        as its own role (one NATS_PASSWORD_<ROLE> each, as the launcher gives its host). The
+        process is ``procs[key]``: ``kill(key)`` and ``restart(key)`` act on every service in it."""
+        self._counter += 1
+        assert self.nats is not None
+        identities = {}
+        for name in names:
+            user = self.nats.user(name)
+            if user is not None:
+                identities[password_variable(name)] = user.password
+        merged = {**self.env, **identities, **self.extra_env, **(env or {})}
+        proc = python_module(
+            key, "delegate.host", merged, self.logs / f"{key}.{self._counter}.log", args=("--services", ",".join(names))
+        ).start()
+        self.procs[key] = proc
+        self.services[key] = "host"
+        self.hosted.update({name: key for name in names})
+        return proc
 
     def start_one(self, name: str, instance: str | None = None, env: dict[str, str] | None = None) -> ManagedProcess:
         """``env`` is merged last: e.g. a second gateway instance's own DELEGATE_PORT."""
@@ -151,7 +178,7 @@ class System:
             async with httpx.AsyncClient(timeout=0.5) as http:
                 while pending and time.monotonic() < deadline:
                     for name in sorted(pending):
-                        proc = self.procs.get(name)
+                        proc = self.procs.get(self.hosted.get(name, name))
                         if proc is not None and not proc.alive():
                             raise RuntimeError(f"{name} died during start:\n{proc.log_text()[-4000:]}")
                         if self.services.get(name, name) == "gateway":
