@@ -1,0 +1,112 @@
+"""The host's own promises, with services that are coroutines of the test: a service failing by
+exception (or by the SystemExit that ended its own process) is started again with backoff and
+touches no other; every line a service logs, from its tasks and threads too, carries its name;
+SIGTERM's stop goes in the launcher's order (the gateway first, the ledger last).
+
+No process here: what runs is ``delegate.host``'s real code (``Hosted``, ``serve_all``); the
+services in one real host process are tests/e2e/test_host_mode.py's.
+"""
+
+import asyncio
+import io
+import logging
+
+from delegate.host.host import serve_all
+from delegate.host.hosted import Hosted
+from delegate.runtime.logs import ServiceName
+from delegate.runtime.settings import ServiceSettings
+
+
+async def until(check, what: str, timeout: float = 20.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not check():
+        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.02)
+
+
+async def test_a_failing_service_is_started_again_and_the_others_run_on_untouched() -> None:
+    settings = ServiceSettings()
+    starts: dict[str, int] = {"flaky": 0, "steady": 0}
+    steady_stopped = asyncio.Event()
+
+    async def flaky(_: ServiceSettings, stop: asyncio.Event) -> None:
+        starts["flaky"] += 1
+        if starts["flaky"] == 1:
+            raise SystemExit(1)  # what a service does to be restarted when it has a process of its own
+        if starts["flaky"] == 2:
+            raise RuntimeError("boom")
+        await stop.wait()
+
+    async def steady(_: ServiceSettings, stop: asyncio.Event) -> None:
+        starts["steady"] += 1
+        await stop.wait()
+        steady_stopped.set()
+
+    stopping = asyncio.Event()
+    hosted = [Hosted("flaky", settings, flaky), Hosted("steady", settings, steady)]
+    host = asyncio.create_task(serve_all(hosted, stopping))
+    await until(lambda: starts["flaky"] == 3, "the third start of the failing service")
+    assert starts["steady"] == 1 and not steady_stopped.is_set() and not host.done()
+    stopping.set()
+    await asyncio.wait_for(host, 10)
+    assert steady_stopped.is_set() and starts == {"flaky": 3, "steady": 1}
+
+
+async def test_every_line_a_service_logs_carries_its_name() -> None:
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    handler.addFilter(ServiceName("host"))
+    handler.setFormatter(logging.Formatter("%(service)s %(message)s"))
+    log = logging.getLogger("tests.host.names")
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    log.propagate = False
+    try:
+        def named(name: str):  # type: ignore[no-untyped-def]
+            async def serve(_: ServiceSettings, stop: asyncio.Event) -> None:
+                log.info("said by %s itself", name)
+
+                async def child() -> None:
+                    log.info("said by a task of %s", name)
+
+                await asyncio.create_task(child())
+                await asyncio.to_thread(log.info, "said by a thread of %s", name)
+                await stop.wait()
+            return serve
+
+        stopping = asyncio.Event()
+        settings = ServiceSettings()
+        host = asyncio.create_task(serve_all([Hosted(n, settings, named(n)) for n in ("agent", "memory")], stopping))
+        await until(lambda: out.getvalue().count("thread of") == 2, "both services' lines")
+        log.info("said by the host")
+        stopping.set()
+        await asyncio.wait_for(host, 10)
+    finally:
+        log.removeHandler(handler)
+    lines = out.getvalue().splitlines()
+    for name in ("agent", "memory"):
+        for said in (f"said by {name} itself", f"said by a task of {name}", f"said by a thread of {name}"):
+            assert f"{name} {said}" in lines, (said, lines)
+    assert "host said by the host" in lines
+
+
+async def test_the_stop_goes_gateway_first_and_ledger_last() -> None:
+    order: list[str] = []
+    started: list[str] = []
+
+    def service(name: str):  # type: ignore[no-untyped-def]
+        async def serve(_: ServiceSettings, stop: asyncio.Event) -> None:
+            started.append(name)
+            await stop.wait()
+            await asyncio.sleep(0.05)  # a stop takes a moment: the next stage waits for it
+            order.append(name)
+        return serve
+
+    stopping = asyncio.Event()
+    settings = ServiceSettings()
+    names = ("ledger", "agent", "gateway", "memory")
+    host = asyncio.create_task(serve_all([Hosted(n, settings, service(n)) for n in names], stopping))
+    await until(lambda: len(started) == len(names), "every service to start")
+    stopping.set()
+    await asyncio.wait_for(host, 10)
+    assert order[0] == "gateway" and order[-1] == "ledger" and sorted(order[1:3]) == ["agent", "memory"]
