@@ -11,10 +11,11 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
 
+import httpx
 import pytest
 
 from delegate.contracts import streams, topics
-from delegate.contracts.budget import BudgetReply, BudgetRequest
+from delegate.contracts.budget import BudgetReply
 from delegate.contracts.channels import OutboundSms
 from delegate.contracts.events import ActivationOutcome, Event, Message, ModelUsage
 from delegate.contracts.messages import ActivationInput
@@ -46,7 +47,8 @@ def running(
     tmp_path_factory: pytest.TempPathFactory, module_standin: StandinProcess, request: pytest.FixtureRequest
 ) -> Iterator[System]:
     with module_system(
-        tmp_path_factory.mktemp("spend"), request, "ledger", "inner-plane", env={**plane_env(module_standin), **BASE},
+        tmp_path_factory.mktemp("spend"), request, "ledger", "inner-plane", "gateway",
+        env={**plane_env(module_standin), **BASE},
     ) as system:
         yield system
 
@@ -94,9 +96,15 @@ async def outbox_sms(h: Harness) -> list[OutboundSms]:
             if m.subject == topics.SMS_OUT.subject]
 
 
-async def budget(h: Harness) -> BudgetReply:
-    reply: BudgetReply = await h.bus.request(topics.INNER_BUDGET, BudgetRequest())
-    return reply
+async def budget(system: System) -> BudgetReply:
+    """GET /api/usage/budget, as the owner's client reads it."""
+    async with httpx.AsyncClient(base_url=system.http, headers=system.auth()) as http:
+        response = await http.get("/api/usage/budget")
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert set(body) >= {"daily", "monthly", "timezone", "background_held"}
+    assert set(body["daily"]) == {"limit_usd", "spent_usd", "left_usd"}
+    return BudgetReply.model_validate(body)
 
 
 async def early_in_a_period(min_left: float) -> float:
@@ -150,15 +158,16 @@ async def test_a_burst_over_the_daily_line_is_held_told_once_and_runs_in_the_nex
     sms = await eventually(lambda: outbox_sms(h), "the notice's SMS")
     assert len(sms) == 1 and "budget reached" in sms[0].text and "$0.01" in sms[0].text
     assert notices[0].payload["outbox_id"] == sms[0].id and notices[0].payload["channel"] == "sms"
-    line = await budget(h)
-    assert line.background_held and line.daily.limit_usd == 0.012
+    line = await budget(running)
+    assert line.background_held and line.held_reason == "budget_usd" and line.daily.limit_usd == 0.012
+    assert line.monthly.limit_usd is None and line.monthly.left_usd is None and line.timezone == "UTC"
     assert line.daily.spent_usd == pytest.approx(TURN_COST) and line.daily.left_usd == pytest.approx(0.002)
 
     # SIGKILL the ledger, then the inner plane with its state file lost: spend is rebuilt, not reset.
     running.kill("ledger")
     running.start("ledger")
     restart_plane(running, keep_state=False)
-    after = await budget(h)
+    after = await budget(running)
     assert after.daily.spent_usd == pytest.approx(TURN_COST) and after.background_held
     assert len(await activations(h)) == 1
     assert len(await outbox_sms(h)) == 1 and len(await h.events(kinds=["budget.notice"])) == 1
