@@ -1,7 +1,6 @@
 """Ledger fixtures: every store test runs on SQLite (WAL and DELETE journals) and PostgreSQL."""
 
 import asyncio
-import os
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
@@ -23,32 +22,23 @@ from delegate.ledger.store.postgres import PostgresStore
 from delegate.ledger.store.sqlite import SqliteStore
 from delegate.runtime.bus import Bus
 from tests.support.nats import role_url
-
-PG_ADMIN_URL = os.environ.get("TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
-
-
-def _with_database(url: str, name: str) -> str:
-    base, _, _ = url.rpartition("/")
-    return f"{base}/{name}"
+from tests.support.postgres import PrivatePostgres
 
 
 @pytest.fixture(scope="session")
-def pg_database() -> Iterator[str]:
-    """A ``test_<uuid>`` database for this session, dropped at the end."""
-    try:
-        admin = psycopg.connect(PG_ADMIN_URL, autocommit=True, connect_timeout=3)
-    except psycopg.OperationalError as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"PostgreSQL is not reachable on CI: {exc}")
-        pytest.skip(f"PostgreSQL not reachable: {exc}")
-    name = f"test_{uuid.uuid4().hex}"
-    with admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield _with_database(PG_ADMIN_URL, name)
-    finally:
-        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+def postgres() -> Iterator[PrivatePostgres]:
+    """The run's own PostgreSQL server (started on first use, a couple of seconds)."""
+    server = PrivatePostgres().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def pg_database(postgres: PrivatePostgres) -> Iterator[str]:
+    """A database for this session, dropped at the end."""
+    url = postgres.create_database()
+    yield url
+    postgres.drop_database(url)
 
 
 class PgSchema:
@@ -61,7 +51,8 @@ class PgSchema:
     def __enter__(self) -> str:
         with psycopg.connect(self.database_url, autocommit=True) as conn:
             conn.execute(f'CREATE SCHEMA "{self.name}"')
-        return f"{self.database_url}?options={quote(f'-csearch_path={self.name}')}"
+        # The session database's URL already has a query (the server's socket directory).
+        return f"{self.database_url}&options={quote(f'-csearch_path={self.name}')}"
 
     def __exit__(self, *exc: object) -> None:
         with psycopg.connect(self.database_url, autocommit=True) as conn:
@@ -82,7 +73,8 @@ def make_store(backend: str, tmp_path: Path, pg_url: str | None = None) -> Ledge
     return SqliteStore(tmp_path / "db" / "assistant.sqlite", journal_mode=mode)
 
 
-BACKENDS = ["sqlite-wal", "sqlite-delete", "postgres"]
+# PostgreSQL is a server process of its own: its runs are not for the fast lane.
+BACKENDS = ["sqlite-wal", "sqlite-delete", pytest.param("postgres", marks=pytest.mark.integration)]
 
 
 @pytest.fixture(params=BACKENDS)

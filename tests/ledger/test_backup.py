@@ -14,7 +14,6 @@ import os
 import sqlite3
 import stat
 import sys
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -28,10 +27,11 @@ from delegate.ledger.store import sqlite_path
 from delegate.ledger.store.postgres import PostgresStore
 from delegate.ledger.store.sqlite import SqliteStore
 from delegate.runtime.bus import Bus
+from tests.support.postgres import PrivatePostgres
 from tests.support.system import System
 
 from .builders import message, span_opened
-from .conftest import PG_ADMIN_URL, _with_database, until
+from .conftest import until
 
 pytestmark = [pytest.mark.integration]
 
@@ -266,22 +266,11 @@ async def test_a_backup_never_overwrites_the_live_database(ledger_db: Path, tmp_
 
 
 @pytest.fixture
-def fresh_databases() -> Iterator[tuple[str, str]]:
-    try:
-        admin = psycopg.connect(PG_ADMIN_URL, autocommit=True, connect_timeout=3)
-    except psycopg.OperationalError as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"PostgreSQL is not reachable on CI: {exc}")
-        pytest.skip(f"PostgreSQL not reachable: {exc}")
-    names = [f"test_{uuid.uuid4().hex}" for _ in range(2)]
-    with admin:
-        for name in names:
-            admin.execute(f'CREATE DATABASE "{name}"')
-        try:
-            yield _with_database(PG_ADMIN_URL, names[0]), _with_database(PG_ADMIN_URL, names[1])
-        finally:
-            for name in names:
-                admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+def fresh_databases(postgres: PrivatePostgres) -> Iterator[tuple[str, str]]:
+    urls = (postgres.create_database(), postgres.create_database())
+    yield urls
+    for url in urls:
+        postgres.drop_database(url)
 
 
 def _pg_events(url: str) -> tuple[int, str]:
@@ -305,7 +294,8 @@ async def test_postgres_backup_with_pg_dump_restores_into_another_database(
     await store.append(_events(0, 300))
     await store.close()
     dump = tmp_path / "ledger.dump"
-    env = {**os.environ, "RUNTIME_DATA_DIR": str(tmp_path / "runtime-data"), "DATABASE_URL": source}
+    env = PrivatePostgres.tools_env(
+        {**os.environ, "RUNTIME_DATA_DIR": str(tmp_path / "runtime-data"), "DATABASE_URL": source})
     code, out, err = await _cli(env, tmp_path, "backup", str(dump))
     assert code == 0, err
     assert out.startswith(f"backup {dump}: 300 events, last seq 300"), out

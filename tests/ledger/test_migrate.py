@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -29,10 +29,11 @@ from delegate.ledger.migrate import Refused, sqlite_file
 from delegate.ledger.store.postgres import PostgresStore
 from delegate.ledger.store.sqlite import SqliteStore, event_row
 from delegate.runtime.bus import Bus
+from tests.support.postgres import PrivatePostgres
 from tests.support.system import System, run_sync
 
 from .builders import BASE, conversation_ended, conversation_opened, message, span_closed, span_opened, term_started
-from .conftest import PG_ADMIN_URL, _with_database, until
+from .conftest import until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -102,27 +103,17 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
 # ---- targets: fresh databases, dropped at the end -------------------------------------------
 
 @pytest.fixture(scope="module")
-def databases() -> Iterator[list[str]]:
-    """Append a name, get a database: ``fresh(databases)``."""
-    try:
-        psycopg.connect(PG_ADMIN_URL, connect_timeout=3).close()
-    except psycopg.OperationalError as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"PostgreSQL is not reachable on CI: {exc}")
-        pytest.skip(f"PostgreSQL not reachable: {exc}")
+def databases(postgres: PrivatePostgres) -> Iterator[Callable[[], str]]:
+    """Call it for the URL of a fresh database; each is dropped at the end."""
     made: list[str] = []
-    yield made
-    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as admin:
-        for name in made:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
+    def fresh() -> str:
+        made.append(postgres.create_database("test_migrate"))
+        return made[-1]
 
-def fresh(databases: list[str]) -> str:
-    name = f"test_migrate_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    databases.append(name)
-    return _with_database(PG_ADMIN_URL, name)
+    yield fresh
+    for url in made:
+        postgres.drop_database(url)
 
 
 # ---- the command, and independent checks ----------------------------------------------------
@@ -207,8 +198,8 @@ class Migrated:
 
 
 @pytest.fixture(scope="module")
-def migrated(source: Path, databases: list[str]) -> Migrated:
-    url = fresh(databases)
+def migrated(source: Path, databases: Callable[[], str]) -> Migrated:
+    url = databases()
     done = migrate(source, url)
     assert done.returncode == 0, done.stderr
     return Migrated(url, done.stdout.strip())
@@ -239,8 +230,10 @@ def test_migrates_every_event_and_projection_verified(source: Path, migrated: Mi
     assert f"({0} copied now)" in again.stdout and digest in again.stdout
 
 
-def test_a_killed_run_leaves_whole_batches_and_the_next_one_finishes(source: Path, databases: list[str]) -> None:
-    url = fresh(databases)
+def test_a_killed_run_leaves_whole_batches_and_the_next_one_finishes(
+    source: Path, databases: Callable[[], str]
+) -> None:
+    url = databases()
     proc = subprocess.Popen(command(source, url), env={**os.environ, "LOG_LEVEL": "WARNING"},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -275,15 +268,15 @@ async def _other_ledger(url: str) -> None:
     await store.close()
 
 
-def test_refuses_a_target_with_other_data_and_leaves_it_unchanged(source: Path, databases: list[str]) -> None:
-    other = fresh(databases)
+def test_refuses_a_target_with_other_data_and_leaves_it_unchanged(source: Path, databases: Callable[[], str]) -> None:
+    other = databases()
     run_sync(_other_ledger(other))
     before = snapshot(other)
     done = migrate(source, other)
     assert done.returncode == 2 and "not the first 3 of the source" in done.stderr, done
     assert snapshot(other) == before
 
-    unrelated = fresh(databases)
+    unrelated = databases()
     with psycopg.connect(unrelated) as conn:
         conn.execute("CREATE TABLE invoices (id INT PRIMARY KEY)")
         conn.execute("INSERT INTO invoices VALUES (1)")
@@ -291,7 +284,7 @@ def test_refuses_a_target_with_other_data_and_leaves_it_unchanged(source: Path, 
     assert done.returncode == 2 and "invoices" in done.stderr, done
     assert snapshot(unrelated) == {"invoices": [(1,)]}
 
-    target = fresh(databases)
+    target = databases()
     not_a_ledger = source.parent / "other.sqlite"
     sqlite3.connect(not_a_ledger).close()
     done = migrate(not_a_ledger, target)
