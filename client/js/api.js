@@ -50,5 +50,8 @@ export const api = {
   task: (id) => request("GET", `/api/tasks/${encodeURIComponent(id)}`),
   // The same key again (a retried click after a lost answer) gets the task it made, not a second one.
   createTask: (body, key) => request("POST", "/api/tasks", body, key ? { "Idempotency-Key": key } : {}),
+  usage: (from, to) => request("GET", from ? `/api/usage?from=${encodeURIComponent(from)}&to=${encodeURIComponent(to)}` : "/api/usage"),
+  usageCalls: (spanId) => request("GET", `/api/usage/calls?span_id=${encodeURIComponent(spanId)}`),
+  budget: () => request("GET", "/api/usage/budget"),
   controlTask: (id, action) => request("POST", `/api/tasks/${encodeURIComponent(id)}/${encodeURIComponent(action)}`),
 };

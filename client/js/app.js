@@ -10,6 +10,7 @@ import { mergeDelivery } from "./channels.js";
 import { searchEvents, toJSON, toMarkdown } from "./search.js";
 import { VoiceUI } from "./voice-ui.js";
 import { RemindersPanel } from "./reminders-ui.js";
+import { UsagePanel } from "./usage-ui.js";
 import { reminderText } from "./reminders.js";
 import { MemoryPanel, TimelineSearch } from "./memory-ui.js";
 import { TasksPanel } from "./tasks-ui.js";
@@ -98,6 +99,11 @@ class App {
       onUnauthorized: () => this.showSignIn(),
       toast: (text, tone) => this.toast(text, tone),
     });
+    this.usage = new UsagePanel({
+      onUnauthorized: () => this.showSignIn(),
+      toast: (text, tone) => this.toast(text, tone),
+      jumpTo: (id) => this.jumpToEvent(id),
+    });
     this.wholeSearch = new TimelineSearch({
       onUnauthorized: () => this.showSignIn(),
       jumpTo: (id) => this.jumpToEvent(id),
@@ -130,6 +136,7 @@ class App {
     if (session !== this.session) return;
     this.showApp();
     this.reminders.refresh();
+    this.usage.refresh(); // the topbar's spend today
     await this.hydrate(session);
     if (session !== this.session) return;
     this.connect();
@@ -141,6 +148,7 @@ class App {
     if (this.reminders) this.reminders.clear();
     if (this.memory) this.memory.clear();
     if (this.tasks) this.tasks.clear();
+    if (this.usage) this.usage.clear();
     if (this.wholeSearch) this.closeSearch();
     if (this.conn) this.conn.stop();
     this.conn = null;
@@ -290,6 +298,7 @@ class App {
           this.reminders.eventArrived(ev);
           this.memory.eventArrived(ev);
           this.tasks.eventArrived(ev);
+          this.usage.eventArrived(ev);
         }
         if (fresh.length) {
           this.freshLive.push(...fresh);
@@ -347,6 +356,7 @@ class App {
     // over HTTP (the same client_msg_id is stored once).
     for (const p of [...this.tl.pending.values()]) if (p.status !== "sent") this.postMessage(p.client_msg_id);
     this.reminders.refresh(); // whatever changed while the socket was away
+    this.usage.refresh();
     this.memory.reconnected();
     this.tasks.reconnected();
     try {

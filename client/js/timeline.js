@@ -8,6 +8,7 @@
 /** Kinds shown as Inner Plane activity: collapsed, never styled like a message. */
 export const INNER_KINDS = new Set([
   "context.usage",
+  "model.usage",
   "context.compacted",
   "context.capsule",
   "memory.retrieved",
@@ -43,6 +44,7 @@ export function isFoldedKind(kind) {
       kind.startsWith("memory.") ||
       kind.startsWith("inner.") ||
       kind === "checkpoint" ||
+      kind === "model.usage" ||
       kind === "voice.timing")
   );
 }
@@ -472,6 +474,7 @@ function activityItem(turnKey, events) {
 
 const ACTIVITY_WORDS = [
   ["context.usage", "context check", "context checks"],
+  ["model.usage", "model call", "model calls"],
   ["context.compacted", "summary of older messages", "summaries of older messages"],
   ["context.capsule", "carry-over note", "carry-over notes"],
   ["memory.retrieved", "memory lookup", "memory lookups"],

@@ -67,7 +67,7 @@ ROLES: dict[str, Role] = {
             emits=(topics.LEDGER_COMMITTED,),
             consumes=(Consumer("LEDGER", streams.LEDGER_WRITER, topics.LEDGER_APPEND_ANY),),
             serves=(topics.LEDGER_PAGE, topics.LEDGER_QUERY, topics.LEDGER_GET, topics.LEDGER_RESUME,
-                    topics.LEDGER_ARTIFACT, topics.PINGS["ledger"]),
+                    topics.LEDGER_ARTIFACT, topics.LEDGER_USAGE, topics.PINGS["ledger"]),
         ),
         Role(
             "agent",
@@ -99,6 +99,7 @@ ROLES: dict[str, Role] = {
             subscribes=(topics.LEDGER_COMMITTED, topics.AGENT_DELTA, topics.AGENT_STATE, topics.INNER_NOTICE,
                         topics.VOICE_OUT_ANY, topics.VOICE_STATE),
             requests=(topics.LEDGER_PAGE, topics.LEDGER_QUERY, topics.LEDGER_GET, topics.AGENT_STATE_GET,
+                      topics.LEDGER_USAGE,  # GET /api/usage
                       topics.AGENT_COMPACT, topics.AGENT_END, topics.AGENT_STOP, topics.PINGS["ledger"],
                       topics.PINGS["agent"], topics.PINGS["voice"], topics.POLLERS_STATE, topics.VOICE_PREPARE,
                       topics.VOICE_ATTACH_ANY, topics.VOICE_STATE_GET, topics.INNER_REMINDERS,

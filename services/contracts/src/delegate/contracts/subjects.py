@@ -22,6 +22,7 @@ LEDGER_QUERY = "ledger.cmd.query"  # events by commit seq / conversation / span 
 LEDGER_GET = "ledger.cmd.get"  # one event by id or client_msg_id
 LEDGER_RESUME = "ledger.cmd.resume"  # resume state of the newest open conversation
 LEDGER_ARTIFACT = "ledger.cmd.artifact"  # a run's newest thoughtflow picture (thoughtflow_artifacts)
+LEDGER_USAGE = "ledger.cmd.usage"  # model.usage totals (usage_hours, usage_spans): GET /api/usage
 LEDGER_PING = "ledger.cmd.ping"
 
 # agent

@@ -47,6 +47,7 @@ from .messages import (
 from .reminders import ReminderCommand, ReminderFire, ReminderReply
 from .signals import SignalIn
 from .tasks import TaskControl, TaskCreate, TaskGet, TaskList, TaskListReply, TaskReply
+from .usage import UsageReply, UsageRequest
 from .voice import (
     AttachReply,
     AttachSession,
@@ -121,6 +122,7 @@ LEDGER_QUERY = Query(s.LEDGER_QUERY, QueryRequest, QueryReply)
 LEDGER_GET = Query(s.LEDGER_GET, GetRequest, GetReply)
 LEDGER_RESUME = Query(s.LEDGER_RESUME, ResumeRequest, ResumeState)
 LEDGER_ARTIFACT = Query(s.LEDGER_ARTIFACT, ArtifactRequest, ArtifactReply)
+LEDGER_USAGE = Query(s.LEDGER_USAGE, UsageRequest, UsageReply)
 AGENT_STATE_GET = Query(s.AGENT_STATE_GET, AgentCommand, AgentState)
 AGENT_COMPACT = Query(s.AGENT_COMPACT, AgentCommand, CommandReply, timeout=120.0)
 AGENT_END = Query(s.AGENT_END, AgentCommand, CommandReply, timeout=120.0)

@@ -31,6 +31,7 @@ from . import (
     twilio_amd,
     twilio_voice,
     twilio_webhooks,
+    usage_api,
 )
 from .auth import OwnerAuth, load_or_create_token
 from .channels import ChannelsCache
@@ -90,6 +91,7 @@ def create_app(settings: Settings, bus: Bus | None = None) -> FastAPI:
     app.include_router(runs_api.router)
     app.include_router(tasks_api.router)
     app.include_router(tools_api.router)
+    app.include_router(usage_api.router)
     app.include_router(budget_api.router)
     install_openapi(app)  # GET /api/openapi.json: every route above, with its bodies and error shapes
     # Later routers (/api/tasks) are included here.

@@ -2,6 +2,7 @@
 
 from pathlib import Path
 from urllib.parse import urlsplit
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import Field, SecretStr, field_validator
 
@@ -86,6 +87,18 @@ class Settings(ServiceSettings):
 
     # POST /api/import: the largest body taken (NDJSON or a ChatGPT conversations.json export).
     import_max_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)  # IMPORT_MAX_BYTES
+
+    # GET /api/usage: the owner's days (OWNER_TIMEZONE, an IANA name), as budgets count them.
+    owner_timezone: str = "UTC"
+
+    @field_validator("owner_timezone")
+    @classmethod
+    def _known_timezone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise ValueError(f"OWNER_TIMEZONE {value!r} is not an IANA time zone (e.g. Europe/Berlin)") from exc
+        return value
 
     @field_validator("delegate_token", mode="before")
     @classmethod

@@ -27,6 +27,7 @@ from delegate.contracts.messages import (
     ResumeState,
 )
 from delegate.contracts.streams import LEDGER_WRITER
+from delegate.contracts.usage import UsageReply, UsageRequest
 from delegate.runtime.bus import MSG_ID, TRANSIENT, Bus, DomainError, in_progress
 from delegate.runtime.retry import Backoff
 
@@ -281,6 +282,12 @@ class Ledger:
             artifact=ThoughtflowArtifact.model_validate_json(row.payload_json),
             event_id=row.id, seq=row.seq, created_at=row.ts,
         )
+
+    async def on_usage(self, req: UsageRequest) -> UsageReply:
+        """``model.usage`` totals from the usage projection (GET /api/usage)."""
+        if req.to_ts <= req.from_ts:
+            raise DomainError("bad_request", "to must be after from")
+        return await _answer(self.store.usage(req))
 
     async def on_resume(self, req: ResumeRequest) -> ResumeState:
         return await _answer(self.store.resume(turn_limit=req.turn_limit, max_bytes=self.reply_budget()))

@@ -72,6 +72,7 @@ async def _run_ledger(
     await bus.serve(topics.LEDGER_GET, ledger.on_get)
     await bus.serve(topics.LEDGER_RESUME, ledger.on_resume)
     await bus.serve(topics.LEDGER_ARTIFACT, ledger.on_artifact)
+    await bus.serve(topics.LEDGER_USAGE, ledger.on_usage)
     consumer = asyncio.create_task(
         bus.consume_batches(
             topics.LEDGER_APPEND_ANY, ledger.on_batch, durable=streams.LEDGER_WRITER, stream="LEDGER", stop=stop,

@@ -20,6 +20,7 @@ from delegate.contracts.cursor import Cursor
 from delegate.contracts.events import Event, Fence, ThoughtflowArtifact
 from delegate.contracts.ids import format_ts
 from delegate.contracts.messages import ResumeState, TermInfo
+from delegate.contracts.usage import UsageReply, UsageRequest
 
 log = logging.getLogger(__name__)
 
@@ -536,6 +537,10 @@ class LedgerStore(ABC):
     @abstractmethod
     async def artifact(self, run_id: str) -> StoredEvent | None:
         """The thoughtflow.artifact event of the run's newest picture (``thoughtflow_artifacts``)."""
+
+    @abstractmethod
+    async def usage(self, req: UsageRequest) -> UsageReply:
+        """``model.usage`` totals from the usage projection (``store.usage``)."""
 
     @abstractmethod
     async def last_seq(self) -> int: ...

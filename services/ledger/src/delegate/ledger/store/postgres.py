@@ -19,7 +19,9 @@ from psycopg.rows import TupleRow
 from delegate.contracts.events import Event, Fence
 from delegate.contracts.ids import format_ts
 from delegate.contracts.messages import TermInfo
+from delegate.contracts.usage import UsageReply, UsageRequest
 
+from . import usage
 from .base import (
     ANNOUNCED,
     ArtifactChange,
@@ -286,6 +288,7 @@ class PostgresStore(LedgerStore):
                     )
                 await _write_terms(cur, term_changes(committed))
                 await _write_artifacts(cur, artifact_changes(committed))
+                await _write_usage(cur, usage.usage_changes(committed))
                 if raised:
                     await cur.executemany(RAISE_FENCE, list(raised.items()))
                 if announced is not None:
@@ -361,6 +364,17 @@ class PostgresStore(LedgerStore):
             if found:
                 return found[0]
         return None
+
+    async def usage(self, req: UsageRequest) -> UsageReply:
+        q = usage.plan(req)
+        try:
+            async with self._pool.connection() as conn:
+                grouped = await (await conn.execute(usage.pg(q.grouped), q.grouped_params)).fetchall()
+                unpriced = await (await conn.execute(usage.pg(q.unpriced), q.grouped_params)).fetchall()
+                top = await (await conn.execute(usage.pg(q.top), q.top_params)).fetchall()
+        except UNAVAILABLE as exc:
+            raise StoreUnavailable(f"postgres: {exc}") from exc
+        return usage.answer(req, grouped, unpriced, top)
 
     async def artifact(self, run_id: str) -> StoredEvent | None:
         found = await self._rows(
@@ -461,3 +475,10 @@ async def _write_artifacts(cur: psycopg.AsyncCursor[TupleRow], changes: list[Art
             [(c.run_id, c.run_type, c.span_id, c.d2_path, c.svg_path, c.bytes, c.through_seq, c.error,
               c.created_at, c.event_id, c.seq) for c in changes],
         )
+
+
+async def _write_usage(cur: psycopg.AsyncCursor[TupleRow], changes: usage.UsageChanges) -> None:
+    if changes.hours:
+        await cur.executemany(usage.pg(usage.UPSERT_HOUR), changes.hours)
+    if changes.spans:
+        await cur.executemany(usage.pg(usage.UPSERT_SPAN), changes.spans)

@@ -35,7 +35,9 @@ from typing import Any, TypeVar
 from delegate.contracts.events import Event, Fence
 from delegate.contracts.ids import format_ts
 from delegate.contracts.messages import TermInfo
+from delegate.contracts.usage import UsageReply, UsageRequest
 
+from . import usage
 from .base import (
     ANNOUNCED,
     ArtifactChange,
@@ -409,6 +411,17 @@ class SqliteStore(LedgerStore):
         found = await self._reader.call(_events, sql, (run_id,))
         return found[0] if found else None
 
+    async def usage(self, req: UsageRequest) -> UsageReply:
+        q = usage.plan(req)
+
+        def run(conn: sqlite3.Connection) -> UsageReply:
+            return usage.answer(
+                req, conn.execute(q.grouped, q.grouped_params).fetchall(),
+                conn.execute(q.unpriced, q.grouped_params).fetchall(), conn.execute(q.top, q.top_params).fetchall(),
+            )
+
+        return await self._reader.call(run)
+
     async def last_seq(self) -> int:
         return await self._reader.call(_scalar, "SELECT COALESCE(MAX(seq), 0) FROM conversation_events", ())
 
@@ -599,6 +612,7 @@ def _write(
         )
     _write_terms(conn, term_changes(committed))
     _write_artifacts(conn, artifact_changes(committed))
+    _write_usage(conn, usage.usage_changes(committed))
     if raised:
         conn.executemany(RAISE_FENCE, list(raised.items()))
     if announced is not None:
@@ -624,6 +638,13 @@ def _write_artifacts(conn: sqlite3.Connection, changes: list[ArtifactChange]) ->
             [(c.run_id, c.run_type, c.span_id, c.d2_path, c.svg_path, c.bytes, c.through_seq, c.error,
               _ts(c.created_at), c.event_id, c.seq) for c in changes],
         )
+
+
+def _write_usage(conn: sqlite3.Connection, changes: usage.UsageChanges) -> None:
+    if changes.hours:
+        conn.executemany(usage.UPSERT_HOUR, changes.hours)
+    if changes.spans:
+        conn.executemany(usage.UPSERT_SPAN, changes.spans)
 
 
 def _max_seq(conn: sqlite3.Connection) -> int:

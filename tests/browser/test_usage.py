@@ -1,0 +1,82 @@
+"""The Usage panel in the browser: 30 days of spend stacked by purpose from a seeded ledger (real
+ledger, gateway and page), a known day's total on hover, the costliest runs with their calls, and
+today's spend in the topbar."""
+
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, time, timedelta
+
+import pytest
+
+from delegate.contracts.events import Channel, Event, ModelUsage, UsagePurpose, make_event
+from delegate.contracts.ids import new_id, utcnow
+
+from .chat_page import ChatPage
+from .seed import publish
+
+pytestmark = [pytest.mark.browser, pytest.mark.integration]
+
+
+def call(purpose: UsagePurpose, at: datetime, cost: float | None, *, span: str | None = None,
+         channel: Channel = "text") -> Event:
+    payload = ModelUsage(model="gpt-5.5", purpose=purpose, cause_id=span, input_tokens=1200, cached_tokens=200,
+                         output_tokens=90, cost_usd=cost)
+    return make_event(payload, conversation_id=None, span_id=span, channel=channel, ts=at, id=new_id())
+
+
+def seeded() -> tuple[list[Event], str, str]:
+    today = utcnow().date()
+    noon = datetime.combine(today, time(12), UTC)
+    known = noon - timedelta(days=3)
+    events = [call("owner_turn", noon - timedelta(days=d), 0.1 * (d % 4 + 1)) for d in range(0, 29, 2)]
+    events += [
+        call("activation", known, 0.25, span="act-costly", channel="inner"),
+        call("web_search", known + timedelta(minutes=1), 0.0125, span="act-costly", channel="inner"),
+        call("task_step", known - timedelta(hours=1), 0.40, span="task-costly", channel="inner"),
+        call("capsule", known + timedelta(hours=2), None, channel="inner"),  # an unpriced model's call
+    ]
+    # known day: owner_turn 0.2 (d=3 is odd: none) -> activation 0.25 + search 0.0125 + task 0.40
+    return events, known.date().isoformat(), today.isoformat()
+
+
+async def test_the_usage_panel_draws_30_days_and_a_known_days_total(
+    delegate: Callable[..., Awaitable], new_page: Callable[..., Awaitable[ChatPage]]
+) -> None:
+    sys_ = await delegate()
+    events, known_day, today = seeded()
+    await publish(sys_.nats.url, events)
+    page = await new_page(sys_)
+    p = page.page
+
+    # The topbar: today's spend next to the working-memory gauge (today's seeded turn: $0.10).
+    await page.wait_for_text("#spend-today", "Today: $0.10")
+
+    await p.click("#usage-btn")
+    await page.wait_for("() => document.querySelectorAll('#usage-chart g.spend-bar').length === 30")
+    bars = p.locator("#usage-chart g.spend-bar")
+    assert await bars.first.get_attribute("data-day") < today
+    assert await bars.last.get_attribute("data-day") == today
+    # Stacked by purpose: the known day has its three purposes as segments.
+    known = p.locator(f"#usage-chart g.spend-bar[data-day='{known_day}']")
+    purposes = await known.locator("rect[data-purpose]").evaluate_all("rs => rs.map(r => r.dataset.purpose)")
+    assert purposes == ["activation", "task_step", "web_search"]
+    heights = await known.locator("rect[data-purpose]").evaluate_all("rs => rs.map(r => r.getBBox().height)")
+    assert all(h > 0 for h in heights)
+
+    # Hovering the day shows its total and its split; its label says the total too.
+    await known.hover()
+    await page.wait_for_text("#usage-day", f"{known_day}: $0.66")
+    day_text = await p.locator("#usage-day").inner_text()
+    assert "Activations $0.25" in day_text and "Tasks $0.40" in day_text and "1 unpriced" in day_text
+    assert await known.get_attribute("aria-label") == f"{known_day}: $0.66"
+    assert "unpriced" in await p.locator("#usage-status").inner_text()
+    assert "no budget set" in await p.locator("#usage-today").inner_text()
+
+    # The costliest runs, the task first; hovering the activation lists its calls.
+    runs = p.locator("#usage-top button.spend-run")
+    await page.wait_for("() => document.querySelectorAll('#usage-top button.spend-run').length === 2")
+    assert await runs.nth(0).inner_text() == "Tasks · 1 call · $0.40"
+    assert await runs.nth(1).inner_text() == "Activations · 2 calls · $0.26"
+    await runs.nth(1).hover()
+    await page.wait_for_text("#usage-top .spend-calls li", "gpt-5.5 · Web search · 1,200 in / 90 out · $0.01")
+    await page.screenshot("usage-panel")
+    page.assert_clean()
