@@ -8,6 +8,7 @@ test's script meets its own task."""
 import asyncio
 import json
 import signal
+import socket
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ import httpx
 import pytest
 
 from delegate.contracts import topics
+from delegate.contracts.events import TaskEvent, make_event
 from delegate.contracts.messages import QueryRequest, ToolCallRequest
 from delegate.runtime.bus import Bus
 from tests.inner_plane.harness import eventually
@@ -29,6 +31,7 @@ from .site import TestSite
 pytestmark = [pytest.mark.integration]
 
 OWNER_PHONE = "+15550001111"
+STALLED_PEER_S = 3
 
 
 @pytest.fixture(scope="module")
@@ -58,6 +61,8 @@ def running(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReq
         "AGENT_LEASE_TTL": "10",
         # every task's end may wake the agent at once (the run-picture test waits for one)
         "INNER_MIN_WAKE_GAP_S": "0",
+        # a client that stops reading an event stream is dropped this soon (the stalled-reader test)
+        "GATEWAY_STALLED_PEER_S": str(STALLED_PEER_S),
     }
     with module_system(tmp_path_factory.mktemp("tasks"), request, "ledger", "agent", "pollers", "inner-plane",
                        "tasks", "gateway", env=env) as system:
@@ -284,6 +289,62 @@ async def test_the_event_stream_resumes_from_last_event_id_without_gap_or_duplic
     assert gap["after_seq"] == 10**12 and "cannot be replayed" in gap["reason"]
     assert (await http.get(f"/api/tasks/{task['id']}/events", headers={"Last-Event-ID": "x1"})).status_code == 400
     assert (await http.get("/api/tasks/no-such-task/events")).status_code == 404
+
+
+def _gateway_holds(gateway_port: int, client_port: int) -> bool:
+    """Whether the kernel still has the gateway's side of our connection (any state): a
+    connection aborted by TCP_USER_TIMEOUT is gone at once, and sends the peer nothing."""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            local, remote = line.split()[1:3]
+            if int(local.rsplit(":", 1)[1], 16) == gateway_port and int(remote.rsplit(":", 1)[1], 16) == client_port:
+                return True
+    return False
+
+
+async def test_an_event_stream_whose_reader_stopped_is_dropped(
+        running: System, http: httpx.AsyncClient, bus: Bus, standin: StandinProcess, site: TestSite) -> None:
+    """An SSE stream has no ping of its own: a client that stops reading would hold its stream
+    and socket for as long as it keeps them. The gateway's sockets carry TCP_USER_TIMEOUT
+    (GATEWAY_STALLED_PEER_S), so data the peer's closed window leaves unsent drops the connection
+    (tcp(7)). The stream must be larger than what the kernel buffers on both sides: megabytes of
+    replay, from events written into the task's span."""
+    standin.script(answer("Nothing to browse."))
+    task = await create(http, "Say hello")
+    await wait_state(http, task["id"], "done")
+    filler = "x" * 60_000
+    # task.* events of no task the tasks service knows (it ignores them) in this task's span.
+    events = [make_event(TaskEvent(task_id="stalled-reader-filler", data={"text": filler}), kind="task.note",
+                         conversation_id=None, span_id=task["id"], channel="inner") for _ in range(100)]
+    await asyncio.gather(*(bus.publish(topics.ledger_append("test"), e) for e in events))
+
+    async def stored() -> bool | None:
+        return True if sum(e.kind == "task.note" for e in await journal(bus, task["id"])) == 100 else None
+
+    await eventually(stored, "the filler events committed", timeout=60)
+
+    loop = asyncio.get_running_loop()
+    client = socket.socket()
+    client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    client.setblocking(False)
+    host, port = running.http.removeprefix("http://").split(":")
+    await loop.sock_connect(client, (host, int(port)))
+    client_port = client.getsockname()[1]
+    request = (f"GET /api/tasks/{task['id']}/events HTTP/1.1\r\nHost: {host}:{port}\r\n"
+               f"Authorization: Bearer {running.token}\r\n\r\n")
+    await loop.sock_sendall(client, request.encode())
+    try:
+        # Never read, and watch the gateway's side of the connection.
+        assert _gateway_holds(int(port), client_port)
+
+        async def dropped() -> bool | None:
+            return True if not _gateway_holds(int(port), client_port) else None
+
+        await eventually(dropped, "the gateway to drop the stalled stream", timeout=STALLED_PEER_S + 30)
+    finally:
+        client.close()
+    # The drop was that connection's alone: the gateway serves on.
+    assert (await http.get(f"/api/tasks/{task['id']}")).status_code == 200
 
 
 async def test_bad_requests_are_refused_clearly(http: httpx.AsyncClient) -> None:

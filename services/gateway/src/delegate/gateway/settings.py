@@ -74,6 +74,11 @@ class Settings(ServiceSettings):
     voice_lost_after_s: float = Field(default=3.0, gt=0)
     voice_start_timeout_s: float = Field(default=10.0, gt=0)
     voice_media_timeout_s: float = Field(default=10.0, gt=0)
+    # GATEWAY_STALLED_PEER_S: how long what we sent may wait unacknowledged, or unsent behind a
+    # peer's zero window (a client that stopped reading), before the kernel drops the connection
+    # (TCP_USER_TIMEOUT on every accepted socket). Bounds SSE streams, which have no ping of their
+    # own; /chat's ping closes a stalled reader first (1011).
+    gateway_stalled_peer_s: float = Field(default=60.0, ge=1, le=3600)
 
     # Twilio's webhooks (/sms, /sms/status, /call/status) are answered once what they carry is
     # in a local spool, drained into NATS by a background task (GATEWAY_SPOOL*): Twilio does not
