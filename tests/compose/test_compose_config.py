@@ -144,6 +144,7 @@ APP_SERVICES = {"ledger", "agent", "inner-plane", "memory", "tasks", "voice", "p
 CLUSTER_URL = "nats://nats-1:4222,nats://nats-2:4222,nats://nats-3:4222"
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("how", RENDERERS)
 @pytest.mark.parametrize("key", [None, "sk-real-key"])
 @pytest.mark.parametrize("profiles", [(), ("offline",)], ids=["default", "offline"])
@@ -156,6 +157,7 @@ def test_compose_gives_the_agent_valid_truthful_settings(
     _check(rendered, tmp_path, key)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("how", RENDERERS)
 def test_the_postgres_profile_adds_postgres_and_the_ledger_takes_database_url_from_env(
     tmp_path: Path, how: str
@@ -176,6 +178,7 @@ def test_the_postgres_profile_adds_postgres_and_the_ledger_takes_database_url_fr
     assert url in done.stdout
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("how", RENDERERS)
 def test_the_cluster_profile_adds_three_nats_nodes_and_services_follow_the_env(tmp_path: Path, how: str) -> None:
     shell = dict(PASSWORDS, NATS_URL=CLUSTER_URL, NATS_REPLICAS="3")

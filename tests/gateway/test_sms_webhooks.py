@@ -154,6 +154,7 @@ def is_twiml_ack(r: httpx.Response) -> bool:
     )
 
 
+@pytest.mark.integration
 async def test_owner_sms_becomes_one_user_input_and_a_retry_is_stored_once(rig: Rig) -> None:
     message_sid = sid(1)
     first = await rig.post("/sms", sms_params(message_sid, body="remind me at 5"))
@@ -175,6 +176,7 @@ async def test_owner_sms_becomes_one_user_input_and_a_retry_is_stored_once(rig: 
     assert await rig.gateway_appends() == []  # the owner's text is the agent's to record
 
 
+@pytest.mark.integration
 async def test_forged_unsigned_altered_or_misaddressed_requests_are_403_and_publish_nothing(rig: Rig) -> None:
     params = sms_params(sid(2))
     altered = twilio_signature(AUTH_TOKEN, PUBLIC + "/sms", params)
@@ -213,6 +215,7 @@ async def test_forged_unsigned_altered_or_misaddressed_requests_are_403_and_publ
     assert await rig.stream("CHANNELS", topics.MEDIA_FETCH.subject) == []
 
 
+@pytest.mark.integration
 async def test_a_signature_over_the_public_url_validates_with_the_query_exactly_as_sent(rig: Rig) -> None:
     """Behind the proxy: the gateway rebuilds PUBLIC_BASE_URL + path + raw query, not its own URL."""
     query = "outbox=0194e0b2-aaaa-7bbb-8ccc-0123456789ab&parent=ans%3A1"  # percent-encoding kept as sent
@@ -222,6 +225,7 @@ async def test_a_signature_over_the_public_url_validates_with_the_query_exactly_
     assert event.parent_id == "ans:1"
 
 
+@pytest.mark.integration
 async def test_a_stranger_is_refused_in_the_ledger_once_and_never_reaches_the_agent(rig: Rig) -> None:
     message_sid = sid(6)
     body = "hi, is this Alex? " + "x" * 300
@@ -238,6 +242,7 @@ async def test_a_stranger_is_refused_in_the_ledger_once_and_never_reaches_the_ag
     assert len(await rig.gateway_appends()) == 1  # JetStream dropped the repeat by its message id
 
 
+@pytest.mark.integration
 async def test_mms_lists_its_media_and_queues_one_download_per_item(rig: Rig) -> None:
     message_sid = sid(7, "MM")
     media = {
@@ -271,6 +276,7 @@ def test_an_mms_without_words_still_says_something() -> None:
     assert mms_text([]) == "(empty SMS)"
 
 
+@pytest.mark.integration
 async def test_status_callbacks_record_deliveries_once_and_skip_unknown_statuses(rig: Rig) -> None:
     message_sid = sid(8)
     query = "outbox=ob-1&parent=ans-1"
@@ -298,6 +304,7 @@ async def test_status_callbacks_record_deliveries_once_and_skip_unknown_statuses
     assert len(await rig.gateway_appends()) == 3  # the repeat and the unknown status published nothing
 
 
+@pytest.mark.integration
 async def test_hostile_bodies_get_a_clear_error_and_publish_nothing(rig: Rig) -> None:
     cases: list[tuple[str, httpx.Response, int, str]] = []
 
@@ -376,6 +383,7 @@ def test_owner_phone_is_normalised_or_refused_at_startup(tmp_path: Path) -> None
         settings(owner_phone="555 0101")
 
 
+@pytest.mark.integration
 async def test_api_state_carries_the_pollers_channel_state_or_null(rig: Rig) -> None:
     async with httpx.AsyncClient(base_url=rig.gw.http, headers=auth()) as c:
         started = time.monotonic()

@@ -20,6 +20,9 @@ from delegate.memory.vectors import DenseVectors, VectorWorker
 from .builders import History
 from .test_index import NOW, index_with
 
+# Only in `make test-embeddings`, which installs the extra (torch, 1.3 GB); `make test` needs none of it.
+pytestmark = pytest.mark.embeddings
+
 # Not "Where does my sibling live?": porter stems "live" and "lives" alike, so full text finds that.
 PARAPHRASE = "Which city is my sibling based in?"
 

@@ -504,6 +504,7 @@ def test_tests_keep_the_plain_answers(client: OpenAI, notes: list[Tool]) -> None
     assert plain.startswith("Offline stand-in: I heard")
 
 
+@pytest.mark.integration
 def test_standin_demo_setting_overrides_the_key(tmp_path: Path) -> None:
     with start_standin(env={"STANDIN_DEMO": "on"}, log_dir=tmp_path) as forced, forced.client(max_retries=0) as sdk:
         assert "Welcome to Delegate" in create(sdk, model=MODEL, input="hello").output_text

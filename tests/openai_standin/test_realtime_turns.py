@@ -102,6 +102,7 @@ async def test_scripted_transcripts_and_answers_apply_to_turns_in_order(
     assert standin.realtime_pending_script() == []
 
 
+@pytest.mark.integration
 async def test_audio_deltas_are_the_output_format_in_100_ms_chunks(instant: StandinProcess) -> None:
     answer = "x" * 30  # 60 ms per character: 1.8 s of audio
     instant.realtime_script({"answer": answer}, {"answer": answer})
@@ -197,6 +198,7 @@ async def test_manual_commit_of_pcm16_audio(aclient: AsyncOpenAI) -> None:
     assert "response.created" not in events.types()
 
 
+@pytest.mark.integration
 async def test_instant_pace_sends_the_same_deltas(instant: StandinProcess) -> None:
     instant.realtime_script({"answer": "y" * 100})  # 6 s of audio, not paced
     async with instant.async_client().realtime.connect(model="gpt-realtime") as conn:
@@ -267,6 +269,7 @@ async def test_item_create_places_items_and_refuses_unknown_neighbours(aclient: 
     assert retrieved["item"]["content"] == [{"type": "input_text", "text": "a"}]
 
 
+@pytest.mark.integration
 async def test_the_offline_demo_tells_a_caller_how_to_connect_a_real_model(instant: StandinProcess) -> None:
     # The key `make run` gives the services without OPENAI_API_KEY: someone is trying Delegate.
     # (What it says is checked, not its pace: the instant stand-in saves the ~8 s it takes to say.)

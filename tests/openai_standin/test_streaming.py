@@ -4,6 +4,7 @@ import json
 import time
 
 import httpx
+import pytest
 from openai import AsyncOpenAI, OpenAI
 
 from tests.support.standin import StandinProcess, start_standin
@@ -126,6 +127,7 @@ def test_function_call_streams_argument_deltas(client: OpenAI, standin: StandinP
     assert call.parsed_arguments == {"minutes": 12, "label": "pasta"}  # strict tool
 
 
+@pytest.mark.integration
 def test_latency_setting_paces_deltas() -> None:
     with start_standin(latency_ms=40) as slow, slow.client(max_retries=0) as client:
         started = time.monotonic()

@@ -93,6 +93,7 @@ def test_the_compose_config_is_the_one_rendered_from_the_table() -> None:
     )
 
 
+@pytest.mark.integration
 def test_nats_config_prints_it() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "delegate.launcher", "nats-config", "--listen", "127.0.0.1:1", "--store-dir", "/x"],

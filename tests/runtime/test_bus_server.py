@@ -17,6 +17,8 @@ from tests.support.nats import start_debian_nats
 
 from .bus_support import event
 
+pytestmark = pytest.mark.integration  # starts processes
+
 
 @pytest.fixture
 async def old_bus(tmp_path: Path) -> AsyncIterator[Bus]:

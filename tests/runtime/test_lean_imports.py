@@ -12,6 +12,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.integration  # starts processes
+
 SERVICES = ["agent", "gateway", "ledger", "inner_plane", "memory", "tasks", "voice", "pollers"]
 
 

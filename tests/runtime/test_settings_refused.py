@@ -10,6 +10,8 @@ import pytest
 
 from delegate.runtime.settings_check import EX_CONFIG
 
+pytestmark = pytest.mark.integration  # starts processes
+
 # No NATS listens here: a service that got past its settings would wait for the bus, not exit.
 NO_BUS = "nats://127.0.0.1:9"
 

@@ -51,6 +51,7 @@ def _probe(cwd: Path, env: dict[str, str], *keys: str) -> dict:  # type: ignore[
     return json.loads(done.stdout)  # type: ignore[no-any-return]
 
 
+@pytest.mark.integration
 def test_the_issue_reproduction_an_empty_bool_is_unset(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-c", "from delegate.agent.settings import Settings; Settings()"],
@@ -59,6 +60,7 @@ def test_the_issue_reproduction_an_empty_bool_is_unset(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.integration
 def test_environment_first_then_dotenv_empty_is_unset_launcher_and_services_agree(tmp_path: Path) -> None:
     (tmp_path / ".env").write_text(
         "DELEGATE_PORT=9101\n"
@@ -81,12 +83,14 @@ def test_environment_first_then_dotenv_empty_is_unset_launcher_and_services_agre
     assert seen["database_url"] is None
 
 
+@pytest.mark.integration
 def test_without_dotenv_the_defaults_apply_in_both(tmp_path: Path) -> None:
     seen = _probe(tmp_path, {}, "DELEGATE_PORT")
     assert seen["launcher"] == {"DELEGATE_PORT": None}
     assert seen["gateway_port"] == 8081
 
 
+@pytest.mark.integration
 def test_a_key_in_dotenv_reaches_the_sdk_and_never_the_standin(tmp_path: Path) -> None:
     (tmp_path / ".env").write_text("OPENAI_API_KEY=sk-from-dotenv\n")
     seen = _probe(tmp_path, {"OPENAI_STANDIN_URL": "http://standin:8765/v1", "OPENAI_BASE_URL": ""})
@@ -95,6 +99,7 @@ def test_a_key_in_dotenv_reaches_the_sdk_and_never_the_standin(tmp_path: Path) -
     assert seen["sdk_base"] is None  # OpenAI itself, not the stand-in (and not the empty string)
 
 
+@pytest.mark.integration
 def test_without_a_key_the_standin_answers_and_the_agent_says_so(tmp_path: Path) -> None:
     seen = _probe(tmp_path, {"OPENAI_API_KEY": "", "OPENAI_STANDIN_URL": "http://standin:8765/v1"})
     assert seen["offline"] is True

@@ -151,6 +151,7 @@ def labels(d2: str) -> dict[str, str]:
     return dict(re.findall(r'^(n\d+): "((?:[^"\\]|\\.)*)" \{class: \w+\}$', d2, re.M))
 
 
+@pytest.mark.integration
 async def test_a_task_run_is_drawn_with_its_branches_failures_pause_and_answer(tmp_path: Path) -> None:
     run = task_run()
     artifact = await draw_run("task-7f3a", "task", run.events, tmp_path)
@@ -185,6 +186,7 @@ def _line(d2: str, label_start: str) -> str:
     return next(line for line in d2.splitlines() if line.split(": ", 1)[-1].startswith(f'"{label_start}'))
 
 
+@pytest.mark.integration
 async def test_an_activation_run_is_drawn_from_signal_to_outcome(tmp_path: Path) -> None:
     run = activation_run()
     artifact = await draw_run("act-1", "activation", run.events, tmp_path)
@@ -207,6 +209,7 @@ async def test_an_activation_run_is_drawn_from_signal_to_outcome(tmp_path: Path)
     assert_inert(svg)
 
 
+@pytest.mark.integration
 async def test_hostile_labels_stay_text_and_the_picture_renders(tmp_path: Path) -> None:
     run = task_run(goal=HOSTILE)
     run.task("task.step", 200, step=6, type="tool", call_id=HOSTILE, name=HOSTILE, arguments={HOSTILE: HOSTILE},
@@ -236,6 +239,7 @@ def test_clean_and_quote_leave_nothing_d2_could_read_as_syntax() -> None:
     assert quote('say "hi" \\ ${x}') == '"say \\"hi\\" \\\\ \\${x}"'
 
 
+@pytest.mark.integration
 async def test_a_render_failure_keeps_the_d2_and_records_the_error(tmp_path: Path) -> None:
     run = task_run()
     first = await draw_run("task-7f3a", "task", run.events[:5], tmp_path)
@@ -258,6 +262,7 @@ async def test_a_render_failure_keeps_the_d2_and_records_the_error(tmp_path: Pat
         await draw_run("task-7f3a", "turn", run.events, tmp_path)
 
 
+@pytest.mark.integration
 async def test_what_d2_emits_for_links_icons_and_markdown_is_removed() -> None:
     # Never in our own source; the sanitizer is the second line should it ever get there.
     source = (
@@ -304,6 +309,7 @@ def test_the_sanitizer_drops_active_content_and_refuses_what_it_cannot_read() ->
             sanitize_svg(refused)
 
 
+@pytest.mark.integration
 async def test_a_long_run_keeps_its_start_and_end_and_folds_its_middle(tmp_path: Path) -> None:
     run = Run("task-long")
     run.task("task.created", 0, goal="Read every page of the manual", source="agent")

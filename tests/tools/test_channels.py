@@ -86,6 +86,7 @@ async def record_outcome(bus: Bus, msg: OutboundSms | OutboundEmail, status: str
     await bus.publish(topics.ledger_append("test"), event, msg_id=event.id)
 
 
+@pytest.mark.integration
 async def test_owner_tools_queue_on_the_outbox_and_report_the_senders_outcome(bus: Bus, tmp_path: Path) -> None:
     registry = await owner_registry(bus, tmp_path / "rt")
     try:
@@ -128,6 +129,7 @@ async def test_owner_tools_queue_on_the_outbox_and_report_the_senders_outcome(bu
         await registry.aclose()
 
 
+@pytest.mark.integration
 async def test_an_owner_message_nobody_delivers_yet_is_reported_queued(bus: Bus, tmp_path: Path) -> None:
     registry = await owner_registry(bus, tmp_path / "rt", owner_delivery_wait_s=0.5)
     try:
@@ -210,6 +212,7 @@ async def test_github_issues_and_pull_requests(tmp_path: Path) -> None:
         gh.stop()
 
 
+@pytest.mark.integration
 async def test_web_search_through_the_responses_api(tmp_path: Path) -> None:
     with StandinProcess() as standin:
         standin.script({"action": "text", "text": "The museum opens at 10:00 on Sundays."})
@@ -228,6 +231,7 @@ async def test_web_search_through_the_responses_api(tmp_path: Path) -> None:
             await registry.aclose()
 
 
+@pytest.mark.integration
 async def test_web_search_lists_the_sources_it_asked_for(tmp_path: Path) -> None:
     """An answer citing nothing inline still names what the search read: the search call's sources,
     which the API sends only when the request asks for them (`include`)."""
