@@ -99,3 +99,19 @@ async def test_each_model_call_writes_one_priced_usage_event(make_system, probe_
 
 def chat_span(probe: Probe, turn_id: str) -> str | None:
     return next(e.span_id for e in probe.events if e.id == turn_id)
+
+
+async def test_a_call_that_failed_after_billing_is_recorded_too(make_system, probe_for, standin):
+    system = make_system(OPENAI_MODEL=MODEL).start("ledger", "agent")
+    probe = await probe_for(system)
+    # The first attempt fails mid-answer (response.failed, with its usage); the retry answers.
+    standin.script(
+        {"action": "stream_error", "after_deltas": 1, "shape": "failed", "text": "half of an answer here"},
+        {"action": "text", "text": "The whole answer."},
+    )
+    msg = await probe.send("Tell me something.")
+    answer = await probe.answer(msg.id)
+    assert answer.payload["text"] == "The whole answer."
+    events = await usage_count(probe, 2, "both attempts' usage")
+    assert [e.payload.get("failed") for e in events] == [True, None]
+    assert all(e.payload["cause_id"] == msg.id and e.payload["cost_usd"] > 0 for e in events)

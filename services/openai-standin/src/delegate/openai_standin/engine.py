@@ -29,6 +29,9 @@ from delegate.openai_standin.tokens import cached_prefix, estimate_items, estima
 
 log = logging.getLogger(__name__)
 
+# Terminal statuses whose response carries usage: the model ran, so the call is billed.
+BILLED = frozenset({"completed", "incomplete", "failed"})
+
 
 @dataclass(frozen=True)
 class CreateRequest:
@@ -63,7 +66,10 @@ class Turn:
             body=self.body,
             status=status,
             output=self.output if done else [],
-            usage_=usage(self.input_tokens, self.cached_tokens, self.output_tokens) if done else None,
+            # A response that ended after the model ran (incomplete, or failed after generating) is
+            # billed and carries its usage, as the API's terminal events do; one still in progress
+            # has none yet.
+            usage_=usage(self.input_tokens, self.cached_tokens, self.output_tokens) if status in BILLED else None,
             error=error,
             previous_response_id=self.previous_response_id,
             tool_usage_=tool_usage(self.web_searches()) if done and self.web_search_offered else None,
