@@ -29,12 +29,13 @@ from tests.support.system import System, module_system
 from tests.support.twilio_sign import twilio_signature
 from tests.support.twilio_standin import TwilioStandin
 
-from .helpers import gateway_context, gateway_settings, running_gateway, until
+from .helpers import gateway_context, gateway_settings, running_gateway, stream_messages, until
 from .test_sms_webhooks import OWNER, PUBLIC, is_twiml_ack, sms_params, until_async
 
 pytestmark = pytest.mark.integration
 
 N = 20
+AMD_SESSION, AMD_CALL = "0193f0a2-7b1c-7d3e-9f00-5e55c0de5002", "CA" + "d" * 32
 
 
 def sid(tag: int, n: int) -> str:
@@ -157,11 +158,18 @@ async def test_sms_and_callbacks_posted_while_nats_is_down_are_all_answered_then
             "gateway", "/sms/status?outbox=ob-spool-1&parent=ans-1",
             {"MessageSid": sid(9, 1), "MessageStatus": "delivered", "AccountSid": "AC" + "b" * 32},
         )
+        # The answering-machine verdict on a call voice placed: a callback Twilio does not retry.
+        amd = await phone.post(
+            "gateway-2", f"/call/amd?session={AMD_SESSION}",
+            {"AccountSid": "AC" + "b" * 32, "CallSid": AMD_CALL, "AnsweredBy": "machine_end_beep",
+             "MachineDetectionDuration": "4200"},
+        )
     finally:
         system.nats.start()
     assert all(is_twiml_ack(r) for r in answers), [(r.status_code, r.text) for r in answers if r.status_code != 200]
     assert len(answers) == N + 5
     assert is_twiml_ack(status), status.text
+    assert amd.status_code == 204, amd.text
 
     await stored_and_answered_once(phone, probe, sids)
 
@@ -170,6 +178,14 @@ async def test_sms_and_callbacks_posted_while_nats_is_down_are_all_answered_then
 
     await until_async(status_recorded, 20, "the spooled status callback in the ledger")
     assert [e["payload"]["status"] for e in await deliveries(probe, "ob-spool-1")] == ["delivered"]
+
+    async def verdict_kept() -> bool:
+        return any(json.loads(m).get("call_sid") == AMD_CALL for m in await stream_messages(probe, "CHANNELS"))
+
+    await until_async(verdict_kept, 20, "the spooled answering-machine verdict on stream CHANNELS")
+    verdicts = [json.loads(m) for m in await stream_messages(probe, "CHANNELS")]
+    assert [(v["session_id"], v["answered_by"]) for v in verdicts if v.get("call_sid") == AMD_CALL] == [
+        (AMD_SESSION, "machine_end_beep")]
     assert spool_rows(system, "gateway") == spool_rows(system, "gateway-2") == 0
 
 

@@ -4,8 +4,9 @@ Twilio posts ``AccountSid``, ``CallSid``, ``AnsweredBy`` and ``MachineDetectionD
 ``AsyncAmdStatusCallback`` the voice service gave (``?session=<id>``), signed like every webhook.
 The verdict is published durably (stream CHANNELS, Nats-Msg-Id ``amd:<CallSid>``, so a retried
 callback is stored once) for the voice service, which leaves the voicemail and sends the SMS
-even when it was restarted in between. A 503 when NATS is away: Twilio retries a callback whose
-URL asks for it, and has the verdict on the Call resource either way.
+even when it was restarted in between. Like the status callbacks it goes through the gateway's
+spool (``courier``): answered once on local disk, delivered when NATS is up, since Twilio does
+not retry a callback that failed.
 """
 
 import logging
@@ -16,13 +17,13 @@ from fastapi import APIRouter, Request, Response
 
 from delegate.contracts import topics
 from delegate.contracts.voice import AnsweredBy, CallAnsweredBy
-from delegate.runtime.bus import BusUnavailable
 
 from .deps import ContextDep
 from .errors import ApiError
+from .spool import Outgoing
 from .twilio_signature import signed_form
 from .twilio_voice import voice_enabled
-from .twilio_webhooks import form_field
+from .twilio_webhooks import form_field, record
 from .voice_relay import SESSION_ID
 
 log = logging.getLogger(__name__)
@@ -30,7 +31,6 @@ log = logging.getLogger(__name__)
 router = APIRouter()
 
 AMD_PATH = "/call/amd"
-PUBLISH_DEADLINE_S = 6.0  # well within Twilio's 15-second webhook budget
 _CALL_SID = re.compile(r"CA[0-9a-fA-F]{32}")
 _ANSWERS = frozenset(get_args(AnsweredBy))
 
@@ -55,10 +55,6 @@ async def answered_by(request: Request, ctx: ContextDep) -> Response:
         call_sid=call_sid, session_id=session_id, answered_by=answer,
         detection_ms=int(duration) if duration.isdigit() else None,
     )
-    bus = ctx.require_bus()
-    try:
-        await bus.publish(topics.CALL_ANSWERED, verdict, msg_id=f"amd:{call_sid}", deadline=PUBLISH_DEADLINE_S)
-    except BusUnavailable as exc:
-        raise ApiError(503, "bus_unavailable", "the verdict could not be kept; Twilio may retry") from exc
+    await record(ctx, [Outgoing.publish(topics.CALL_ANSWERED, verdict, msg_id=f"amd:{call_sid}")], "the verdict")
     log.info("call %s (session %s) answered by %s", call_sid, session_id, answer)
     return Response(status_code=204)
