@@ -9,7 +9,7 @@ import asyncio
 import json
 import signal
 import socket
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ from delegate.contracts.messages import QueryRequest, ToolCallRequest
 from delegate.runtime.bus import Bus
 from tests.inner_plane.harness import eventually
 from tests.support.standin import TEST_API_KEY, StandinProcess
-from tests.support.system import System, module_system, owner_http, probe_bus
+from tests.support.system import System, module_system
 from tests.support.twilio_standin import TwilioStandin
 
 from .helpers import answer, create, ended_journal, get, journal, steps, tool_call, wait_state
@@ -74,18 +74,6 @@ def standin(module_standin: StandinProcess) -> Iterator[StandinProcess]:
     module_standin.reset()
     yield module_standin
     module_standin.reset()
-
-
-@pytest.fixture
-async def http(running: System) -> AsyncIterator[httpx.AsyncClient]:
-    async with owner_http(running, timeout=30) as client:
-        yield client
-
-
-@pytest.fixture
-async def bus(running: System) -> AsyncIterator[Bus]:
-    async with probe_bus(running) as b:
-        yield b
 
 
 def workdir(system: System, task_id: str) -> Path:

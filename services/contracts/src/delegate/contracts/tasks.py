@@ -14,7 +14,8 @@ Event kinds and their ``data`` (the ``TaskEvent`` payload: ``task_id`` + ``data`
   task.step.intent  step, call_id, name, arguments, key ("<task id>:<step>"): before a side effect
   task.step.unknown step, call_id, name, key, reason: an intent with no result after a crash
   task.refused      step, call_id, name, reason: a tool call the task may not make (not run)
-  task.paused / task.resumed / task.cancelled   by ("owner" | "agent")
+  task.paused / task.resumed / task.cancelled   by ("owner" | "agent"; "budget": the owner's spend
+                    line held it, with reason "budget_usd" | "runaway", detail, until)
   task.finished     answer
   task.failed       reason ("steps" | "seconds" | "tokens" | "workdir" | "failures" | "error"), error
   task.screenshot   step, file (name in the workdir), url
@@ -111,6 +112,7 @@ class TaskSummary(BusModel):
     # Tool calls refused: not allowed for the task (task.refused), or met an address the egress
     # policy refused (a browser step's ``refusals``: the page or something it loaded).
     refused: int = 0
+    paused_by: str | None = None  # while paused: owner, agent or budget (the spend line; resumes by itself)
     run_id: str  # the thoughtflow run (GET /api/runs/{run_id}/diagram)
     last_seq: int = 0  # the newest ledger seq of the task's events
 

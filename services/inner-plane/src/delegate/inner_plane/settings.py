@@ -1,12 +1,12 @@
 """The inner plane's one settings class (env var names as in interfaces.md)."""
 
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
 from delegate.runtime.openai_bounds import CompactThreshold
 from delegate.runtime.settings import ServiceSettings
-from delegate.runtime.spend import BudgetSettings, Limits
+from delegate.runtime.spend import BudgetSettings
 
 from .quiet_hours import QuietHours
 
@@ -30,8 +30,7 @@ class Settings(ServiceSettings, BudgetSettings):  # BUDGET_*: the spend lines (r
     # Signals claimed per activation, and how long to wait for the agent's outcome before moving on.
     activation_batch_max: int = Field(default=20, ge=1)  # ACTIVATION_BATCH_MAX
     activation_timeout_seconds: float = Field(default=600.0, gt=0)  # ACTIVATION_TIMEOUT_SECONDS
-    # The owner's clock: quiet hours and reminders without a timezone of their own read it.
-    owner_timezone: str = "UTC"  # OWNER_TIMEZONE (an IANA name, e.g. Europe/Berlin)
+    # OWNER_TIMEZONE (BudgetSettings): quiet hours, reminders without a zone of their own, budgets.
     # "22:00-07:00" (HH:MM[:SS]-HH:MM[:SS], may wrap midnight); empty: none. Non-urgent signals wait.
     quiet_hours: str = ""  # QUIET_HOURS
     # The attention broker: a signal whose dedup key came within this window is a duplicate;
@@ -52,15 +51,6 @@ class Settings(ServiceSettings, BudgetSettings):  # BUDGET_*: the spend lines (r
     # Tries of a committed event whose processing raised, with backoff, before it is dead-lettered.
     inner_event_attempts: int = Field(default=3, ge=1)  # INNER_EVENT_ATTEMPTS
 
-    @field_validator("owner_timezone")
-    @classmethod
-    def _known_zone(cls, value: str) -> str:
-        try:
-            ZoneInfo(value)
-        except (ZoneInfoNotFoundError, ValueError) as exc:
-            raise ValueError(f"OWNER_TIMEZONE {value!r} is not an IANA time zone (e.g. Europe/Berlin)") from exc
-        return value
-
     @model_validator(mode="after")
     def _readable_quiet_hours(self) -> "Settings":
         QuietHours.parse(self.quiet_hours, self.zone)  # raises with what is wrong
@@ -69,10 +59,6 @@ class Settings(ServiceSettings, BudgetSettings):  # BUDGET_*: the spend lines (r
     @property
     def zone(self) -> ZoneInfo:
         return ZoneInfo(self.owner_timezone)
-
-    @property
-    def limits(self) -> Limits:
-        return self.budget_limits(self.zone)
 
     @property
     def capsule_line(self) -> float:

@@ -14,9 +14,9 @@ from collections import deque
 from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 from typing import Literal
-from zoneinfo import ZoneInfo
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from delegate.contracts.events import Event, ModelUsage
 
@@ -45,6 +45,22 @@ class BudgetSettings(BaseModel):
     budget_background_calls_per_min: int = Field(default=60, ge=0)  # BUDGET_BACKGROUND_CALLS_PER_MIN
     budget_runaway_pause_s: float = Field(default=3600.0, gt=0)  # BUDGET_RUNAWAY_PAUSE_S
     budget_period_s: float = Field(default=0.0, ge=0)  # BUDGET_PERIOD_S; 0: calendar day and month
+
+    # The owner's clock: a day and a month are the owner's (a service may define it too, alike).
+    owner_timezone: str = "UTC"  # OWNER_TIMEZONE (an IANA name, e.g. Europe/Berlin)
+
+    @field_validator("owner_timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise ValueError(f"OWNER_TIMEZONE {value!r} is not an IANA time zone (e.g. Europe/Berlin)") from exc
+        return value
+
+    @property
+    def limits(self) -> "Limits":
+        return self.budget_limits(ZoneInfo(self.owner_timezone))
 
     def budget_limits(self, zone: ZoneInfo) -> "Limits":
         caps = {
@@ -133,9 +149,9 @@ class SpendBook(BaseModel):
     background_calls: list[datetime] = Field(default_factory=list)  # within the last minute, oldest first
     runaway_at: datetime | None = None  # when the guard last tripped (the tripping call's time)
     runaway_calls: int = 0
-    # What the newest piece of work of each purpose cost (its cause's calls summed): the estimate
-    # of the next one, so work that would cross a line is not started ("just above one turn").
-    last_work: dict[str, tuple[str, float]] = Field(default_factory=dict)
+    # What the newest model call of each purpose cost: the estimate of the next one, so work whose
+    # next call would pass a line is not started ("a budget just above one turn's cost").
+    last_call: dict[str, float] = Field(default_factory=dict)
 
     def apply(self, event: Event, limits: Limits) -> bool:
         """Fold one committed event; True when it was a usage event seen for the first time."""
@@ -152,9 +168,7 @@ class SpendBook(BaseModel):
         self.month[month] = self.month.get(month, 0.0) + cost
         purposes = self.day_purpose.setdefault(day, {})
         purposes[usage.purpose] = purposes.get(usage.purpose, 0.0) + cost
-        cause, before = self.last_work.get(usage.purpose, ("", 0.0))
-        same = usage.cause_id is not None and usage.cause_id == cause
-        self.last_work[usage.purpose] = (usage.cause_id or "", before + cost if same else cost)
+        self.last_call[usage.purpose] = cost
         if usage.purpose in BACKGROUND:
             self._count_background(event.ts, limits)
         self._prune(event.ts, periods)
@@ -189,7 +203,7 @@ class SpendBook(BaseModel):
         return self.day_purpose.get(periods.day(now), {}).get(purpose, 0.0)
 
     def next_cost(self, purpose: str) -> float:
-        return self.last_work.get(purpose, ("", 0.0))[1]
+        return self.last_call.get(purpose, 0.0)
 
     def over(self, now: datetime, limits: Limits, need: float = 0.0) -> Hold | None:
         """The line (daily first, then monthly) that spend has reached, or would pass with ``need``
@@ -234,7 +248,7 @@ class SpendBook(BaseModel):
 
 
 def _reached(spent: float, need: float, limit: float) -> bool:
-    # At the line, or the next piece of work (as much as the last one of its kind) would pass it.
+    # At the line, or the next call (as much as the last one of its kind) would pass it.
     return spent >= limit or (need > 0 and spent + need > limit)
 
 

@@ -37,6 +37,7 @@ class TaskRecord:
     ran_seconds: float = 0.0  # wall clock spent running, in closed segments
     running_since: datetime | None = None  # the open segment's start
     idempotency_key: str | None = None
+    paused_by: str | None = None  # owner | agent | budget (the owner's spend line), while paused
     events: list[Event] = field(default_factory=list)  # the journal, in order
 
     @property
@@ -55,6 +56,7 @@ class TaskRecord:
             allow_tools=self.allow_tools, steps=self.steps, tokens=self.tokens, answer=self.answer,
             error=self.error, fail_reason=self.fail_reason, screenshots=self.screenshots,
             unknown_steps=self.unknown_steps, refused=self.refused, run_id=self.id,
+            paused_by=self.paused_by if self.state == "paused" else None,
         )
 
     def _close_segment(self, at: datetime) -> None:
@@ -88,8 +90,10 @@ class TaskRecord:
             case "task.paused":
                 self._close_segment(event.ts)
                 self.state = "paused"
+                self.paused_by = str(data.get("by") or "owner")
             case "task.resumed":
-                self.state = "queued"  # runs again when a slot is free (task.started says so)
+                self.state = "queued"
+                self.paused_by = None  # runs again when a slot is free (task.started says so)
             case "task.cancelled":
                 self._close_segment(event.ts)
                 self.state = "cancelled"

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from delegate.contracts.ids import utcnow
 from delegate.contracts.tasks import FailReason, step_key, task_data
 from delegate.runtime.metering import Cause, Meter
+from delegate.runtime.spend import Hold
 
 from .journal import Call, Position, replay, unknown_output
 from .model import Answer, Model, ModelFailed
@@ -68,6 +69,7 @@ class TaskRun:
         load_tools: LoadTools,
         bus: Any,
         meter: Meter,
+        gate: Callable[[], Hold | None] = lambda: None,
     ) -> None:
         self.record = record
         self.settings = settings
@@ -77,6 +79,7 @@ class TaskRun:
         self.load_tools = load_tools
         self.bus = bus
         self.meter = meter
+        self.gate = gate  # the owner's spend line: asked before every model step
         self.workdir = settings.workdirs / record.id
         self.critical = False  # inside a side effect: an interrupt waits for the step to end
         self.want_stop = False
@@ -107,6 +110,9 @@ class TaskRun:
             if pos.pending:
                 await self._tool_step(pos, pos.pending[0], toolset, browser)
             else:
+                hold = self.gate()
+                if hold is not None:
+                    raise _Held(hold)
                 await self._model_step(pos, toolset)
 
     # ---- budgets ---------------------------------------------------------------------------
@@ -242,10 +248,22 @@ class _Budget(Exception):
         self.error = error
 
 
+class _Held(Exception):
+    def __init__(self, hold: Hold) -> None:
+        super().__init__(hold.detail)
+        self.hold = hold
+
+
 async def run_task(run: TaskRun) -> None:
-    """``run.run()``, turning a spent budget into the task's failure."""
+    """``run.run()``, turning a spent budget into the task's failure, and the owner's spend line
+    into a pause (``by: budget``) that the service lifts when the budget allows."""
     try:
         await run.run()
     except _Budget as exc:
         await run.journal("task.failed", task_data(reason=exc.reason, error=exc.error))
+    except _Held as exc:
+        hold = exc.hold
+        log.info("task %s paused at the spend line: %s", run.record.id, hold.detail)
+        await run.journal("task.paused", task_data(by="budget", reason=hold.reason, detail=hold.detail,
+                                                    until=hold.until.isoformat()))
 

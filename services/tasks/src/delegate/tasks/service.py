@@ -38,6 +38,7 @@ from .model import Model
 from .projection import TaskBook, TaskRecord
 from .runner import BrowserSession, TaskRun, run_task
 from .settings import Settings
+from .spend_gate import SpendGate
 from .toolset import Toolset, load_toolset
 
 log = logging.getLogger(__name__)
@@ -93,6 +94,9 @@ class TasksService:
         self.ready = False
         self.closing = False
         self._create_lock = asyncio.Lock()
+        # BUDGET_*: a task's model step waits at the owner's spend line (paused by "budget").
+        self.spend = SpendGate(settings, bus, self.ledger, self._budget_changed)
+        self._resuming: set[asyncio.Task[None]] = set()
 
     # ---- the book --------------------------------------------------------------------------
 
@@ -108,7 +112,9 @@ class TasksService:
                 break
             after = reply.events[-1].seq or after
         self.book = book
+        await self.spend.start()
         self.ready = True
+        self._budget_changed()  # a budget raised (or a new period) while we were away
         log.info("restored %d tasks (%d not finished)", len(book.tasks),
                  sum(1 for r in book.tasks.values() if not r.terminal))
 
@@ -198,8 +204,27 @@ class TasksService:
             run = TaskRun(
                 record, settings=self.settings, model=self.model, journal=self._journal_of(record.id),
                 open_browser=self.browser.session, load_tools=self._tools, bus=self.bus, meter=self.meter,
+                gate=self.spend.hold,
             )
             self.runs[record.id] = (run, asyncio.create_task(self._drive(run), name=f"task-{record.id}"))
+
+    def _budget_changed(self) -> None:
+        """Spend changed or a hold ended: resume what the budget paused once nothing holds it."""
+        if not self.ready or self.closing or self.spend.hold() is not None:
+            return
+        if any(r.paused_by == "budget" for r in self.book.tasks.values()):
+            task = asyncio.create_task(self._resume_budget_paused(), name="tasks-budget-resume")
+            self._resuming.add(task)
+            task.add_done_callback(self._resuming.discard)
+
+    async def _resume_budget_paused(self) -> None:
+        for record in [r for r in self.book.tasks.values() if r.paused_by == "budget" and r.state == "paused"]:
+            if self.spend.hold() is not None or record.id in self.holding:
+                break
+            with contextlib.suppress(BusUnavailable):
+                await self.record(record.id, "task.resumed", task_data(by="budget"))
+                log.info("task %s resumed: the budget allows it again", record.id)
+        self.schedule()
 
     def _journal_of(self, task_id: str) -> Callable[[str, dict[str, Any]], Awaitable[None]]:
         async def journal(kind: str, data: dict[str, Any]) -> None:
@@ -270,6 +295,7 @@ class TasksService:
     async def close(self) -> None:
         """Stop every run (each resumes from its journal under the next leader)."""
         self.closing = True
+        await self.spend.close()
         for task_id in list(self.runs):
             await self.interrupt(task_id)
         await self.browser.close()

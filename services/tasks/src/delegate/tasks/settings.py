@@ -5,9 +5,10 @@ from pathlib import Path
 from pydantic import Field
 
 from delegate.runtime.settings import ServiceSettings
+from delegate.runtime.spend import BudgetSettings
 
 
-class Settings(ServiceSettings):
+class Settings(ServiceSettings, BudgetSettings):  # BUDGET_* and OWNER_TIMEZONE: task steps stop at the line
     # Which addresses the browser tool may reach: comma-separated host patterns with an
     # optional :port ("docs.example.com", "*.example.org:8443", "127.0.0.1:8080"). Listed hosts
     # are reachable whatever they resolve to; the rest only when TASKS_ALLOW_PUBLIC and every

@@ -1,0 +1,66 @@
+"""A task over the owner's spend line pauses (``paused_by: budget``) and resumes when the line is raised.
+
+Real gateway, ledger, agent (tool registry), tasks service and the OpenAI stand-in. The day's
+spend is pushed over BUDGET_DAILY_USD by a committed ``model.usage`` (an expensive owner turn)
+while the task's first model step is under way; the task pauses before its next model call.
+"""
+
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from delegate.contracts import topics
+from delegate.contracts.events import ModelUsage, make_event
+from delegate.runtime.bus import Bus
+from tests.support.standin import TEST_API_KEY, StandinProcess
+from tests.support.system import System, module_system
+
+from .helpers import answer, create, ended_journal, tool_call, wait_state
+
+pytestmark = [pytest.mark.integration]
+
+
+@pytest.fixture(scope="module")
+def running(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest,
+            module_standin: StandinProcess) -> Iterator[System]:
+    env = {
+        "OPENAI_API_KEY": TEST_API_KEY, "OPENAI_BASE_URL": module_standin.base_url,
+        "TASKS_MAX_CONCURRENT": "1", "BUDGET_DAILY_USD": "1.0", "OWNER_TIMEZONE": "Europe/Berlin",
+    }
+    with module_system(tmp_path_factory.mktemp("task-budget"), request, "ledger", "agent", "tasks", "gateway",
+                       env=env) as system:
+        yield system
+
+
+async def test_a_task_over_budget_pauses_and_resumes_when_the_budget_is_raised(
+        running: System, http: httpx.AsyncClient, bus: Bus, module_standin: StandinProcess) -> None:
+    module_standin.reset()
+    # The first model step takes a while: the line is crossed meanwhile.
+    module_standin.script(tool_call("no_such_tool", {}, delay_ms=4000), answer("all done"))
+    task = await create(http, "Look something up")
+    await wait_state(http, task["id"], "running")
+    pricey = make_event(ModelUsage(model="gpt-5.5", purpose="owner_turn", input_tokens=10**6, cost_usd=5.0),
+                        conversation_id=None, span_id=None, channel="text")
+    await bus.publish(topics.ledger_append("test"), pricey)
+
+    paused = await wait_state(http, task["id"], "paused", timeout=60)
+    assert paused["paused_by"] == "budget", paused
+    # At most the step under way when the line was crossed (the browser's start may take longer).
+    calls_at_pause = len(module_standin.response_requests())
+    assert calls_at_pause <= 1
+
+    still = await wait_state(http, task["id"], "paused")
+    assert still["paused_by"] == "budget" and len(module_standin.response_requests()) == calls_at_pause
+
+    running.extra_env["BUDGET_DAILY_USD"] = "100"  # raised: the runner starts again with it
+    running.kill("tasks")
+    running.start("tasks")
+    done = await wait_state(http, task["id"], "done", timeout=90)
+    assert done["answer"] == "all done" and done["paused_by"] is None
+    events = await ended_journal(bus, task["id"])
+    pauses = [e.payload["data"] for e in events if e.kind == "task.paused"]
+    resumes = [e.payload["data"] for e in events if e.kind == "task.resumed"]
+    assert len(pauses) == 1 and pauses[0]["by"] == "budget" and pauses[0]["reason"] == "budget_usd"
+    assert "daily budget $1.0000 (Europe/Berlin)" in pauses[0]["detail"]
+    assert resumes == [{"by": "budget"}]
