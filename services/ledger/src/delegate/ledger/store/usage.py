@@ -169,8 +169,9 @@ def answer(req: UsageRequest, grouped: Iterable[Sequence[Any]], unpriced: Iterab
     by_purpose: dict[str, dict[str, float]] = {}
     if req.group == "day":
         zone = ZoneInfo(req.timezone)
+        days: dict[str, str] = {}  # at most 720 hours in 30 days, each with several rows
         for hour, purpose, *sums in grouped:
-            day = _day(str(hour), zone)
+            day = days.get(hour) or days.setdefault(hour, _day(str(hour), zone))
             total = rows.setdefault(day, [0] * len(SUMS))
             for i, value in enumerate(sums):
                 total[i] += value or 0
