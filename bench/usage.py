@@ -42,7 +42,7 @@ from bench.ledger import generate_history  # noqa: E402
 from bench.stats import pct  # noqa: E402
 from delegate.agent.model import stream_response  # noqa: E402
 from delegate.contracts.events import Event, ModelUsage, make_event  # noqa: E402
-from delegate.contracts.ids import format_ts, new_id  # noqa: E402
+from delegate.contracts.ids import new_id  # noqa: E402
 from delegate.ledger.store import sqlite_path  # noqa: E402
 from delegate.ledger.store.base import stored  # noqa: E402
 from delegate.ledger.store.sqlite import INSERT_EVENT, connect, event_row  # noqa: E402
@@ -195,7 +195,8 @@ async def bench_api(events: int, usage: int, requests: int, root: Path) -> None:
                 (await http.get("/api/usage", params={"group": "day"})).raise_for_status()
                 by_day.append(time.perf_counter() - t)
         calls = sum(r["calls"] for r in body["rows"])
-        print(f"  the answer: {len(body['rows'])} purposes, {calls:,} calls, ${sum(r['cost_usd'] for r in body['rows']):,.2f}")
+        usd = sum(r["cost_usd"] for r in body["rows"])
+        print(f"  the answer: {len(body['rows'])} purposes, {calls:,} calls, ${usd:,.2f}")
         print(f"  {'':34}{'p50':>9}{'p95':>9}{'p99':>9}")
         row("floor: /api/usage/calls (a seek)", floor)
         row("/api/usage group=purpose, 30 d", grouped, floor)
