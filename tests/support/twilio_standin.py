@@ -215,6 +215,9 @@ class TwilioStandin:
         self.phone_number = phone_number
         self.requests: list[Recorded] = []
         self.messages: list[dict[str, Any]] = []  # Message resources, oldest first
+        # Each message's Body as the sender asked for it, by sid: what Twilio stores (``messages``)
+        # may be Smart Encoded, i.e. its curly quotes and dashes replaced.
+        self.requested: dict[str, str] = {}
         self.calls: list[dict[str, Any]] = []  # Call resources, oldest first (with the TwiML sent)
         self.cdn_auth_seen: list[str] = []
         self.call_updates: list[dict[str, str]] = []  # POSTs to Calls/{sid}.json, oldest first
@@ -310,8 +313,10 @@ class TwilioStandin:
     # ---- reading it back ------------------------------------------------------------------
 
     def bodies(self, to: str | None = None) -> list[str]:
+        """The messages' bodies as the sender wrote them (``messages`` has them as Twilio stores
+        them, Smart Encoded where asked)."""
         with self._lock:
-            return [m["body"] for m in self.messages if to is None or m["to"] == to]
+            return [self.requested.get(m["sid"], m["body"]) for m in self.messages if to is None or m["to"] == to]
 
     def creates(self) -> list[Recorded]:
         """Every POST to Messages.json, answered or not."""
@@ -427,6 +432,7 @@ class TwilioStandin:
             self._error(h, failure.status, failure.code, failure.message)
             return
         to, from_, body, media = one("To"), one("From"), one("Body") or "", form.get("MediaUrl", [])
+        requested = body
         if smart is not None and smart.lower() == "true":
             body = smart_encoded(body)
         if not to:
@@ -443,15 +449,17 @@ class TwilioStandin:
             return
         message: dict[str, Any] | None = None
         if hold is None or hold.store:
-            message = self._store(to, from_, body, media, one("StatusCallback"))
+            message = self._store(to, from_, body, media, one("StatusCallback"), requested)
         if hold is not None:
             self._released.wait(hold.seconds)
             if message is None:
-                message = self._store(to, from_, body, media, one("StatusCallback"))
+                message = self._store(to, from_, body, media, one("StatusCallback"), requested)
         assert message is not None
         self._json(h, 201, message)
 
-    def _store(self, to: str, from_: str, body: str, media: list[str], callback: str | None) -> dict[str, Any]:
+    def _store(
+        self, to: str, from_: str, body: str, media: list[str], callback: str | None, requested: str
+    ) -> dict[str, Any]:
         now = datetime.now(UTC)
         sid = "SM" + secrets.token_hex(16)
         uri = f"{API}/Accounts/{self.account_sid}/Messages/{sid}"
@@ -466,6 +474,7 @@ class TwilioStandin:
         }
         with self._lock:
             self.messages.append(message)
+            self.requested[sid] = requested
             self._created[sid] = now
             if callback:
                 self._callbacks[sid] = callback
