@@ -514,3 +514,20 @@ async def test_no_more_tasks_run_at_once_than_allowed(http: httpx.AsyncClient, s
     await http.post(f"/api/tasks/{first['id']}/cancel")
     await wait_state(http, second["id"], "running")
     await http.post(f"/api/tasks/{second['id']}/cancel")
+
+
+async def test_each_model_step_writes_one_priced_usage_billed_to_the_task(
+        http: httpx.AsyncClient, bus: Bus, standin: StandinProcess, site: TestSite) -> None:
+    standin.script(tool_call("browser_open", {"url": site.url("/a")}), answer("Page A is about apples."))
+    task = await create(http, "Read page A of the test site")
+    assert (await wait_state(http, task["id"], "done", "failed"))["state"] == "done"
+
+    async def metered() -> list[Any] | None:
+        reply = await bus.request(topics.LEDGER_QUERY, QueryRequest(span_id=task["id"], kinds=["model.usage"]))
+        return reply.events if len(reply.events) >= 2 else None
+
+    usage = await eventually(metered, "the task's two model.usage events")
+    assert len(usage) == len(task_requests(standin)) == 2
+    for event in usage:
+        assert (event.payload["purpose"], event.payload["cause_id"], event.channel) == ("task_step", task["id"], "inner")
+        assert event.payload["input_tokens"] > 0 and event.payload["cost_usd"] > 0
