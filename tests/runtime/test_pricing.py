@@ -1,5 +1,5 @@
 """The price table: shipped with its date and source, overridden per model by runtime-data's
-prices.json (or MODEL_PRICES_FILE), and a model it lacks is unpriced (None), never $0."""
+prices.json, and a model it lacks is unpriced (None), never $0."""
 
 import json
 from pathlib import Path
@@ -30,26 +30,23 @@ def test_an_unknown_model_is_unpriced_never_free() -> None:
     assert table.cost("gpt-5.5", Usage(input_tokens=10, audio_input_tokens=10)) is None  # no audio price
 
 
-def test_runtime_data_prices_override_per_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("MODEL_PRICES_FILE", raising=False)
+def test_runtime_data_prices_override_per_model(tmp_path: Path) -> None:
     (tmp_path / "prices.json").write_text(json.dumps({
-        "date": "2027-01-01", "models": {"gpt-5.5": {"input": 1.0, "output": 2.0}, "local-llm": {"input": 0, "output": 0}},
+        "date": "2027-01-01",
+        "models": {"gpt-5.5": {"input": 1.0, "output": 2.0}, "local-llm": {"input": 0, "output": 0}},
     }))
     table = load_prices(tmp_path)
     assert table.date == "2027-01-01"
     assert table.cost("gpt-5.5", Usage(input_tokens=1_000_000)) == pytest.approx(1.0)
     assert table.cost("local-llm", Usage(input_tokens=5)) == 0.0  # priced at zero by the owner: free, not unpriced
     assert table.cost("gpt-5.4", Usage(input_tokens=1_000_000)) == pytest.approx(2.5)  # the rest stays shipped
-    elsewhere = tmp_path / "other.json"
-    elsewhere.write_text(json.dumps({"models": {"gpt-5.5": {"input": 7.0, "output": 7.0}}}))
-    monkeypatch.setenv("MODEL_PRICES_FILE", str(elsewhere))
-    assert load_prices(tmp_path).cost("gpt-5.5", Usage(input_tokens=1_000_000)) == pytest.approx(7.0)
 
 
 def test_usage_is_read_from_responses_and_realtime_shapes() -> None:
     responses = {"input_tokens": 120, "input_tokens_details": {"cached_tokens": 64}, "output_tokens": 9}
     assert usage_of(responses, web_search_calls=1) == Usage(120, 64, 9, 0, 0, 1)
-    realtime = {"input_tokens": 300, "output_tokens": 50, "input_token_details": {"cached_tokens": 0, "audio_tokens": 250},
+    realtime = {"input_tokens": 300, "output_tokens": 50,
+                "input_token_details": {"cached_tokens": 0, "audio_tokens": 250},
                 "output_token_details": {"text_tokens": 10, "audio_tokens": 40}}
     assert usage_of(realtime) == Usage(300, 0, 50, 250, 40, 0)
     assert searches_in({"output": [{"type": "web_search_call"}, {"type": "message"}]}) == 1

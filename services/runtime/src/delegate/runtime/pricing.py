@@ -3,13 +3,12 @@
 ``prices.json`` next to this module carries the table with its date and source. An owner whose
 prices differ (a newer list, a negotiated rate, another model) puts the models they want to
 change in ``<RUNTIME_DATA_DIR>/prices.json`` (same shape; a model given there replaces the
-shipped one whole) or names another file in ``MODEL_PRICES_FILE``. A model in neither is
+shipped one whole), read when a service starts. A model in neither is
 *unpriced*: its cost is None, never $0, so a missing price can never pass for a free call.
 """
 
 import json
 import logging
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,12 +94,11 @@ def _models(raw: dict[str, Any]) -> dict[str, ModelPrice]:
 
 
 def load_prices(runtime_data_dir: Path | None = None) -> PriceTable:
-    """The shipped table, with the owner's file (MODEL_PRICES_FILE or runtime-data) over it."""
+    """The shipped table, with the owner's ``prices.json`` in the runtime-data directory over it."""
     shipped = json.loads(SHIPPED.read_text())
     models, tools = _models(shipped), dict(shipped.get("tools") or {})
     date, source = str(shipped["date"]), str(shipped["source"])
-    named = os.environ.get("MODEL_PRICES_FILE")
-    override = Path(named) if named else (runtime_data_dir / OVERRIDE_NAME if runtime_data_dir else None)
+    override = runtime_data_dir / OVERRIDE_NAME if runtime_data_dir else None
     if override is not None and override.is_file():
         try:
             own = json.loads(override.read_text())
