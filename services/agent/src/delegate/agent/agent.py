@@ -111,6 +111,10 @@ class Agent(Activations, AwayEmail, Compaction):
     ) -> None:
         delivery = raw.metadata.num_delivered if raw.metadata else 1
         beat = asyncio.create_task(self._heartbeat(raw))
+        if isinstance(msg, UserInput):
+            # Memory is searched while the lease is read and the turn set up: the model request
+            # waits only for what is left of the search (a search is read-only, deposed or not).
+            self.retrieval.prefetch(msg.id, msg.text)
         try:
             await self._confirm_lease(msg, "taking it on")
             reply: Outbound | None = None
@@ -151,6 +155,7 @@ class Agent(Activations, AwayEmail, Compaction):
             raise
         finally:
             beat.cancel()
+            self.retrieval.discard_prefetch()
 
     async def _confirm_lease(self, msg: Any, doing: str) -> None:
         if self.lease is not None and not await self.lease.confirm():

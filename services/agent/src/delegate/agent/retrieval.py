@@ -2,9 +2,15 @@
 
 Before the first model request of a turn (a user message on any Responses channel, or an
 activation) the agent asks the memory service (``memory.cmd.search``) with the turn's text,
-excluding the verbatim turns the request already carries, and waits at most
-``MEMORY_RETRIEVAL_WAIT_MS``: the turn never stalls on memory, and without an answer (the
-service is down) it goes on without memory, logged once per outage.
+excluding the verbatim turns the request already carries (the newest, when they are more than a
+request may name), and waits at most ``MEMORY_RETRIEVAL_WAIT_MS``: the turn never stalls on
+memory, and without an answer (the service is down) it goes on without memory, logged once per
+outage.
+
+A user message's search starts the moment the input arrives (``prefetch``), before the lease
+read and the turn's opening work, which it overlaps: the request waits only for what is left of
+it. It is used only when the turn asks exactly the same (an exclusion that changed meanwhile, as
+a fresh working context changes it, asks again); one nobody used is cancelled.
 
 A search that answers after the wait is kept. What in it the model does not have yet (not
 given earlier in this span, not a verbatim turn, not in the capsule: by id and by normalized
@@ -24,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from delegate.contracts.events import Event, MemoryRetrieved, make_event
-from delegate.contracts.memory import MemoryResult, Purpose
+from delegate.contracts.memory import MemoryResult, MemorySearchRequest, Purpose
 from delegate.runtime.bus import Bus
 from delegate.runtime.memory_context import (
     MemoryContext,
@@ -115,8 +121,11 @@ class Retrieval:
         self.settings = settings
         self.open_span = open_span  # the agent's open span now: late results are only for it
         self.outage = Outage("the agent")
-        # The verbatim turns the Responses chain (or the fresh working context) carries.
+        # The verbatim turns the Responses chain (or the fresh working context) carries, and
+        # their ids oldest first: a search excludes the newest when they are too many to name.
         self.carried = Seen()
+        self._carried_ids: dict[str, None] = {}
+        self._prefetched: MemoryLookup | None = None
         self._span: SpanMemory | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._records: dict[str, asyncio.Task[None]] = {}  # turn id -> its on-time record
@@ -126,17 +135,21 @@ class Retrieval:
     def carry_fresh(self, turns: Iterable[VerbatimTurn]) -> None:
         """A fresh working context: the model carries exactly these turns now."""
         self.carried = Seen()
+        self._carried_ids = {}
         for t in turns:
-            self.carried.add(t.event_id, t.text)
+            self.carry(t.event_id, t.text)
 
     def carry_events(self, events: Iterable[Event]) -> None:
         """Messages a resumed chain carries (the resume state's recent turns)."""
         for event in events:
             if event.kind == "message":
-                self.carried.add(event.id, str(event.payload.get("text") or ""))
+                self.carry(event.id, str(event.payload.get("text") or ""))
 
     def carry(self, event_id: str | None, text: str) -> None:
         self.carried.add(event_id, text)
+        if event_id:
+            self._carried_ids.pop(event_id, None)  # carried again: it is among the newest now
+            self._carried_ids[event_id] = None
 
     # ---- before a turn -------------------------------------------------------------------
 
@@ -145,20 +158,47 @@ class Retrieval:
             self._span = SpanMemory(span_id)  # a new span: what was given in the last one is gone
         return self._span
 
+    def request_for(self, turn_id: str, query: str, purpose: Purpose) -> MemorySearchRequest | None:
+        """The search a turn asks: its query, excluding what the model carries verbatim, newest kept."""
+        return search_request(
+            query, purpose=purpose, budget_tokens=self.settings.memory_context_tokens,
+            exclude_event_ids=[*self._carried_ids, turn_id],
+        )
+
+    def prefetch(self, turn_id: str, query: str, purpose: Purpose = "turn") -> None:
+        """Start the search of a turn about to be taken on; ``before_turn`` picks it up."""
+        self.discard_prefetch()
+        request = self.request_for(turn_id, query, purpose)
+        if request is not None:
+            self._prefetched = MemoryLookup(self.bus, request)
+
+    def discard_prefetch(self) -> None:
+        """A search started for a turn that did not ask it (deposed, answered before, deferred)."""
+        lookup, self._prefetched = self._prefetched, None
+        if lookup is not None:
+            lookup.cancel()
+
+    def _lookup(self, request: MemorySearchRequest) -> MemoryLookup:
+        lookup, self._prefetched = self._prefetched, None
+        if lookup is not None and lookup.request == request:
+            return lookup
+        if lookup is not None:
+            lookup.cancel()
+        return MemoryLookup(self.bus, request)
+
     async def before_turn(self, turn: "Turn", *, capsule: Event | None, purpose: Purpose) -> TurnMemory:
-        """Search, wait briefly, and return what this turn's requests are given."""
+        """Search (or take the prefetched search), wait briefly, return what this turn's requests are given."""
         span = self._span_for(turn.span_id)
         memory = TurnMemory(span)
-        request = search_request(
-            turn_query(turn), purpose=purpose, budget_tokens=self.settings.memory_context_tokens,
-            exclude_event_ids=[*self.carried.ids, turn.id],
-        )
+        request = self.request_for(turn.id, turn_query(turn), purpose)
         if request is None:
+            self.discard_prefetch()
             return memory
-        lookup = MemoryLookup(self.bus, request)
+        lookup = self._lookup(request)
         wait = max(self.settings.memory_retrieval_wait_ms, 0) / 1000.0
         try:
-            reply = await lookup.within(wait)
+            # No wait means none: a prefetched search that happens to be done is late all the same.
+            reply = await lookup.within(wait) if wait > 0 else None
         except Exception as exc:  # whatever it is, the turn goes on without memory
             self.outage.failed(exc)
             return memory
@@ -242,6 +282,7 @@ class Retrieval:
 
     async def close(self) -> None:
         """Stepping down: late searches and their records stop (a successor leads now)."""
+        self.discard_prefetch()
         tasks = list(self._tasks)
         for task in tasks:
             task.cancel()

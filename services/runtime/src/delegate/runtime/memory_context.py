@@ -172,7 +172,11 @@ class MemoryLookup:
         return self.task.result()
 
     def cancel(self) -> None:
-        self.task.cancel()
+        """Nobody wants the reply: stop the request, or drop its outcome (an error included)."""
+        if not self.task.done():
+            self.task.cancel()
+        elif not self.task.cancelled():
+            self.task.exception()  # retrieved, so asyncio does not log it as never retrieved
 
 
 def search_request(
