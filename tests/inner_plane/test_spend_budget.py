@@ -70,15 +70,16 @@ async def activations(h: Harness) -> list[ActivationInput]:
     return [m for m in await h.agent_inputs() if m.type == "activation"]
 
 
-async def play_the_agent(h: Harness, answered: set[str], cost: float = TURN_COST) -> list[str]:
-    """Answer every activation not answered yet: its metered model call, then its outcome."""
+async def play_the_agent(h: Harness, answered: set[str], cost: float = TURN_COST, calls: int = 1) -> list[str]:
+    """Answer every activation not answered yet: its metered model call(s), then its outcome."""
     done = []
     for act in await activations(h):
         if act.id in answered:
             continue
-        await h.append(ModelUsage(model="gpt-5.5", purpose="activation", cause_id=act.id, input_tokens=1000,
-                                  output_tokens=200, cost_usd=cost), conversation_id=None, span_id=None,
-                       channel="inner")
+        for _ in range(calls):
+            await h.append(ModelUsage(model="gpt-5.5", purpose="activation", cause_id=act.id, input_tokens=1000,
+                                      output_tokens=200, cost_usd=cost / calls), conversation_id=None, span_id=None,
+                           channel="inner")
         await h.append(ActivationOutcome(status="completed", summary="done"), conversation_id=None, span_id=None,
                        channel="inner", parent_id=act.id)
         answered.add(act.id)
@@ -202,3 +203,40 @@ async def test_a_burst_over_the_daily_line_is_held_told_once_and_runs_in_the_nex
 
     await eventually(all_ran, "every held signal to run once the budget is raised", 90.0)
     assert len(await outbox_sms(h)) == 2
+
+
+async def test_the_runaway_guard_trips_on_a_loop_of_activations_and_tells_the_owner_once(
+    running: System, h: Harness
+) -> None:
+    # No money line now: only the guard, at 5 background calls a minute (each activation makes 3).
+    restart_plane(running, BUDGET_DAILY_USD="", BUDGET_BACKGROUND_CALLS_PER_MIN="5")
+    before = {a.id for a in await activations(h)}
+    # The previous test may have left its last activation unanswered (resent by the new process).
+    answered = {e.parent_id or "" for e in await h.events(kinds=["activation.outcome"])}
+    loop = [ScriptSignal(source=f"loop-{n}", payload=ScriptPayload(text=f"again {n}")) for n in range(8)]
+    for s in loop:
+        await h.bus.publish(topics.INNER_SIGNAL, s)
+
+    async def tripped() -> list[Event] | None:
+        await play_the_agent(h, answered, cost=0.0003, calls=3)
+        found = [d for s in loop for d in await decisions(h, s.id) if d.payload["reason"] == "runaway"]
+        return found or None
+
+    held = await eventually(tripped, "the runaway guard to hold the loop", 60.0)
+    assert "background model calls within a minute (the guard allows 5)" in held[0].payload["detail"]
+    ran = [a for a in await activations(h) if a.id not in before]
+    # The previous test's calls of the last minute count too: it may trip on the first activation.
+    assert len(ran) <= 2, "the guard let the loop run on"
+
+    async def notice() -> list[Event] | None:
+        found = [e for e in await h.events(kinds=["budget.notice"]) if e.payload["reason"] == "runaway"]
+        return found or None
+
+    told = await eventually(notice, "the owner told of the runaway")
+    assert len(told) == 1 and told[0].payload["channel"] == "sms"
+    assert sum("runaway guard tripped" in m.text for m in await outbox_sms(h)) == 1
+    line = await budget(running)
+    assert line.background_held and line.held_reason == "runaway" and line.daily.limit_usd is None
+    # Nothing more runs while the guard holds, however long the loop keeps signalling.
+    await h.processed((await h.events(kinds=["inner.decision"]))[-1].seq or 0)
+    assert [a for a in await activations(h) if a.id not in before] == ran

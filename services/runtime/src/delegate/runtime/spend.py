@@ -243,8 +243,7 @@ class SpendBook(BaseModel):
         until = self.runaway_at + limits.runaway_pause
         return Hold("runaway", "runaway", self.runaway_at.isoformat(), until,
                     f"{self.runaway_calls} background model calls within a minute "
-                    f"(the guard allows {limits.calls_per_min}); background work waits until "
-                    f"{until.astimezone(limits.periods.zone):%H:%M} {limits.periods.zone.key}")
+                    f"(the guard allows {limits.calls_per_min})")
 
 
 def _reached(spent: float, need: float, limit: float) -> bool:
