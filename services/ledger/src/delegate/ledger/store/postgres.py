@@ -370,7 +370,7 @@ class PostgresStore(LedgerStore):
         try:
             async with self._pool.connection() as conn:
                 grouped = await (await conn.execute(usage.pg(q.grouped), q.grouped_params)).fetchall()
-                unpriced = await (await conn.execute(usage.pg(q.unpriced), q.grouped_params)).fetchall()
+                unpriced = await (await conn.execute(usage.pg(q.unpriced), q.unpriced_params)).fetchall()
                 top = await (await conn.execute(usage.pg(q.top), q.top_params)).fetchall()
         except UNAVAILABLE as exc:
             raise StoreUnavailable(f"postgres: {exc}") from exc

@@ -417,7 +417,7 @@ class SqliteStore(LedgerStore):
         def run(conn: sqlite3.Connection) -> UsageReply:
             return usage.answer(
                 req, conn.execute(q.grouped, q.grouped_params).fetchall(),
-                conn.execute(q.unpriced, q.grouped_params).fetchall(), conn.execute(q.top, q.top_params).fetchall(),
+                conn.execute(q.unpriced, q.unpriced_params).fetchall(), conn.execute(q.top, q.top_params).fetchall(),
             )
 
         return await self._reader.call(run)

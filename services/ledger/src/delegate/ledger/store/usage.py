@@ -9,7 +9,7 @@ backends but for the placeholder (``pg``).
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, time, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -42,9 +42,13 @@ ON CONFLICT (span_id) DO UPDATE SET
     cost_usd = usage_spans.cost_usd + excluded.cost_usd,
     unpriced_calls = usage_spans.unpriced_calls + excluded.unpriced_calls
 """
-SELECT_HOURS = (
-    "SELECT hour, {column}, " + ", ".join(f"SUM({c})" for c in SUMS)
-    + " FROM usage_hours WHERE hour >= ? AND hour < ? GROUP BY hour, {column}"
+# The owner's days as ranges of UTC hours (a VALUES list the planner joins on the primary key):
+# the database folds the hours, 30 days answer 30 x 8 rows, not 720 x 8.
+SELECT_DAYS = (
+    "WITH days(day, lo, hi) AS (VALUES {days}) SELECT days.day, usage_hours.purpose, "
+    + ", ".join(f"SUM(usage_hours.{c})" for c in SUMS)
+    + " FROM days JOIN usage_hours ON usage_hours.hour >= days.lo AND usage_hours.hour < days.hi"
+    " GROUP BY days.day, usage_hours.purpose"
 )
 SELECT_GROUPED = (
     "SELECT {column}, " + ", ".join(f"SUM({c})" for c in SUMS)
@@ -142,24 +146,41 @@ class UsageQuery:
     grouped: str
     grouped_params: tuple[Any, ...]
     unpriced: str
+    unpriced_params: tuple[Any, ...]
     top: str
     top_params: tuple[Any, ...]
 
 
+def day_ranges(req: UsageRequest) -> list[tuple[str, str, str]]:
+    """(day, first hour, hour after) of each of the owner's days in the range. A zone whose
+    offset is not whole hours counts the boundary hour to the day it starts in."""
+    zone = ZoneInfo(req.timezone)
+    day = req.from_ts.astimezone(zone).date()
+    last = (req.to_ts - timedelta(microseconds=1)).astimezone(zone).date()
+    ranges = []
+    while day <= last:
+        start = datetime.combine(day, time(), zone)
+        end = datetime.combine(day + timedelta(days=1), time(), zone)
+        ranges.append((day.isoformat(), hour_key(max(start, req.from_ts)), hour_key(min(end, req.to_ts)
+                                                                                    - timedelta(microseconds=1)
+                                                                                    + timedelta(hours=1))))
+        day += timedelta(days=1)
+    return ranges
+
+
 def plan(req: UsageRequest) -> UsageQuery:
     low, high = hour_key(req.from_ts), hour_key(req.to_ts - timedelta(microseconds=1) + timedelta(hours=1))
-    column = COLUMNS[req.group]
-    grouped = (SELECT_HOURS if req.group == "day" else SELECT_GROUPED).format(column=column)
     top = SELECT_TOP.format(marks=", ".join("?" for _ in RANKED))
+    if req.group == "day":
+        ranges = day_ranges(req)
+        grouped = SELECT_DAYS.format(days=", ".join("(?, ?, ?)" for _ in ranges))
+        grouped_params: tuple[Any, ...] = tuple(value for r in ranges for value in r)
+    else:
+        grouped, grouped_params = SELECT_GROUPED.format(column=COLUMNS[req.group]), (low, high)
     return UsageQuery(
-        grouped, (low, high), SELECT_UNPRICED,
+        grouped, grouped_params, SELECT_UNPRICED, (low, high),
         top, (format_ts(req.from_ts), format_ts(req.to_ts), *RANKED, req.top),
     )
-
-
-def _day(hour: str, zone: ZoneInfo) -> str:
-    at = datetime(int(hour[:4]), int(hour[5:7]), int(hour[8:10]), int(hour[11:13]), tzinfo=UTC)
-    return at.astimezone(zone).date().isoformat()
 
 
 def answer(req: UsageRequest, grouped: Iterable[Sequence[Any]], unpriced: Iterable[Sequence[Any]],
@@ -168,15 +189,11 @@ def answer(req: UsageRequest, grouped: Iterable[Sequence[Any]], unpriced: Iterab
     rows: dict[str, list[float]] = {}
     by_purpose: dict[str, dict[str, float]] = {}
     if req.group == "day":
-        zone = ZoneInfo(req.timezone)
-        days: dict[str, str] = {}  # at most 720 hours in 30 days, each with several rows
-        for hour, purpose, *sums in grouped:
-            day = days.get(hour) or days.setdefault(hour, _day(str(hour), zone))
-            total = rows.setdefault(day, [0] * len(SUMS))
+        for day, purpose, *sums in grouped:
+            total = rows.setdefault(str(day), [0] * len(SUMS))
             for i, value in enumerate(sums):
                 total[i] += value or 0
-            split = by_purpose.setdefault(day, {})
-            split[str(purpose)] = split.get(str(purpose), 0.0) + float(sums[-2] or 0)
+            by_purpose.setdefault(str(day), {})[str(purpose)] = float(sums[-2] or 0)
     else:
         for key, *sums in grouped:
             rows[str(key)] = [value or 0 for value in sums]
