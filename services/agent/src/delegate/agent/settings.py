@@ -6,9 +6,10 @@ from pydantic import Field, model_validator
 
 from delegate.runtime.openai_bounds import CompactThreshold
 from delegate.runtime.settings import ServiceSettings
+from delegate.runtime.spend import BudgetSettings
 
 
-class Settings(ServiceSettings):
+class Settings(ServiceSettings, BudgetSettings):  # BUDGET_HARD_STOP_OWNER (hard_stop)
     # The official SDK reads OPENAI_API_KEY and OPENAI_BASE_URL itself (the base class gives it
     # the stand-in's when no key is set; see delegate.runtime.settings_source).
     openai_model: str = "gpt-5.5"  # OPENAI_MODEL

@@ -34,6 +34,7 @@ from delegate.runtime.metering import Cause
 from delegate.runtime.working_context import compose_instructions
 
 from . import model as responses
+from .hard_stop import owner_turn_refusal
 from .model import ChainLost, ModelError, Rejected, StreamBroken
 from .prompts import BASE_INSTRUCTIONS
 from .retrieval import Retrieval, TurnMemory, item_text
@@ -204,6 +205,11 @@ class Turns(Spans):
 
     async def _answer(self, turn: Turn) -> TurnResult:
         """Run the turn; record the assistant message or ``turn.failed``. Infra errors propagate."""
+        if turn.silence is None and self.settings.budget_hard_stop_owner:  # an owner turn, never silently
+            refusal = await owner_turn_refusal(self.bus)
+            if refusal is not None:
+                log.warning("turn %s refused: over the spend line (BUDGET_HARD_STOP_OWNER)", turn.id)
+                return TurnResult(False, refusal, await self._fail(turn, "budget", refusal, retryable=False))
         text = self._turn_text(turn)
         self.running = turn
         try:

@@ -82,7 +82,8 @@ ROLES: dict[str, Role] = {
             # memory: retrieval before each turn, and the remember/forget tools
             requests=(topics.LEDGER_RESUME, topics.LEDGER_GET, topics.LEDGER_QUERY, topics.VOICE_CALL_OWNER,
                       topics.INNER_REMINDERS, topics.MEMORY_SEARCH, topics.MEMORY_FACTS,
-                      topics.TASKS_CREATE, topics.TASKS_GET, topics.TASKS_LIST),  # the task tools
+                      topics.TASKS_CREATE, topics.TASKS_GET, topics.TASKS_LIST,  # the task tools
+                      topics.INNER_BUDGET),  # BUDGET_HARD_STOP_OWNER: is an owner turn over the line?
             serves=(topics.AGENT_STATE_GET, topics.AGENT_COMPACT, topics.AGENT_END, topics.AGENT_STOP,
                     topics.TOOLS_LIST, topics.TOOLS_CALL, topics.PINGS["agent"]),
             buckets=(s.AGENT_LEASE_BUCKET,),
