@@ -7,6 +7,7 @@ reads the CHANNELS stream, where the owner's SMS goes out. Periods are short
 (BUDGET_PERIOD_S), so "the next day" comes within the test.
 """
 
+import json
 import time
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
@@ -17,13 +18,13 @@ import pytest
 from delegate.contracts import streams, topics
 from delegate.contracts.budget import BudgetReply
 from delegate.contracts.channels import OutboundSms
-from delegate.contracts.events import ActivationOutcome, Event, Message, ModelUsage
+from delegate.contracts.events import ActivationOutcome, Checkpoint, Event, Message, ModelUsage
 from delegate.contracts.messages import ActivationInput
 from delegate.contracts.signals import ScriptPayload, ScriptSignal
 from tests.support.standin import StandinProcess
 from tests.support.system import System, module_system
 
-from .harness import Harness, eventually, plane_env
+from .harness import MEMORY_MARK, Harness, eventually, model_requests, plane_env
 from .harness import restart_plane as restart_with
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -240,3 +241,35 @@ async def test_the_runaway_guard_trips_on_a_loop_of_activations_and_tells_the_ow
     # Nothing more runs while the guard holds, however long the loop keeps signalling.
     await h.processed((await h.events(kinds=["inner.decision"]))[-1].seq or 0)
     assert [a for a in await activations(h) if a.id not in before] == ran
+
+
+async def test_memory_extraction_waits_at_its_cap_and_runs_once_the_cap_is_raised(
+    running: System, h: Harness, standin: StandinProcess
+) -> None:
+    # The owner's calendar day, no money line, the guard's pause over: only extraction's own cap.
+    restart_plane(running, BUDGET_DAILY_USD="", BUDGET_PERIOD_S="0", BUDGET_RUNAWAY_PAUSE_S="1",
+                  BUDGET_EXTRACTION_DAILY_USD="0.001")
+    await h.append(ModelUsage(model="gpt-5.5", purpose="memory_extraction", input_tokens=5000, cost_usd=0.002),
+                   conversation_id=None, span_id=None, channel="inner")
+    ask = await h.append(Message(text="my sister Ana lives in Porto"), conversation_id="c-mem", span_id="s-mem",
+                         channel="text", role="user")
+    said = await h.append(Message(text="noted"), conversation_id="c-mem", span_id="s-mem", channel="text",
+                          role="assistant", parent_id=ask.id)
+    cp = await h.append(Checkpoint(after_seq=(ask.seq or 1) - 1, through_seq=said.seq or 0),
+                        conversation_id="c-mem", span_id="s-mem", channel="inner")
+    await h.processed(cp.seq or 0)
+    state = json.loads((running.runtime / "inner-plane" / "state.json").read_text())
+    assert [c["id"] for c in state["checkpoints"]] == [cp.id], "the checkpoint is kept while extraction waits"
+    line = await budget(running)
+    assert not line.background_held  # activations may run: only extraction is at its cap
+    assert model_requests(standin, MEMORY_MARK) == []
+    assert [e for e in await h.events(kinds=["memory.extracted"]) if e.parent_id == cp.id] == []
+
+    restart_plane(running, BUDGET_DAILY_USD="", BUDGET_PERIOD_S="0", BUDGET_RUNAWAY_PAUSE_S="1",
+                  BUDGET_EXTRACTION_DAILY_USD="100")
+
+    async def extracted() -> list[Event]:
+        return [e for e in await h.events(kinds=["memory.extracted"]) if e.parent_id == cp.id]
+
+    assert len(await eventually(extracted, "the deferred extraction")) == 1
+    assert len(model_requests(standin, MEMORY_MARK)) == 1
