@@ -1,7 +1,7 @@
 """Chat path latency and throughput through the real processes, against a floor measured in the same run.
 
     .venv/bin/python bench/chat.py [--turns 1000] [--watchers 20] [--burst 200] [--events 5000] [--latency-only]
-                                   [--compare-auth | --compare-memory]
+                                   [--compare-auth | --compare-memory | --compare-modes]
 
 Starts nats-server, the ledger, the agent, the gateway (``python -m delegate.gateway``) and the
 OpenAI stand-in answering instantly (no scripted latency), then measures:
@@ -22,6 +22,9 @@ OpenAI stand-in answering instantly (no scripted latency), then measures:
                    watcher has every one of them: what the ledger + gateway deliver without the agent
 
 Ratios are against the floor of the same run: this machine's load changes absolute numbers.
+``--compare-modes`` runs the latency part twice: a process per service, then every service in one
+host process (``python -m delegate.host``, as ``make run`` runs them), and prints what the host
+costs on the overhead (the issue's bound: at most 10% of the p50).
 """
 
 import argparse
@@ -232,7 +235,9 @@ async def until(predicate: Any, timeout: float, what: str) -> float:
     return time.perf_counter()
 
 
-async def run(args: argparse.Namespace, auth: bool, memory: bool = False) -> tuple[float, float]:
+async def run(
+    args: argparse.Namespace, auth: bool, memory: bool = False, one_process: bool = False
+) -> tuple[float, float]:
     """One whole run; returns Delegate's overhead to the first delta (p50, p99), in seconds.
 
     ``memory``: the memory service runs too, so every turn first searches memory (and each turn
@@ -249,10 +254,11 @@ async def run(args: argparse.Namespace, auth: bool, memory: bool = False) -> tup
     nats = nats_server(root / "nats", auth=auth).start()
     system = System(root / "system", env=env, nats=nats)
     print(f"NATS authentication {'on: every service logs in as its own role' if auth else 'off'}; "
-          f"memory service {'on: retrieval before each turn' if memory else 'off'}")
+          f"memory service {'on: retrieval before each turn' if memory else 'off'}; "
+          f"{'one host process for every service' if one_process else 'a process per service'}")
     bus: Bus | None = None
     try:
-        system.start("ledger", "agent", "gateway", *(("memory",) if memory else ()))
+        system.start("ledger", "agent", "gateway", *(("memory",) if memory else ()), one_process=one_process)
         url = f"{system.ws}/chat?token={system.token}"
         sample_frame = json.dumps({"type": "message", "text": "turn 0: say something", "client_msg_id": "x-0"})
 
@@ -387,10 +393,21 @@ def main() -> None:
                         help="first a latency run with NATS authentication off, then the run with it on")
     parser.add_argument("--compare-memory", action="store_true",
                         help="the latency run without the memory service, then with it (retrieval before each turn)")
+    parser.add_argument("--compare-modes", action="store_true",
+                        help="the latency run with a process per service, then with every service in one host")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     # Readiness probes connect and close a bus each: their "disconnected" warnings are noise here.
     logging.getLogger("delegate.runtime.bus").setLevel(logging.ERROR)
+    if args.compare_modes:
+        latency = argparse.Namespace(**{**vars(args), "latency_only": True})
+        split = asyncio.run(run(latency, auth=True))
+        print()
+        host = asyncio.run(run(latency, auth=True, one_process=True))
+        print(f"\ncost of one host process on Delegate's overhead: p50 {ms(host[0])} vs {ms(split[0])} split "
+              f"({(host[0] - split[0]) / split[0]:+.0%}; bound +10%), p99 {ms(host[1])} vs {ms(split[1])} "
+              f"({(host[1] - split[1]) / split[1]:+.0%})")
+        return
     if args.compare_memory:
         latency = argparse.Namespace(**{**vars(args), "latency_only": True})
         without = asyncio.run(run(latency, auth=True))

@@ -1,7 +1,7 @@
 """Phone-call latency and cost through the real processes, against floors measured in the same run.
 
     .venv/bin/python bench/voice.py [--minutes 5] [--segment-s 30] [--pickups 10] [--barge-ins 30]
-                                    [--speedup 1] [--samples FILE]
+                                    [--speedup 1] [--samples FILE] [--compare-modes]
 
 Starts nats-server, the ledger, the agent, the voice service and the gateway (as ``make run``
 starts them) and the OpenAI stand-in's Realtime endpoint, then plays Twilio
@@ -35,6 +35,10 @@ Clocks: the stand-in stamps with time.time() and the fake Twilio with time.monot
 offset read here converts between them (one machine, one kernel clock).
 Targets: <= 3 ms p99 added per relay direction; pick-up <= 150 ms with pre-warm; barge-in
 <= 20 ms p99.
+
+--compare-modes runs it all twice: a process per service, then every service in one host
+process (``python -m delegate.host``, as ``make run`` runs them; CPU is then the whole host's),
+and prints what the host costs on the relay's added p99 (the issue's bound: at most 10%).
 """
 
 import argparse
@@ -393,12 +397,25 @@ async def open_delegate_call(system: System, http: httpx.AsyncClient, *, wait_s:
 
 
 def restart_voice(system: System, env: dict[str, str]) -> None:
-    """The voice process again, with ``env`` on top of the system's (a new process reads it)."""
-    system.procs["voice"].stop()
+    """The voice process again (its host, when hosted), with ``env`` on top of the system's (a new
+    process reads it)."""
+    key = system.hosted.get("voice", "voice")
+    system.procs[key].stop()
     system.extra_env.pop("VOICE_PREWARM", None)
     system.extra_env.update(env)
-    system.start_one("voice")
-    system.wait_ready(["voice"])
+    if key == "voice":
+        system.start_one("voice")
+        system.wait_ready(["voice"])
+        return
+    names = [name for name, host in system.hosted.items() if host == key]
+    system.start_host(*names, key=key)
+    system.wait_ready(names)
+
+
+def relay_pids(system: System) -> list[int]:
+    """The processes the call goes through: the gateway and voice, or the one host running both."""
+    keys = {system.hosted.get(name, name) for name in ("gateway", "voice")}
+    return [system.procs[key].pid for key in sorted(keys)]
 
 
 async def pickups(system: System, http: httpx.AsyncClient, n: int, wait_s: float) -> list[float]:
@@ -441,7 +458,7 @@ async def measure(system: System, standin: StandinProcess, floor_url: str, args:
         await asyncio.to_thread(restart_voice, system, {"VOICE_PREWARM": "false"})
         out["pickup_off"] = await pickups(system, http, args.pickups, 1.0)
         await asyncio.to_thread(restart_voice, system, {})
-        pids = [system.procs["gateway"].pid, system.procs["voice"].pid]
+        pids = relay_pids(system)
 
         await idle_voice(http)
         idle_start, idle_cpu = time.monotonic(), cpu_seconds(pids)
@@ -492,7 +509,8 @@ def row(name: str, samples: list[float], floor: list[float] | None = None) -> No
         print(f"{'  added over the floor':42}{ms(added[0]):>12}{ms(added[1]):>12}")
 
 
-async def run(args: argparse.Namespace) -> bool:
+async def run(args: argparse.Namespace, one_process: bool = False) -> tuple[bool, float, float]:
+    """One whole run: whether every target held, and the relay's added p99 (in, out), seconds."""
     root = Path(tempfile.mkdtemp(prefix="bench-voice-"))
     env = {"STANDIN_REALTIME_PACE": "instant" if args.speedup > 1 else "realtime"}
     standin = StandinProcess(log_dir=root / "standin", env=env).start()
@@ -514,8 +532,9 @@ async def run(args: argparse.Namespace) -> bool:
     )
     try:
         await asyncio.to_thread(wait_for_port, floor_port, 20)
-        system.start("ledger", "agent", "voice", "gateway")
-        print(f"simulated call of {args.minutes:g} min per path in {args.segment_s:g} s segments, alternating "
+        system.start("ledger", "agent", "voice", "gateway", one_process=one_process)
+        print(("every service in one host process; " if one_process else "a process per service; ")
+              + f"simulated call of {args.minutes:g} min per path in {args.segment_s:g} s segments, alternating "
               f"(caller frames {args.speedup:g}x real time), {args.pickups} pick-ups each way, "
               f"{args.barge_ins} barge-ins; stand-in pace {env['STANDIN_REALTIME_PACE']}")
         found = await measure(system, standin, f"ws://127.0.0.1:{floor_port}/call", args)
@@ -568,7 +587,7 @@ async def run(args: argparse.Namespace) -> bool:
     print()
     for name, ok, value in checks:
         print(f"  target: {name}: {'PASS' if ok else 'MISS'} ({value * 1000:.2f} ms)")
-    return all(ok for _, ok, _ in checks)
+    return all(ok for _, ok, _ in checks), added_in, added_out
 
 
 def main() -> None:
@@ -580,10 +599,22 @@ def main() -> None:
     parser.add_argument("--barge-ins", type=int, default=30)
     parser.add_argument("--idle-s", type=float, default=10.0, help="idle CPU measured this long first")
     parser.add_argument("--samples", type=Path, help="also write every sample (seconds) to this JSON file")
+    parser.add_argument("--compare-modes", action="store_true",
+                        help="a process per service, then every service in one host process")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     logging.getLogger("delegate.runtime.bus").setLevel(logging.ERROR)
-    sys.exit(0 if asyncio.run(run(args)) else 1)
+    if not args.compare_modes:
+        sys.exit(0 if asyncio.run(run(args))[0] else 1)
+    split = asyncio.run(run(args))
+    print()
+    host = asyncio.run(run(args, one_process=True))
+    print()
+    for name, a, b in (("relay in", split[1], host[1]), ("relay out", split[2], host[2])):
+        print(f"cost of one host process on the {name}'s added p99: {ms(b)} vs {ms(a)} split "
+              f"({(b - a) / a:+.0%} of it; bound +10%)" if a > 0 else
+              f"{name}: added p99 {ms(b)} in one host vs {ms(a)} split")
+    sys.exit(0 if split[0] and host[0] else 1)
 
 
 if __name__ == "__main__":
