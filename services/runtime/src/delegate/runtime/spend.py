@@ -247,8 +247,9 @@ class SpendBook(BaseModel):
 
 
 def _reached(spent: float, need: float, limit: float) -> bool:
-    # At the line, or the next call (as much as the last one of its kind) would pass it.
-    return spent >= limit or (need > 0 and spent + need > limit)
+    # At the line, or the next call (as much as the last one of its kind) would pass it. Nothing
+    # spent yet in the period: the first call runs, even one dearer than the whole line.
+    return spent >= limit or (spent > 0 and need > 0 and spent + need > limit)
 
 
 def _need(need: float) -> str:
