@@ -2,14 +2,14 @@
 
 import argparse
 
-from .catalog import MODULES, parse
+from .catalog import EXTRAS, MODULES, parse
 from .host import run
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m delegate.host")
     parser.add_argument(
-        "--services", default="all", help=f"all, or a comma list of: {', '.join(MODULES)} (default: all)"
+        "--services", default="all", help=f"all, or a comma list of: {', '.join([*MODULES, *EXTRAS])} (default: all)"
     )
     args = parser.parse_args(argv)
     try:

@@ -13,22 +13,36 @@ MODULES: dict[str, str] = {
     "gateway": "delegate.gateway.main",
 }
 
+# Run only when named (not in ``all``): offline, ``make run`` hosts the stand-in beside the
+# services instead of in a process of its own.
+EXTRAS: dict[str, str] = {"openai-standin": "delegate.openai_standin.main"}
+
 # The launcher's order (delegate.launcher.run.STOP_STAGES), kept inside the host: the gateway
 # stops taking input first, the ledger, which commits what the others sent, last.
 FIRST_TO_STOP = ("gateway",)
 LAST_TO_STOP = ("ledger",)
+AFTER_THE_LAST = ("openai-standin",)  # the services may still be finishing a model call
 
 
 def parse(services: str) -> list[str]:
-    """``all`` or a comma list of names from ``MODULES``, in ``MODULES``'s order."""
-    wanted = set(MODULES) if services.strip() == "all" else {s.strip() for s in services.split(",") if s.strip()}
-    unknown = wanted - set(MODULES)
+    """``all`` (every service) or a comma list of names from ``MODULES`` and ``EXTRAS``, in
+    that order; ``all`` may be one item of the list (``all,openai-standin``)."""
+    wanted = {s.strip() for s in services.split(",") if s.strip()}
+    if "all" in wanted:
+        wanted = (wanted - {"all"}) | set(MODULES)
+    known = {**MODULES, **EXTRAS}
+    unknown = wanted - set(known)
     if unknown or not wanted:
-        raise ValueError(f"unknown services {sorted(unknown)}: choose from all, {', '.join(MODULES)}")
-    return [name for name in MODULES if name in wanted]
+        raise ValueError(f"unknown services {sorted(unknown)}: choose from all, {', '.join(known)}")
+    return [name for name in known if name in wanted]
+
+
+def module_of(name: str) -> str:
+    return {**MODULES, **EXTRAS}[name]
 
 
 def stop_stages(names: list[str]) -> list[list[str]]:
     first = [n for n in names if n in FIRST_TO_STOP]
     last = [n for n in names if n in LAST_TO_STOP]
-    return [first, [n for n in names if n not in first and n not in last], last]
+    after = [n for n in names if n in AFTER_THE_LAST]
+    return [first, [n for n in names if n not in (*first, *last, *after)], last, after]

@@ -28,7 +28,7 @@ async def serve_all(hosted: list[Hosted], stopping: asyncio.Event) -> None:
     tasks = {h.name: asyncio.create_task(h.run(), name=h.name) for h in hosted}
     log.info("hosting %s", ", ".join(tasks))
     await stopping.wait()
-    grace = max(h.settings.stop_grace_s for h in hosted)
+    grace = max(h.stop_grace_s for h in hosted)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + grace
     by_name = {h.name: h for h in hosted}
@@ -53,7 +53,7 @@ def run(names: list[str]) -> None:
     async def main() -> None:
         stopping = asyncio.Event()
         loop = asyncio.get_running_loop()
-        grace = max(h.settings.stop_grace_s for h in hosted)
+        grace = max(h.stop_grace_s for h in hosted)
 
         def on_signal() -> None:
             if not stopping.is_set():

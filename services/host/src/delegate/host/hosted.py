@@ -13,12 +13,13 @@ from delegate.runtime.settings import ServiceSettings
 from delegate.runtime.settings_check import load_settings
 from delegate.runtime.settings_source import password_variable
 
-from .catalog import MODULES
+from .catalog import module_of
 
 log = logging.getLogger("delegate.host")
 
 # A run that lasted this long was a success: the next failure starts the backoff afresh.
 HEALTHY_RUN_S = 60.0
+DEFAULT_STOP_GRACE_S = 4.0
 
 Serve = Callable[[Any, asyncio.Event], Awaitable[None]]
 
@@ -31,18 +32,20 @@ def identity(role: str, environ: Mapping[str, str]) -> dict[str, Any]:
 
 
 class Hosted:
-    def __init__(self, name: str, settings: ServiceSettings, serve: Serve) -> None:
+    def __init__(self, name: str, settings: ServiceSettings | Any, serve: Serve) -> None:
         self.name = name
         self.settings = settings
         self.serve = serve
         self.stop = asyncio.Event()
         self.starts = 0
+        # The stand-in's settings are not a service's: it stops within the default grace.
+        self.stop_grace_s: float = getattr(settings, "stop_grace_s", DEFAULT_STOP_GRACE_S)
 
     @classmethod
     def load(cls, name: str, environ: Mapping[str, str] = os.environ) -> "Hosted":
         """Import the service's module and read its settings, once, here at the edge; a setting
         it refuses raises ``SettingsRefused`` (the host exits EX_CONFIG, as the service would)."""
-        module = importlib.import_module(MODULES[name])
+        module = importlib.import_module(module_of(name))
         factory = module.Settings
         overrides = identity(name, environ)
         settings = load_settings(name, lambda: factory(**overrides))

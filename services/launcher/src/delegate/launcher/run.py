@@ -179,23 +179,29 @@ def host_env(roles: list[str], base: dict[str, str], passwords: dict[str, str] |
     return env
 
 
-def service_processes(env: dict[str, str], passwords: dict[str, str] | None, logs: Path) -> list[ManagedProcess]:
+def process_mode(env: dict[str, str]) -> str:
+    mode = env.get("DELEGATE_PROCESSES", "host").strip().lower() or "host"
+    if mode not in PROCESS_MODES:
+        raise SystemExit(f"DELEGATE_PROCESSES={mode}: choose one of {', '.join(PROCESS_MODES)}")
+    return mode
+
+
+def service_processes(
+    env: dict[str, str], passwords: dict[str, str] | None, logs: Path, extras: tuple[str, ...] = ()
+) -> list[ManagedProcess]:
     """Every service: in one host process (DELEGATE_PROCESSES=host, the default) or one each (split).
 
     The host is supervised as any child: restarted when it dies, SIGTERMed on stop, and it dies
     with the launcher. The ledger's writer stays a process of its own under either (the ledger
-    starts it)."""
-    mode = env.get("DELEGATE_PROCESSES", "host").strip().lower() or "host"
-    if mode not in PROCESS_MODES:
-        raise SystemExit(f"DELEGATE_PROCESSES={mode}: choose one of {', '.join(PROCESS_MODES)}")
-    if mode == "split":
+    starts it). ``extras``: what else the host runs (the offline stand-in)."""
+    if process_mode(env) == "split":
         return [
             python_module(name, module, service_env(name, env, passwords), logs / f"{name}.log", with_parent=True)
             for name, module in SERVICES
         ]
     names = [name for name, _ in SERVICES]
     return [python_module("host", "delegate.host", host_env(names, env, passwords), logs / "host.log",
-                          with_parent=True, args=("--services", ",".join(names)))]
+                          with_parent=True, args=("--services", ",".join([*names, *extras])))]
 
 
 def launch_environment(environ: dict[str, str] | None = None, env_file: str | Path | None = ".env") -> dict[str, str]:
@@ -224,7 +230,17 @@ def main() -> None:
         log.info("private nats-server with JetStream at %s; one identity per service", nats.address)
 
     endpoint = endpoint_from_environment(env)
-    if endpoint.offline and endpoint.base_url is None:
+    hosted_extras: tuple[str, ...] = ()
+    if endpoint.offline and endpoint.base_url is None and process_mode(env) == "host":
+        # No key: the stand-in answers, from inside the host (one Python process less, ~45 MB).
+        # The services make their first model call only after input, when it listens.
+        standin_port = free_port()
+        env.update(STANDIN_PORT=str(standin_port), STANDIN_DEMO="on")
+        env["OPENAI_STANDIN_URL"] = f"http://127.0.0.1:{standin_port}/v1"
+        hosted_extras = ("openai-standin",)
+        log.info("no OPENAI_API_KEY: the offline stand-in answers (127.0.0.1:%d); set it in .env for OpenAI",
+                 standin_port)
+    elif endpoint.offline and endpoint.base_url is None:
         # No key: the stand-in answers. Its address goes to the services as OPENAI_STANDIN_URL;
         # each derives the key, base URL and the Offline badge from that (settings_source).
         standin_port = free_port()
@@ -248,7 +264,7 @@ def main() -> None:
 
     # The token is shown on this terminal (below), never in the gateway's log file.
     env["GATEWAY_ANNOUNCE_TOKEN"] = "0"
-    procs = [proc.start() for proc in service_processes(env, passwords, logs)]
+    procs = [proc.start() for proc in service_processes(env, passwords, logs, hosted_extras)]
     supervisor = Supervisor([*extra, *procs])
     port = env.get("DELEGATE_PORT", "8081")
     log.info("Delegate is starting on http://localhost:%s (logs in %s); Ctrl-C stops it", port, logs)

@@ -1,6 +1,9 @@
 """Process entry point: settings -> logging -> uvicorn."""
 
+import asyncio
+import contextlib
 import logging
+from collections.abc import Generator
 
 import uvicorn
 
@@ -14,6 +17,35 @@ def configure_logging(level: str) -> None:
         level=level.upper(),
         format="%(asctime)s %(levelname)s openai-standin %(name)s: %(message)s",
     )
+
+
+class _HostedServer(uvicorn.Server):
+    """uvicorn on a host's loop (``delegate.host``, offline ``make run``): the host handles signals."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        yield
+
+
+async def serve(settings: Settings, stop: asyncio.Event) -> None:
+    """The stand-in beside the services in one host process, until ``stop``."""
+    install_drop_log_filter()
+    server = _HostedServer(uvicorn.Config(
+        create_app(settings), host=settings.standin_host, port=settings.standin_port,
+        log_level=settings.log_level.lower(), timeout_graceful_shutdown=1, log_config=None,
+    ))
+
+    async def exit_on_stop() -> None:
+        await stop.wait()
+        server.should_exit = True
+
+    stopper = asyncio.create_task(exit_on_stop())
+    try:
+        await server.serve()
+    finally:
+        stopper.cancel()
+    if not stop.is_set():
+        raise RuntimeError("the stand-in's HTTP server ended without being asked to stop")
 
 
 def run() -> None:
