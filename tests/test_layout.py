@@ -14,7 +14,7 @@ SERVICES = {
 LIBRARIES = ("contracts", "runtime")
 # A member, not a service: `make run` on one machine. No Dockerfile and no compose entry (compose
 # runs each service itself), and no service image carries it or its nats-server binary.
-TOOLS = ("launcher",)
+TOOLS = ("launcher", "host")
 # Read by compose itself (and the postgres image), by no service: allowed in .env.example.
 COMPOSE_ONLY = {"COMPOSE_PROFILES", "POSTGRES_PASSWORD"}
 
@@ -50,6 +50,17 @@ def test_every_member_requires_python_311() -> None:
     for member in [*SERVICES, *LIBRARIES, *TOOLS]:
         meta = tomllib.loads((ROOT / "services" / member / "pyproject.toml").read_text())
         assert meta["project"]["requires-python"] == ">=3.11", member
+
+
+def test_the_host_is_a_member_and_names_services_only_by_module_path() -> None:
+    """``python -m delegate.host`` runs services in one process, yet imports none of them itself:
+    no service depends on another through it, and compose's images need not carry it."""
+    assert re.search(r"^MEMBERS := .*\bhost\b", (ROOT / "Makefile").read_text(), re.M)
+    assert "host" not in yaml.safe_load((ROOT / "compose.yaml").read_text())["services"]
+    packages = "|".join(SERVICES.values())
+    for source in (ROOT / "services" / "host" / "src" / "delegate" / "host").glob("*.py"):
+        imports = re.findall(rf"^\s*(?:from|import) delegate\.({packages})\b", source.read_text(), re.M)
+        assert not imports, (source.name, imports)
 
 
 def test_the_launcher_is_a_member_and_no_service_image_carries_nats_server() -> None:
