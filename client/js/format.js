@@ -145,6 +145,12 @@ export function innerSummary(ev, figures = null) {
       const when = p.start_to_first_audio_ms != null ? "greeting started" : "answer started";
       return { label: "Voice timing", text: Number.isFinite(ms) ? `${when} after ${Math.round(ms)} ms` : when, tone: "" };
     }
+    case "budget.notice": {
+      // The owner's spend line: told once per line and period, with the figures.
+      const what = p.reason === "runaway" ? "Runaway guard" : "Spend limit reached";
+      const waits = p.until ? ` · background work waits until ${formatTime(p.until)}` : "";
+      return { label: what, text: `${clip(p.detail, 120)}${waits}`, tone: "warn" };
+    }
     case "inbound.refused": {
       const r = refusedText(ev);
       return { label: "Refused", text: [r.text, r.subject, r.preview].filter(Boolean).join(" · "), tone: "warn" };

@@ -68,3 +68,11 @@ test("time ranges collapse when short", () => {
   assert.ok(two.includes("–"));
   assert.equal(formatRange("garbage", null, now), "");
 });
+
+test("a budget notice says which line, the figures and until when background work waits", () => {
+  const n = innerSummary({ kind: "budget.notice", payload: { reason: "budget_usd", detail: "spent $5.0000 of the daily budget $4.0000 (UTC)", until: "2026-12-07T00:00:00Z" } });
+  assert.equal(n.label, "Spend limit reached");
+  assert.equal(n.tone, "warn");
+  assert.match(n.text, /^spent \$5\.0000 of the daily budget \$4\.0000 \(UTC\) · background work waits until /);
+  assert.equal(innerSummary({ kind: "budget.notice", payload: { reason: "runaway", detail: "9 background model calls within a minute" } }).label, "Runaway guard");
+});
