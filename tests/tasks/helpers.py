@@ -67,11 +67,11 @@ def answer(text: str) -> dict[str, Any]:
 
 async def ended_journal(bus: Bus, task_id: str, timeout: float = 30.0) -> list[Event]:
     """The task's span once the ledger has its end (``span.closed`` follows the terminal event),
-    without the run picture's artifact."""
+    without the run picture's artifact and the steps' model.usage (written beside the runner)."""
 
     async def check() -> list[Event] | None:
         # The run picture's artifact event may follow the end in the same span: not part of the run.
-        events = [e for e in await journal(bus, task_id) if e.kind != "thoughtflow.artifact"]
+        events = [e for e in await journal(bus, task_id) if e.kind not in ("thoughtflow.artifact", "model.usage")]
         return events if events and events[-1].kind == "span.closed" else None
 
     return await eventually(check, f"task {task_id}'s span closed in the ledger", timeout=timeout)

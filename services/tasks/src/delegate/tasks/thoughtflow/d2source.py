@@ -48,7 +48,8 @@ STYLES: dict[Tone, tuple[str, str, str]] = {
 DASHED: frozenset[Tone] = frozenset({"refused", "fold", "pause"})
 ROUNDED: frozenset[Tone] = frozenset({"start", "end"})
 # Kinds that add nothing to the picture (or are the picture itself).
-SKIPPED = frozenset({"context.usage", "span.closed", "checkpoint", ThoughtflowArtifact.KIND, "task.step.intent"})
+SKIPPED = frozenset({"context.usage", "model.usage", "span.closed", "checkpoint", ThoughtflowArtifact.KIND,
+                     "task.step.intent"})
 
 
 def clean(value: object, limit: int = MAX_LABEL) -> str:
