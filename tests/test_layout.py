@@ -17,6 +17,8 @@ LIBRARIES = ("contracts", "runtime")
 TOOLS = ("launcher", "host")
 # Read by compose itself (and the postgres image), by no service: allowed in .env.example.
 COMPOSE_ONLY = {"COMPOSE_PROFILES", "POSTGRES_PASSWORD"}
+# Read by `make run`'s launcher, by no service.
+LAUNCHER_ONLY = {"DELEGATE_PROCESSES"}
 
 
 def test_every_service_has_an_entry_point_and_a_compose_service_built_from_the_one_image() -> None:
@@ -118,7 +120,7 @@ def test_env_example_names_every_setting_of_every_service_and_nothing_else() -> 
             assert number > 0 and lines[number - 1].startswith("#"), match[1]
     fields = {name.upper() for cls in _settings_classes() for name in cls.model_fields}  # type: ignore[attr-defined]
     fields |= {password_variable(role) for role in ROLES}  # compose's, and `make run` against NATS_URL
-    fields |= COMPOSE_ONLY
+    fields |= COMPOSE_ONLY | LAUNCHER_ONLY
     assert sorted(fields - named.keys()) == [], "settings missing from .env.example"
     assert sorted(named.keys() - fields) == [], ".env.example names settings no service has"
     # grouped: model, channels, storage, limits, NATS identities, gateway
