@@ -382,6 +382,14 @@ async def run(
         standin.stop()
 
 
+def latency_pair(args: argparse.Namespace, **second: bool) -> tuple[tuple[float, float], tuple[float, float]]:
+    """The latency run as is, then with ``second`` (one_process, memory): the overheads of both."""
+    latency = argparse.Namespace(**{**vars(args), "latency_only": True})
+    first = asyncio.run(run(latency, auth=True))
+    print()
+    return first, asyncio.run(run(latency, auth=True, **second))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--turns", type=int, default=1000)
@@ -400,19 +408,13 @@ def main() -> None:
     # Readiness probes connect and close a bus each: their "disconnected" warnings are noise here.
     logging.getLogger("delegate.runtime.bus").setLevel(logging.ERROR)
     if args.compare_modes:
-        latency = argparse.Namespace(**{**vars(args), "latency_only": True})
-        split = asyncio.run(run(latency, auth=True))
-        print()
-        host = asyncio.run(run(latency, auth=True, one_process=True))
+        split, host = latency_pair(args, one_process=True)
         print(f"\ncost of one host process on Delegate's overhead: p50 {ms(host[0])} vs {ms(split[0])} split "
               f"({(host[0] - split[0]) / split[0]:+.0%}; bound +10%), p99 {ms(host[1])} vs {ms(split[1])} "
               f"({(host[1] - split[1]) / split[1]:+.0%})")
         return
     if args.compare_memory:
-        latency = argparse.Namespace(**{**vars(args), "latency_only": True})
-        without = asyncio.run(run(latency, auth=True))
-        print()
-        with_memory = asyncio.run(run(latency, auth=True, memory=True))
+        without, with_memory = latency_pair(args, memory=True)
         print(f"\ncost of retrieval before each turn on Delegate's overhead: p50 {ms(with_memory[0])} vs "
               f"{ms(without[0])} without the memory service (+{ms(with_memory[0] - without[0])}), "
               f"p99 {ms(with_memory[1])} vs {ms(without[1])}")
