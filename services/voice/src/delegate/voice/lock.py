@@ -21,8 +21,10 @@ log = logging.getLogger(__name__)
 
 
 class VoiceLock:
-    def __init__(self, js: JetStreamContext, holder: str, *, ttl: float) -> None:
-        self._lease = Lease(js, holder, bucket=VOICE_LEASE_BUCKET, singleton="voice", ttl=ttl, renew_every=ttl / 3)
+    def __init__(self, js: JetStreamContext, holder: str, *, ttl: float, replicas: int | None = None) -> None:
+        """``replicas``: the bucket's copies (NATS_REPLICAS from the service's settings)."""
+        self._lease = Lease(js, holder, bucket=VOICE_LEASE_BUCKET, singleton="voice", ttl=ttl, renew_every=ttl / 3,
+                            replicas=replicas)
         self.lost = asyncio.Event()
         self._holder: asyncio.Task[None] | None = None
 

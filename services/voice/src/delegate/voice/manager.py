@@ -83,7 +83,7 @@ class Sessions:
         if self.current is not None:
             return self._busy(), None
         await self.load_session_code()
-        lock = VoiceLock(self.bus.js, self.instance, ttl=self.settings.voice_lock_ttl_s)
+        lock = VoiceLock(self.bus.js, self.instance, ttl=self.settings.voice_lock_ttl_s, replicas=self.bus.replicas)
         if not await lock.acquire():
             return self._busy(), None
         if self.current is not None:  # another prepare here won while we waited for the lock

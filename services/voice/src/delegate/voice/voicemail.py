@@ -128,7 +128,9 @@ class AnsweredByConsumer:
     async def _record_alone(self, record: CallVoicemail, placed: Event | None) -> None:
         """The session is gone (voice restarted): write the record under the voice lock, and close
         the span the dead process left open."""
-        lock = VoiceLock(self.bus.js, self.sessions.instance, ttl=self.settings.voice_lock_ttl_s)
+        lock = VoiceLock(
+            self.bus.js, self.sessions.instance, ttl=self.settings.voice_lock_ttl_s, replicas=self.bus.replicas
+        )
         if self.sessions.current is not None or not await lock.acquire():
             raise LockBusy("a voice session holds the lock; the voicemail is recorded after it")
         try:
