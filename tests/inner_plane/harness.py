@@ -52,6 +52,17 @@ async def eventually(check: Callable[[], Awaitable[T | None]], what: str, timeou
         await asyncio.sleep(0.05)
 
 
+async def early_in_a_period(period_s: float, min_left: float) -> float:
+    """Wait (if need be) until at least ``min_left`` seconds of the current BUDGET_PERIOD_S
+    window remain; returns its end (epoch seconds)."""
+    async def room() -> float | None:
+        now = time.time()
+        end = (now // period_s + 1) * period_s
+        return end if end - now >= min_left else None
+
+    return await eventually(room, "a fresh budget period", period_s + 5)
+
+
 class Harness:
     def __init__(self, system: System, bus: Bus) -> None:
         self.system = system

@@ -24,7 +24,7 @@ from delegate.contracts.signals import ScriptPayload, ScriptSignal
 from tests.support.standin import StandinProcess
 from tests.support.system import System, module_system
 
-from .harness import MEMORY_MARK, Harness, eventually, model_requests, plane_env
+from .harness import MEMORY_MARK, Harness, early_in_a_period, eventually, model_requests, plane_env
 from .harness import restart_plane as restart_with
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -109,16 +109,6 @@ async def budget(system: System) -> BudgetReply:
     return BudgetReply.model_validate(body)
 
 
-async def early_in_a_period(min_left: float) -> float:
-    """Wait (if need be) until at least ``min_left`` seconds of the current period remain; its end."""
-    async def room() -> float | None:
-        now = time.time()
-        end = (now // PERIOD_S + 1) * PERIOD_S
-        return end if end - now >= min_left else None
-
-    return await eventually(room, "a fresh budget period", PERIOD_S + 5)
-
-
 async def test_a_burst_over_the_daily_line_is_held_told_once_and_runs_in_the_next_period(
     running: System, h: Harness
 ) -> None:
@@ -126,7 +116,7 @@ async def test_a_burst_over_the_daily_line_is_held_told_once_and_runs_in_the_nex
     ask = await h.append(Message(text="hi"), conversation_id="c-spend", span_id=None, channel="sms", role="user")
     await h.append(Message(text="hello"), conversation_id="c-spend", span_id=None, channel="sms", role="assistant",
                    parent_id=ask.id)
-    period_end = await early_in_a_period(45.0)
+    period_end = await early_in_a_period(PERIOD_S, 45.0)
     burst = [ScriptSignal(source=f"burst-{n}", payload=ScriptPayload(text=f"look at {n}")) for n in range(10)]
     for s in burst:
         await h.bus.publish(topics.INNER_SIGNAL, s)

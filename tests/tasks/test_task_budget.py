@@ -6,6 +6,7 @@ while the task's first model step is under way; the task pauses before its next 
 """
 
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -13,6 +14,7 @@ import pytest
 from delegate.contracts import topics
 from delegate.contracts.events import ModelUsage, make_event
 from delegate.runtime.bus import Bus
+from tests.inner_plane.harness import early_in_a_period
 from tests.support.standin import TEST_API_KEY, StandinProcess
 from tests.support.system import System, module_system
 
@@ -33,19 +35,25 @@ def running(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReq
         yield system
 
 
+async def paused_over_the_line(http: httpx.AsyncClient, bus: Bus, goal: str) -> dict[str, Any]:
+    """Create a task; once it runs, an expensive owner turn's usage pushes the day over the line
+    (BUDGET_DAILY_USD=1): the task, paused by the budget."""
+    task = await create(http, goal)
+    await wait_state(http, task["id"], "running")
+    pricey = make_event(ModelUsage(model="gpt-5.5", purpose="owner_turn", input_tokens=10**6, cost_usd=5.0),
+                        conversation_id=None, span_id=None, channel="text")
+    await bus.publish(topics.ledger_append("test"), pricey)
+    paused = await wait_state(http, task["id"], "paused", timeout=60)
+    assert paused["paused_by"] == "budget", paused
+    return task
+
+
 async def test_a_task_over_budget_pauses_and_resumes_when_the_budget_is_raised(
         running: System, http: httpx.AsyncClient, bus: Bus, module_standin: StandinProcess) -> None:
     module_standin.reset()
     # The first model step takes a while: the line is crossed meanwhile.
     module_standin.script(tool_call("no_such_tool", {}, delay_ms=4000), answer("all done"))
-    task = await create(http, "Look something up")
-    await wait_state(http, task["id"], "running")
-    pricey = make_event(ModelUsage(model="gpt-5.5", purpose="owner_turn", input_tokens=10**6, cost_usd=5.0),
-                        conversation_id=None, span_id=None, channel="text")
-    await bus.publish(topics.ledger_append("test"), pricey)
-
-    paused = await wait_state(http, task["id"], "paused", timeout=60)
-    assert paused["paused_by"] == "budget", paused
+    task = await paused_over_the_line(http, bus, "Look something up")
     # At most the step under way when the line was crossed (the browser's start may take longer).
     calls_at_pause = len(module_standin.response_requests())
     assert calls_at_pause <= 1
@@ -64,3 +72,22 @@ async def test_a_task_over_budget_pauses_and_resumes_when_the_budget_is_raised(
     assert len(pauses) == 1 and pauses[0]["by"] == "budget" and pauses[0]["reason"] == "budget_usd"
     assert "daily budget $1.0000 (Europe/Berlin)" in pauses[0]["detail"]
     assert resumes == [{"by": "budget"}]
+
+
+async def test_a_task_paused_by_the_budget_resumes_by_itself_in_the_next_period(
+        running: System, http: httpx.AsyncClient, bus: Bus, module_standin: StandinProcess) -> None:
+    period = 60.0
+    running.extra_env.update({"BUDGET_DAILY_USD": "1.0", "BUDGET_PERIOD_S": str(period)})
+    running.kill("tasks")
+    running.start("tasks")
+    module_standin.reset()
+    module_standin.script(tool_call("no_such_tool", {}, delay_ms=2000), answer("done next period"))
+    await early_in_a_period(period, 50.0)  # the line is crossed and the task paused in one period
+    task = await paused_over_the_line(http, bus, "Look it up later if need be")
+    done = await wait_state(http, task["id"], "done", timeout=period + 60)
+    assert done["answer"] == "done next period"
+    events = await ended_journal(bus, task["id"])
+    paused_at = next(e.ts for e in events if e.kind == "task.paused")
+    resumed = next(e for e in events if e.kind == "task.resumed")
+    assert resumed.payload["data"] == {"by": "budget"}
+    assert int(resumed.ts.timestamp() // period) > int(paused_at.timestamp() // period), "resumed in the same period"
