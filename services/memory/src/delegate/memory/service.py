@@ -133,15 +133,12 @@ class MemoryService:
 
     async def _search(self, req: MemorySearchRequest) -> MemorySearchReply:
         dense = self.vectors.dense if self.vectors is not None else None
-        now = req.now or utcnow()
-        if dense is None:
-            # Full text only: a few milliseconds of SQLite and arithmetic, answered here. A worker
-            # thread's two hand-offs cost the turn waiting for it ~0.45 ms more (next to a ~2.3 ms
-            # search, on a loaded two-core machine).
-            return search(self.index, req, now, self.settings.memory_context_tokens, None)
         # A worker thread (each has its own read connection): embedding the query takes
-        # milliseconds of CPU, and the follower and the fact commands share this loop.
-        return await asyncio.to_thread(search, self.index, req, now, self.settings.memory_context_tokens, dense)
+        # milliseconds of CPU, and the follower and the fact commands share this loop. (Answering
+        # full-text searches on the loop instead saved nothing measurable: issue #27.)
+        return await asyncio.to_thread(
+            search, self.index, req, req.now or utcnow(), self.settings.memory_context_tokens, dense
+        )
 
     async def _import_status(self, req: ImportStatusRequest) -> ImportStatus:
         status = self.index.import_status(req.import_id)
