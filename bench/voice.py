@@ -525,6 +525,9 @@ async def run(args: argparse.Namespace, one_process: bool = False) -> tuple[bool
         "TWILIO_AUTH_TOKEN": AUTH_TOKEN,
         "OWNER_PHONE": OWNER,
         "PUBLIC_BASE_URL": PUBLIC,
+        # The two calls take turns: ours hears no caller frames while the floor's segment runs,
+        # which Twilio's never does; the gateway would end it as a lost stream.
+        "VOICE_MEDIA_TIMEOUT_S": "3600",
     })
     floor_port = free_port()
     floor_proc = await asyncio.create_subprocess_exec(
