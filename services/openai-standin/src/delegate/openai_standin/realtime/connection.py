@@ -144,6 +144,9 @@ class RealtimeConnection:
     # -- session ------------------------------------------------------------
 
     async def _session_update(self, event: dict[str, Any], _event_id: str | None) -> None:
+        refused = self.script.take_session_update()
+        if refused is not None:
+            raise EventError(refused.message, code=refused.code, kind=refused.type, param="session")
         self.config = session.merged(self.config, event["session"], audio_started=self.audio_started)
         self.input.configure(self._input["format"], self._input["turn_detection"])
         await self._event("session.updated", session=self.config)
