@@ -5,7 +5,7 @@ import { h, icon, reconcile, setText } from "./dom.js";
 import { channelInfo, formatRange, formatTime, fullTime, innerDetail, innerSummary } from "./format.js";
 import { renderIncremental, renderMarkdown } from "./markdown.js";
 import { attachmentText, mergeDelivery, messageAttachments, messageHeader, refusedText } from "./channels.js";
-import { attachedTo, isInnerKind, spanLabel } from "./timeline.js";
+import { attachedTo, isInnerKind, spanCost, spanLabel } from "./timeline.js";
 import { diagramUrl, taskCardNode, updateTaskCard } from "./tasks.js";
 
 const LONG_VALUE = 400;
@@ -467,17 +467,19 @@ export class TimelineView {
     const mark = h("span", { class: "span-icon" });
     // An activation's run picture (an SVG the server draws): opened as an image in a new tab.
     const picture = h("a", { class: "span-picture", target: "_blank", rel: "noopener", hidden: true, text: "Run picture" });
+    // What the span's model calls cost (an activation: work Delegate did on its own).
+    const cost = h("span", { class: "span-cost", hidden: true });
     const summary = h(
       "summary",
       { class: "span-head" },
       icon("chevron", "icon chevron"),
       mark,
-      h("span", { class: "span-heading" }, h("span", { class: "span-top" }, title, time, channels, picture), line),
+      h("span", { class: "span-heading" }, h("span", { class: "span-top" }, title, time, channels, cost, picture), line),
     );
     const body = h("div", { class: "span-body" });
     details.append(summary, body);
     const node = h("section", { class: "span", "data-span-id": b.span_id }, details);
-    Object.assign(node, { _details: details, _title: title, _time: time, _channels: channels, _line: line, _mark: mark, _picture: picture, _body: body, _items: new Map() });
+    Object.assign(node, { _details: details, _title: title, _time: time, _channels: channels, _line: line, _mark: mark, _picture: picture, _cost: cost, _body: body, _items: new Map() });
     // Open when it appears live or as the newest span; after that only the person opens or
     // closes it, so nothing folds away under their eyes.
     details.open = !b.closed || b.key === this.lastSpanKey;
@@ -497,6 +499,10 @@ export class TimelineView {
     setText(node._time, formatRange(b.start, b.end));
     setText(node._channels, b.channels.map((c) => channelInfo(c).label).join(" · "));
     setText(node._line, b.summary);
+    const cost = b.spanType === "activation" ? spanCost(b) : "";
+    setText(node._cost, cost);
+    node._cost.hidden = !cost;
+    if (cost) node._cost.setAttribute("title", "What this activation's model calls cost");
     const run = b.spanType === "activation" && b.activationId ? diagramUrl(b.activationId) : null;
     node._picture.hidden = !run;
     if (run && node._picture.getAttribute("href") !== run) {

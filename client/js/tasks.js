@@ -13,6 +13,7 @@
 
 import { append, h, reconcile, setText } from "./dom.js";
 import { formatNumber, formatRange, formatTime, fullTime } from "./format.js";
+import { spanCost } from "./timeline.js";
 
 export const TASK_STATES = ["queued", "running", "paused", "done", "failed", "cancelled"];
 const TERMINAL = new Set(["done", "failed", "cancelled"]);
@@ -734,13 +735,15 @@ export function updateTaskCard(node, block) {
   const when = formatRange(block.start, block.end);
   const progress = t.of ? `${t.steps} / ${t.of} steps` : `${t.steps} step${t.steps === 1 ? "" : "s"}`;
   const extra = [t.refused ? `${t.refused} refused` : "", t.unknown ? `${t.unknown} to check` : ""].filter(Boolean);
-  const sig = [t.state, progress, when, ...extra].join("|");
+  const cost = spanCost(block);
+  const sig = [t.state, progress, when, cost, ...extra].join("|");
   if (node._sig !== sig) {
     node._sig = sig;
     node._meta.replaceChildren(
       stateBadge(t.state),
       h("span", { class: "task-card-progress", text: progress }),
       h("span", { class: "task-card-time", text: when }),
+      ...(cost ? [h("span", { class: "task-card-cost", title: "What this task's model calls cost", text: cost })] : []),
       ...extra.map((x) => h("span", { class: "task-card-flag", text: x })),
     );
   }

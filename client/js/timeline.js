@@ -5,6 +5,8 @@
 // pending messages (by client_msg_id) and the history cursor. `buildView` turns them
 // into render blocks; the DOM layer only reconciles those blocks by key.
 
+import { money } from "./usage.js";
+
 /** Kinds shown as Inner Plane activity: collapsed, never styled like a message. */
 export const INNER_KINDS = new Set([
   "context.usage",
@@ -268,7 +270,18 @@ function spanBlock(id) {
     messageCount: 0,
     innerCount: 0,
     firstText: null,
+    calls: 0, // model calls billed to the span (its model.usage events)
+    costUsd: 0, // their priced cost; `unpriced` when any came from a model with no price
+    unpriced: false,
   };
+}
+
+/** What a span's model calls cost, from its `model.usage` events: "$0.0042 · 3 model calls". */
+export function spanCost(b) {
+  if (!b.calls) return "";
+  const calls = `${b.calls} model call${b.calls === 1 ? "" : "s"}`;
+  if (b.unpriced && !b.costUsd) return `unpriced · ${calls}`;
+  return `${b.unpriced ? "at least " : ""}${money(b.costUsd)} · ${calls}`;
 }
 
 function noteSpanEvent(b, ev) {
@@ -337,6 +350,12 @@ export function buildView(tl) {
       b.closeReason = (ev.payload && ev.payload.reason) || null;
       b.closeSummary = (ev.payload && ev.payload.summary) || null;
       continue;
+    }
+    if (ev.kind === "model.usage") {
+      b.calls += 1;
+      const cost = ev.payload ? ev.payload.cost_usd : null;
+      if (typeof cost === "number") b.costUsd += cost;
+      else b.unpriced = true;
     }
     if (ev.kind === "message") {
       b.messageCount += 1;

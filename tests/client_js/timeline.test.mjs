@@ -16,6 +16,7 @@ import {
   isHiddenKind,
   isInnerKind,
   mergePage,
+  spanCost,
   spanSummary,
   tsKey,
   updatePending,
@@ -399,4 +400,20 @@ test("a live event older than the loaded window waits for load older; its seq st
   const older = userMsg("older still", { ts: at(0.5), seq: 10 });
   assert.equal(addLive(tl, older).length, 1);
   assert.equal(tl.order[0].id, older.id);
+});
+
+test("a span's model calls add up to its cost; an unpriced model is never $0", () => {
+  const tl = createTimeline();
+  const usage = (cost) => ev("model.usage", { span_id: "act1", channel: "inner", payload: { purpose: "activation", cost_usd: cost } });
+  addEvents(tl, [spanOpened("activation", { span_id: "act1" }), usage(0.0021), usage(0.0013)]);
+  let [span] = buildView(tl);
+  assert.equal(span.calls, 2);
+  assert.equal(spanCost(span), "$0.0034 · 2 model calls");
+  addEvents(tl, [usage(null)]);
+  [span] = buildView(tl);
+  assert.equal(spanCost(span), "at least $0.0034 · 3 model calls");
+  const quiet = createTimeline();
+  addEvents(quiet, [spanOpened("activation", { span_id: "act2" }), ev("model.usage", { span_id: "act2", payload: { cost_usd: null } })]);
+  assert.equal(spanCost(buildView(quiet)[0]), "unpriced · 1 model call");
+  assert.equal(spanCost({ calls: 0 }), "", "no model call, nothing to show");
 });
