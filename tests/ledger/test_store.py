@@ -224,7 +224,7 @@ async def test_reopening_keeps_data_and_applies_no_migration_twice(store: Ledger
     await store.open()
     assert (await store.get(event_id=event.id)) is not None
     assert rows(store, "SELECT version, name FROM schema_version ORDER BY version") == [
-        (1, "initial"), (2, "sessions"), (3, "terms"), (4, "fences"), (5, "thoughtflow"), (6, "kinds"),
+        (1, "initial"), (2, "sessions"), (3, "terms"), (4, "fences"), (5, "thoughtflow"), (6, "kinds"), (7, "usage"),
     ]
 
 

@@ -177,7 +177,7 @@ async def test_a_v2_database_with_sessions_migrates_to_terms(
     await store.open()
     try:
         versions = rows(store, "SELECT version, name FROM schema_version ORDER BY version")
-        assert [v for v, _ in versions] == [1, 2, 3, 4, 5, 6]
+        assert [v for v, _ in versions] == [1, 2, 3, 4, 5, 6, 7]
         got = terms(store)
         assert set(got) == {"A", "B", "C"}
         assert (got["A"]["end_reason"], got["B"]["supersedes"], got["C"]["ended_at"]) == ("superseded", "A", None)
