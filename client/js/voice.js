@@ -14,6 +14,7 @@ export const CLOSE_TRY_LATER = 1013;
 export const CLOSE_BAD_PRESET = 4400;
 export const CLOSE_UNAUTHORIZED = 4401;
 export const CLOSE_BUSY = 4409;
+export const CLOSE_BUDGET = 4402; // BUDGET_HARD_STOP_OWNER: a spend line is reached
 
 export const MIC_CONSTRAINTS = Object.freeze({
   audio: Object.freeze({ echoCancellation: true, noiseSuppression: true, autoGainControl: true, channelCount: 1 }),
@@ -26,6 +27,7 @@ export const MESSAGES = Object.freeze({
   insecure: "The microphone needs a secure page: open Delegate over https (or on localhost)",
   audio_failed: "Audio could not start in this browser",
   busy: "The line is busy: another call is live.",
+  budget: "Your spending limit is reached: calls wait until it resets or you raise it.",
   unauthorized: "Your session ended. Sign in again.",
   bad_preset: "That voice preset is not available",
   unavailable: "Voice is not available right now. Try again in a moment.",
@@ -200,6 +202,7 @@ export class VoiceCall {
     if (this.info.status === "ended") return;
     const code = e.code;
     if (code === CLOSE_BUSY) return this._finish({ error: "busy" });
+    if (code === CLOSE_BUDGET) return this._finish({ error: "budget", message: (this.lastError && this.lastError.message) || "" });
     if (code === CLOSE_UNAUTHORIZED) return this._finish({ error: "unauthorized" });
     if (code === CLOSE_BAD_PRESET) return this._finish({ error: "bad_preset", message: (this.lastError && this.lastError.message) || "" });
     if (this.info.status === "ending") return this._finish({ reason: "hangup" });

@@ -16,6 +16,7 @@ import {
 } from "../../client/js/voice-audio.js";
 import { Captions } from "../../client/js/voice-captions.js";
 import {
+  CLOSE_BUDGET,
   CLOSE_BUSY,
   MESSAGES,
   MIC_CONSTRAINTS,
@@ -415,6 +416,18 @@ test("busy: an error frame or close 4409 ends the call with the busy message", a
   await b.call.start();
   b.sockets[0].drop(CLOSE_BUSY);
   assert.equal(b.call.info.error, "busy");
+});
+
+test("budget: close 4402 ends the call saying the spending limit is reached, with the server's figures", async () => {
+  const hx = callHarness();
+  await hx.call.start();
+  hx.sockets[0].open();
+  const figures = "Your spending limit is reached: today's spend is $0.75 of $0.50.";
+  hx.sockets[0].text({ type: "error", code: "budget", message: figures });
+  hx.sockets[0].drop(CLOSE_BUDGET);
+  assert.equal(hx.call.info.error, "budget");
+  assert.equal(hx.call.info.message, MESSAGES.budget);
+  assert.equal(hx.call.info.detail, figures);
 });
 
 test("mic denied: a clear message and no socket at all", async () => {

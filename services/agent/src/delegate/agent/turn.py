@@ -30,11 +30,11 @@ from delegate.contracts.ids import utcnow
 from delegate.contracts.memory import Purpose
 from delegate.contracts.messages import CommandReply, Delta, TurnCommand
 from delegate.runtime.bus import Bus, BusUnavailable, DomainError, Retryable
+from delegate.runtime.hard_stop import owner_turn_refusal
 from delegate.runtime.metering import Cause
 from delegate.runtime.working_context import compose_instructions
 
 from . import model as responses
-from .hard_stop import owner_turn_refusal
 from .model import ChainLost, ModelError, Rejected, StreamBroken
 from .prompts import BASE_INSTRUCTIONS
 from .retrieval import Retrieval, TurnMemory, item_text

@@ -139,7 +139,8 @@ ROLES: dict[str, Role] = {
             subscribes=(topics.VOICE_IN_ANY,),
             consumes=(Consumer("CHANNELS", streams.VOICE_ANSWERED_BY, topics.CALL_ANSWERED),),
             requests=(topics.TOOLS_LIST, topics.TOOLS_CALL, topics.LEDGER_RESUME, topics.LEDGER_QUERY,
-                      topics.LEDGER_GET, topics.MEMORY_SEARCH),
+                      topics.LEDGER_GET, topics.MEMORY_SEARCH,
+                      topics.INNER_BUDGET),  # BUDGET_HARD_STOP_OWNER: may the owner's call open?
             serves=(topics.VOICE_PREPARE, topics.VOICE_ATTACH_ANY, topics.VOICE_STATE_GET,
                     topics.VOICE_CALL_OWNER, topics.PINGS["voice"]),
             buckets=(s.VOICE_LEASE_BUCKET,),

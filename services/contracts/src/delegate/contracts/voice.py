@@ -26,7 +26,8 @@ VoiceKind = Literal["phone", "browser"]
 Direction = Literal["inbound", "outbound"]
 AudioFormat = Literal["pcmu", "pcm16"]  # G.711 µ-law 8 kHz (phone), PCM16 LE 24 kHz (browser)
 VoiceStatus = Literal["idle", "connecting", "live", "ending"]
-RefusalReason = Literal["busy", "unavailable", "bad_preset", "bad_token", "unknown_session"]
+# budget: BUDGET_HARD_STOP_OWNER is on and a spend line is reached (the message has the figures)
+RefusalReason = Literal["busy", "unavailable", "bad_preset", "bad_token", "unknown_session", "budget"]
 
 MAX_AUDIO_B64 = 1_000_000  # one relayed chunk; Twilio sends 216 characters per 20 ms
 TOKEN_MAX = 64

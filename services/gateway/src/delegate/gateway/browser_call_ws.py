@@ -44,6 +44,7 @@ CLOSE_NORMAL = 1000
 CLOSE_SILENT = 4408  # the page sent neither audio nor a heartbeat in time
 CLOSE_BAD_PRESET = 4400
 CLOSE_BUSY = 4409
+CLOSE_BUDGET = 4402  # BUDGET_HARD_STOP_OWNER: a spend line is reached (the error frame says which)
 MAX_PRESET = 100
 KNOWN_TYPES = ("hangup", "mark", "preset", "heartbeat")
 
@@ -132,6 +133,8 @@ class BrowserCall:
             return reply.session_id, reply.token
         if reply.reason == "busy":
             raise _Refused(CLOSE_BUSY, "busy", reply.message or "another call is in progress")
+        if reply.reason == "budget":
+            raise _Refused(CLOSE_BUDGET, "budget", reply.message or "the spending limit is reached")
         if reply.reason == "bad_preset":
             raise _Refused(CLOSE_BAD_PRESET, "bad_preset", reply.message or f"no voice preset named {self.preset!r}")
         raise _Refused(CLOSE_TRY_LATER, "voice_unavailable", reply.message or "the voice service cannot take a call")

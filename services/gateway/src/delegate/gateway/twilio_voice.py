@@ -49,6 +49,9 @@ _CALL_SID = re.compile(r"CA[0-9a-fA-F]{32}")
 REFUSAL = "Sorry, this number only takes calls from its owner. Goodbye."
 UNAVAILABLE = "Sorry, the assistant cannot take calls right now. Please try again later."
 APOLOGY = "Sorry, the call dropped. Please call again."
+# BUDGET_HARD_STOP_OWNER and a spend line reached: the figures are on the timeline and the Usage panel.
+BUDGET_REACHED = ("Your spending limit is reached, so I can't take calls until it resets or you raise it. "
+                  "Goodbye.")
 
 
 def twiml(response: VoiceResponse) -> Response:
@@ -128,6 +131,8 @@ async def incoming_call(request: Request, ctx: ContextDep) -> Response:
             response = VoiceResponse()
             response.reject(reason="busy")
             return twiml(response)
+        if reply.reason == "budget":
+            return twiml(say_and_hang_up(BUDGET_REACHED))
         return twiml(say_and_hang_up(UNAVAILABLE))
     if not SESSION_ID.fullmatch(reply.session_id):
         log.error("call %s: voice named its session %r, which cannot be relayed", call_sid, reply.session_id[:80])

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from delegate.contracts import topics
 from delegate.contracts.voice import PrepareReply, PrepareSession, VoiceState, VoiceStateRequest
 from delegate.runtime.bus import Bus
+from delegate.runtime.hard_stop import owner_turn_refusal
 from delegate.runtime.openai_client import import_sdk
 
 from .ledger import VoiceLedger
@@ -82,6 +83,11 @@ class Sessions:
             return PrepareReply(ok=False, reason="bad_preset", message=message), None
         if self.current is not None:
             return self._busy(), None
+        if req.direction == "inbound" and self.settings.budget_hard_stop_owner:
+            # A call the owner starts; calls we place come from activations, held by the broker.
+            refusal = await owner_turn_refusal(self.bus)
+            if refusal is not None:
+                return PrepareReply(ok=False, reason="budget", message=refusal), None
         await self.load_session_code()
         lock = VoiceLock(self.bus.js, self.instance, ttl=self.settings.voice_lock_ttl_s, replicas=self.bus.replicas)
         if not await lock.acquire():

@@ -7,6 +7,9 @@ from delegate.runtime.settings import ServiceSettings
 
 
 class Settings(ServiceSettings):
+    # BUDGET_HARD_STOP_OWNER (runtime.spend, read by the agent too): over a spend line, a call the
+    # owner starts is refused with the figures instead of opening a Realtime session.
+    budget_hard_stop_owner: bool = False
     openai_realtime_model: str = "gpt-realtime"  # OPENAI_REALTIME_MODEL
     # OPENAI_TRANSCRIBE_MODEL: transcribes the caller's words (the ledger's user messages)
     openai_transcribe_model: str = "gpt-4o-mini-transcribe"

@@ -1,15 +1,17 @@
-"""BUDGET_HARD_STOP_OWNER: over a spend line, the owner's own turns are refused, saying why.
+"""BUDGET_HARD_STOP_OWNER: over a spend line, the owner's own turns and calls are refused, saying why.
 
-Only asked when the setting is on (off, an owner turn never waits for it). The inner plane
-keeps the spend projection; when it does not answer, the turn runs: a budget check that is
-away must not silence the assistant.
+Asked by the agent before an owner turn and by voice before a call the owner starts, only when
+the setting is on (off, nothing waits for it). The inner plane keeps the spend projection; when
+it does not answer, the turn or call runs: a budget check that is away must not silence the
+assistant.
 """
 
 import logging
 
 from delegate.contracts import topics
 from delegate.contracts.budget import BudgetLine, BudgetReply, BudgetRequest
-from delegate.runtime.bus import Bus, BusUnavailable, RemoteError
+
+from .bus import Bus, BusUnavailable, RemoteError
 
 log = logging.getLogger(__name__)
 
