@@ -6,8 +6,8 @@
 - A double Ctrl-C stops it too, sooner rather than later.
 - A SIGKILLed launcher runs no cleanup: its children die with it (`delegate.launcher.lifeline`).
 
-The bound asserted is the issue's 5 s of stop budget plus room for a loaded machine; the
-measured times are printed.
+The bound asserted is the launcher's stop budget (STOP_BUDGET_S, the services' STOP_GRACE_S)
+plus room for a loaded machine; the measured times are printed.
 """
 
 import os
@@ -24,8 +24,8 @@ from delegate.launcher.procs import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-# The launcher's own budget is 5 s (STOP_BUDGET_S + NATS_STOP_S); a hang is forever.
-STOP_BOUND_S = 15.0
+# The launcher's own budget is 13 s (STOP_BUDGET_S + NATS_STOP_S); a hang is forever.
+STOP_BOUND_S = 30.0
 # Rounds of signals arriving together; LAUNCHER_SIGNAL_ROUNDS=50 runs the issue's full count.
 ROUNDS = int(os.environ.get("LAUNCHER_SIGNAL_ROUNDS", "5"))
 

@@ -111,7 +111,9 @@ class CapsuleRefresher:
                 instructions=CAPSULE_INSTRUCTIONS,
                 text=capsule_input(previous.text if previous else None, turns, omitted),
                 meter=self.ctx.meter,
-                cause=Cause("capsule", "inner", cid, conversation_id=cid, span_id=state.open_span_of(cid)),
+                # The conversation's, in no span: a refresh the end of a span asked for finishes
+                # after that span.closed, and a span's events end with its close.
+                cause=Cause("capsule", "inner", cid, conversation_id=cid),
             )
             text = text.strip()
             if not text:

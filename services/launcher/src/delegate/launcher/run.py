@@ -44,7 +44,7 @@ STOP_STAGES: tuple[tuple[str, ...], ...] = (
 SUPERVISE_EVERY_S = 0.5  # how often the launcher looks at its children (and shows the token)
 # How long the staged stop may take in all before what still runs is SIGKILLed (a service's own
 # stop is bounded as well: `delegate.runtime.service`), and NATS's share after it.
-STOP_BUDGET_S = 4.0
+STOP_BUDGET_S = 12.0  # the services' own STOP_GRACE_S: a turn running at Ctrl-C may finish
 NATS_STOP_S = 1.0
 
 # DELEGATE_PROCESSES: "host" (the default) runs every service in one process
