@@ -2,11 +2,11 @@
 
 from pathlib import Path
 from urllib.parse import urlsplit
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import Field, SecretStr, field_validator
 
 from delegate.runtime.settings import ServiceSettings
+from delegate.runtime.spend import known_timezone
 
 from .phone import e164
 
@@ -99,11 +99,7 @@ class Settings(ServiceSettings):
     @field_validator("owner_timezone")
     @classmethod
     def _known_timezone(cls, value: str) -> str:
-        try:
-            ZoneInfo(value)
-        except (ZoneInfoNotFoundError, ValueError) as exc:
-            raise ValueError(f"OWNER_TIMEZONE {value!r} is not an IANA time zone (e.g. Europe/Berlin)") from exc
-        return value
+        return known_timezone(value)
 
     @field_validator("delegate_token", mode="before")
     @classmethod

@@ -28,6 +28,15 @@ RUNAWAY_WINDOW = timedelta(minutes=1)
 HoldReason = Literal["budget_usd", "runaway"]
 
 
+def known_timezone(value: str) -> str:
+    """OWNER_TIMEZONE's check, for every settings class that reads it: an IANA zone name."""
+    try:
+        ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise ValueError(f"OWNER_TIMEZONE {value!r} is not an IANA time zone (e.g. Europe/Berlin)") from exc
+    return value
+
+
 class BudgetSettings(BaseModel):
     """The BUDGET_* settings; a service's settings class derives from this beside ServiceSettings."""
 
@@ -52,11 +61,7 @@ class BudgetSettings(BaseModel):
     @field_validator("owner_timezone")
     @classmethod
     def _known_zone(cls, value: str) -> str:
-        try:
-            ZoneInfo(value)
-        except (ZoneInfoNotFoundError, ValueError) as exc:
-            raise ValueError(f"OWNER_TIMEZONE {value!r} is not an IANA time zone (e.g. Europe/Berlin)") from exc
-        return value
+        return known_timezone(value)
 
     @property
     def limits(self) -> "Limits":
