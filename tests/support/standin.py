@@ -191,7 +191,11 @@ class StandinProcess:
 
     def _control(self) -> httpx.Client:
         if self._http is None:
-            self._http = httpx.Client(base_url=self.root_url, timeout=5.0)
+            # No kept-alive connections: the stand-in (uvicorn) closes an idle one after 5 s, and a
+            # request sent on it as it closes fails with "Server disconnected" (seen in CI).
+            self._http = httpx.Client(
+                base_url=self.root_url, timeout=5.0, limits=httpx.Limits(max_keepalive_connections=0)
+            )
         return self._http
 
     def _close_http(self) -> None:
