@@ -1,5 +1,5 @@
 // The timeline's DOM: keyed blocks from timeline.buildView, reconciled in place so that
-// open/closed spans, focus and scroll survive every update.
+// folded activity, focus and scroll survive every update.
 
 import { h, icon, reconcile, setText } from "./dom.js";
 import { channelInfo, formatRange, formatTime, fullTime, innerDetail, innerSummary } from "./format.js";
@@ -387,9 +387,6 @@ export class TimelineView {
   }
 
   render(blocks) {
-    let lastSpan = null;
-    for (const b of blocks) if (b.type === "span") lastSpan = b.key;
-    this.lastSpanKey = lastSpan;
     reconcile(
       this.list,
       this.nodes,
@@ -458,31 +455,29 @@ export class TimelineView {
     }
   }
 
+  /**
+   * A span is a light marker in the flow (its icon, what it was, when, a thin rule), never a
+   * card that folds: every span's messages stay in one scroll, and only inner activity folds.
+   */
   makeSpan(b) {
-    const details = h("details", {});
     const title = h("span", { class: "span-title" });
     const time = h("span", { class: "span-time" });
     const channels = h("span", { class: "span-channels" });
-    const line = h("span", { class: "span-line" });
-    const mark = h("span", { class: "span-icon" });
+    const mark = h("span", { class: "span-icon", "aria-hidden": "true" });
     // An activation's run picture (an SVG the server draws): opened as an image in a new tab.
     const picture = h("a", { class: "span-picture", target: "_blank", rel: "noopener", hidden: true, text: "Run picture" });
     // What the span's model calls cost (an activation: work Delegate did on its own).
     const cost = h("span", { class: "span-cost", hidden: true });
-    const summary = h(
-      "summary",
+    const head = h(
+      "div",
       { class: "span-head" },
-      icon("chevron", "icon chevron"),
       mark,
-      h("span", { class: "span-heading" }, h("span", { class: "span-top" }, title, time, channels, cost, picture), line),
+      h("span", { class: "span-top" }, title, time, channels, cost, picture),
+      h("span", { class: "span-rule", "aria-hidden": "true" }),
     );
     const body = h("div", { class: "span-body" });
-    details.append(summary, body);
-    const node = h("section", { class: "span", "data-span-id": b.span_id }, details);
-    Object.assign(node, { _details: details, _title: title, _time: time, _channels: channels, _line: line, _mark: mark, _picture: picture, _cost: cost, _body: body, _items: new Map() });
-    // Open when it appears live or as the newest span; after that only the person opens or
-    // closes it, so nothing folds away under their eyes.
-    details.open = !b.closed || b.key === this.lastSpanKey;
+    const node = h("section", { class: "span", "data-span-id": b.span_id }, head, body);
+    Object.assign(node, { _head: head, _title: title, _time: time, _channels: channels, _mark: mark, _picture: picture, _cost: cost, _body: body, _items: new Map() });
     this.updateSpan(node, b);
     return node;
   }
@@ -498,7 +493,10 @@ export class TimelineView {
     setText(node._title, spanLabel(b.spanType));
     setText(node._time, formatRange(b.start, b.end));
     setText(node._channels, b.channels.map((c) => channelInfo(c).label).join(" · "));
-    setText(node._line, b.summary);
+    // What the span came to (its closing summary) is a hover note on the marker, not a line.
+    const note = b.closeSummary ? `${spanLabel(b.spanType)}: ${b.summary}` : "";
+    if (note) node._head.setAttribute("title", note);
+    else node._head.removeAttribute("title");
     const cost = b.spanType === "activation" ? spanCost(b) : "";
     setText(node._cost, cost);
     node._cost.hidden = !cost;
@@ -509,7 +507,7 @@ export class TimelineView {
       node._picture.setAttribute("href", run);
       node._picture.setAttribute("title", "Open the run picture of this activation in a new tab");
     }
-    const label = `${spanLabel(b.spanType)}, ${formatRange(b.start, b.end)}: ${b.summary}`;
+    const label = `${spanLabel(b.spanType)}, ${formatRange(b.start, b.end)}`;
     if (node.getAttribute("aria-label") !== label) node.setAttribute("aria-label", label);
     reconcile(
       node._body,

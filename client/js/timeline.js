@@ -51,6 +51,39 @@ export function isFoldedKind(kind) {
   );
 }
 
+/**
+ * Kinds that keep a row of their own in the flow: what was said, what went wrong, what was
+ * done on the owner's behalf. Every other kind is bookkeeping (context management, memory,
+ * decisions, run pictures, and kinds this client does not know yet): it folds into the inner
+ * activity of its turn or span and never shows as a raw kind.
+ */
+const ROW_KINDS = new Set([
+  "message",
+  "turn.failed",
+  "inbound.refused",
+  "tool.call",
+  "tool.result",
+  "inner.signal",
+  "activation.outcome",
+  "budget.notice",
+  "reminder.set",
+  "reminder.changed",
+  "reminder.cancelled",
+  "session.started",
+  "session.ended",
+  "call.placed",
+  "call.voicemail",
+  "import.started",
+  "import.finished",
+]);
+
+/** Bookkeeping: folded into the inner activity of its turn, span or the span before it. */
+export function isBookkeepingKind(kind) {
+  if (typeof kind !== "string") return false;
+  if (kind.startsWith("task.")) return false;
+  return isFoldedKind(kind) ? kind !== "inner.signal" : !ROW_KINDS.has(kind);
+}
+
 export function isInnerKind(kind) {
   return INNER_KINDS.has(kind) || (typeof kind === "string" && kind.startsWith("task."));
 }
@@ -328,6 +361,15 @@ export function buildView(tl) {
     }
     if (!ev.span_id) {
       if (STRUCTURAL_KINDS.has(ev.kind)) continue;
+      // Bookkeeping between spans (a carry-over note written after a call, a decision, a run
+      // picture) belongs to the span it follows: it joins that span's inner activity instead
+      // of standing as a row of its own after it.
+      const before = blocks[blocks.length - 1];
+      if (isBookkeepingKind(ev.kind) && before && before.type === "span" && !before.task && before.spanType !== "task") {
+        before.items.push({ type: "event", key: `ev:${ev.id}`, event: ev });
+        before.innerCount += 1;
+        continue;
+      }
       blocks.push({ type: "event", key: `ev:${ev.id}`, event: ev });
       if (ev.kind === "message" && ev.role === "user") userMessages.set(ev.id, null);
       continue;
@@ -480,7 +522,10 @@ export function foldTurns(items, spanId = "", { topLevel = false } = {}) {
       flush();
       turnKey = null;
     }
-    if (turnKey !== null && item.type === "event" && isFoldedKind(item.event.kind)) folded.push(item.event);
+    const fold = item.type === "event" && (isFoldedKind(item.event.kind) || isBookkeepingKind(item.event.kind));
+    // Bookkeeping with no turn to fold into (before the first span) still folds, into a line of its own.
+    if (fold && turnKey === null && isBookkeepingKind(item.event.kind)) turnKey = `top:${item.key}`;
+    if (turnKey !== null && fold) folded.push(item.event);
     else out.push(item);
   }
   flush();
@@ -495,7 +540,7 @@ const ACTIVITY_WORDS = [
   ["context.usage", "context check", "context checks"],
   ["model.usage", "model call", "model calls"],
   ["context.compacted", "summary of older messages", "summaries of older messages"],
-  ["context.capsule", "carry-over note", "carry-over notes"],
+  ["context.capsule", "what I keep in mind", "updates of what I keep in mind"],
   ["memory.retrieved", "memory lookup", "memory lookups"],
   ["memory.extracted", "memory saved", "memories saved"],
   ["memory.fact.added", "fact remembered", "facts remembered"],
@@ -508,12 +553,15 @@ const ACTIVITY_WORDS = [
   ["inner.decision", "decision", "decisions"],
 ];
 
+const OTHER_WORDS = { "thoughtflow.artifact": "run picture", "inner.signal": "signal" };
+
 /** "3 steps: memory lookup, context check, carry-over note": plain words, no jargon. */
 export function activitySummary(events) {
   const counts = new Map();
   for (const ev of events) {
     const row = ACTIVITY_WORDS.find(([k]) => k === ev.kind);
-    const word = row ? row[1] : ev.kind.startsWith("inner.") ? "inner signal" : ev.kind;
+    // A kind with no words of its own is never shown raw ("thoughtflow.artifact").
+    const word = row ? row[1] : OTHER_WORDS[ev.kind] || "other step";
     const plural = row ? row[2] : `${word}s`;
     const entry = counts.get(word) || { n: 0, plural };
     entry.n += 1;

@@ -320,7 +320,7 @@ test("context management folds into one activity line per turn, after the answer
   );
   // Nothing is lost: every folded event is in its turn's line, in timeline order.
   assert.deepEqual(span.items[3].events.map((e) => e.id), [rec.id, use1.id, cap.id]);
-  assert.equal(span.items[3].summary, "3 background steps: memory lookup, context check, carry-over note");
+  assert.equal(span.items[3].summary, "3 background steps: memory lookup, context check, what I keep in mind");
   assert.ok(isFoldedKind("inner.signal") && isFoldedKind("checkpoint") && !isFoldedKind("tool.result") && !isFoldedKind("message"));
   // Activity before the first question keeps its own line, keyed by the span.
   const early = foldTurns([{ type: "event", key: "ev:x", event: use1 }], "Z");
@@ -416,4 +416,36 @@ test("a span's model calls add up to its cost; an unpriced model is never $0", (
   addEvents(quiet, [spanOpened("activation", { span_id: "act2" }), ev("model.usage", { span_id: "act2", payload: { cost_usd: null } })]);
   assert.equal(spanCost(buildView(quiet)[0]), "unpriced · 1 model call");
   assert.equal(spanCost({ calls: 0 }), "", "no model call, nothing to show");
+});
+
+test("bookkeeping after a span joins that span's inner activity; raw kinds never show", () => {
+  const tl = createTimeline();
+  const s1 = spanOpened("phone", { span_id: "P", channel: "phone" });
+  const u = userMsg("when is my flight?", { span_id: "P", channel: "phone" });
+  const a = botMsg("07:40.", u.id, { span_id: "P", channel: "phone" });
+  const c1 = spanClosed({ span_id: "P" });
+  // Written after the call closed, with no span of their own.
+  const capsule = ev("context.capsule", { span_id: null, channel: "inner", payload: { text: "Flight 07:40." } });
+  const art = ev("thoughtflow.artifact", { span_id: null, channel: "inner", payload: {} });
+  const decision = ev("inner.decision", { span_id: null, channel: "inner", payload: { decision: "hold", reason: "quiet_hours" } });
+  const sig = ev("inner.signal", { span_id: null, channel: "inner", payload: { source: "timer", type: "due" } });
+  addEvents(tl, [s1, u, a, c1, capsule, art, decision, sig]);
+  const view = buildView(tl);
+  // The span keeps both messages; the three bookkeeping rows fold into its turn's activity;
+  // the signal stays a row between spans.
+  assert.deepEqual(spanKeys(view), [`span:P(ev:${u.id},ev:${a.id},act:ev:${u.id})`, `ev:${sig.id}`]);
+  const act = view[0].items[2];
+  assert.deepEqual(act.events.map((e) => e.id), [capsule.id, art.id, decision.id]);
+  assert.equal(act.summary, "3 background steps: what I keep in mind, run picture, decision");
+  assert.ok(!act.summary.includes("thoughtflow"));
+});
+
+test("bookkeeping before any span folds into a line of its own, never a raw row", () => {
+  const tl = createTimeline();
+  const art = ev("thoughtflow.artifact", { span_id: null, channel: "inner", payload: {} });
+  const odd = ev("some.future.kind", { span_id: null, channel: "inner", payload: {} });
+  addEvents(tl, [art, odd]);
+  const view = buildView(tl);
+  assert.deepEqual(view.map((b) => b.type), ["activity"]);
+  assert.equal(view[0].summary, "2 background steps: run picture, other step");
 });
