@@ -177,8 +177,11 @@ class MemoryExtracted(Payload):
     after_seq: int | None = Field(default=None, ge=0)
     through_seq: int | None = Field(default=None, ge=0)
     turn_ids: list[str] | None = None
+    # per-turn extraction: the people and commitments the model nominated (the same call)
+    people: list[dict[str, Any]] | None = None
+    commitments: list[dict[str, Any]] | None = None
     OMIT_WHEN_NONE: ClassVar[frozenset[str]] = frozenset(
-        {"summary", "decisions", "open_loops", "after_seq", "through_seq", "turn_ids"}
+        {"summary", "decisions", "open_loops", "after_seq", "through_seq", "turn_ids", "people", "commitments"}
     )
 
 
@@ -235,6 +238,97 @@ class MemoryFactForgotten(Payload):
     KIND: ClassVar[str] = "memory.fact.forgotten"
     fact_id: str = Field(min_length=1, max_length=64)
     reason: str = Field(default="", max_length=500)
+
+
+# ---- people and commitments (issue #30): the model nominates, the memory service links ----
+
+PersonDate = dict[str, str]  # {"label": "birthday", "date": "MM-DD" or "YYYY-MM-DD"}
+
+
+class PersonAdded(Payload):
+    """A person the owner's turns mention, first seen (identity resolved by code: name, alias,
+    phone or email match an existing person, or this is a new one)."""
+
+    KIND: ClassVar[str] = "person.added"
+    person_id: str = Field(min_length=1, max_length=64)
+    name: str = Field(min_length=1, max_length=200)
+    aliases: list[str] = Field(default_factory=list, max_length=20)
+    relation: str | None = Field(default=None, max_length=200)
+    phones: list[str] = Field(default_factory=list, max_length=20)
+    emails: list[str] = Field(default_factory=list, max_length=20)
+    dates: list[PersonDate] = Field(default_factory=list, max_length=20)
+    event_ids: list[str] = Field(default_factory=list, max_length=200)
+    origin: FactOrigin = "turn"
+
+
+class PersonUpdated(Payload):
+    """New names, contact points or dates for a known person (merged into what is known), or the
+    owner's edit (``replace``: the lists given are the person's whole lists)."""
+
+    KIND: ClassVar[str] = "person.updated"
+    person_id: str = Field(min_length=1, max_length=64)
+    name: str | None = Field(default=None, min_length=1, max_length=200)
+    aliases: list[str] = Field(default_factory=list, max_length=20)
+    relation: str | None = Field(default=None, max_length=200)
+    phones: list[str] = Field(default_factory=list, max_length=20)
+    emails: list[str] = Field(default_factory=list, max_length=20)
+    dates: list[PersonDate] = Field(default_factory=list, max_length=20)
+    replace: bool = False
+    event_ids: list[str] = Field(default_factory=list, max_length=200)
+
+
+class PersonMentioned(Payload):
+    """A turn mentions a person: the facts read from it are linked to them (citations kept)."""
+
+    KIND: ClassVar[str] = "person.mentioned"
+    person_id: str = Field(min_length=1, max_length=64)
+    fact_ids: list[str] = Field(default_factory=list, max_length=50)
+    event_ids: list[str] = Field(default_factory=list, max_length=200)
+
+
+class PersonForgotten(Payload):
+    """Forget a person: their facts are unlinked and forgotten, their turns never retrieved again,
+    and the names never make a person again. The ledger keeps the history."""
+
+    KIND: ClassVar[str] = "person.forgotten"
+    person_id: str = Field(min_length=1, max_length=64)
+    reason: str = Field(default="", max_length=500)
+
+
+CommitmentBy = Literal["owner", "assistant"]
+
+
+class CommitmentMade(Payload):
+    """A promise made in a turn: by the owner or by the assistant, to someone, maybe by a time."""
+
+    KIND: ClassVar[str] = "commitment.made"
+    commitment_id: str = Field(min_length=1, max_length=64)
+    by: CommitmentBy
+    what: str = Field(min_length=1, max_length=2000)
+    to: str | None = Field(default=None, max_length=200)
+    person_id: str | None = Field(default=None, max_length=64)
+    due: datetime | None = None  # resolved in the owner's timezone, stored in UTC
+    due_text: str | None = Field(default=None, max_length=200)  # as said: "on Friday"
+    event_ids: list[str] = Field(default_factory=list, max_length=200)
+
+
+class CommitmentKept(Payload):
+    KIND: ClassVar[str] = "commitment.kept"
+    commitment_id: str = Field(min_length=1, max_length=64)
+    reason: str = Field(default="", max_length=500)
+    event_ids: list[str] = Field(default_factory=list, max_length=200)
+
+
+class CommitmentDropped(CommitmentKept):
+    KIND: ClassVar[str] = "commitment.dropped"
+
+
+class CommitmentDue(Payload):
+    """An open commitment reached its due time (the inner plane's timer; its signal follows)."""
+
+    KIND: ClassVar[str] = "commitment.due"
+    commitment_id: str = Field(min_length=1, max_length=64)
+    due: datetime
 
 
 # ---- imports -----------------------------------------------------------------------------
@@ -641,6 +735,8 @@ PAYLOADS: dict[str, type[Payload]] = {
         InboundRefused, Delivery, MailProgress, AttachmentStored, SessionStarted, SessionEnded, VoiceTiming,
         CallPlaced, CallVoicemail,
         MemoryFactAdded, MemoryFactCited, MemoryFactEdited, MemoryFactForgotten, ImportStarted, ImportFinished,
+        PersonAdded, PersonUpdated, PersonMentioned, PersonForgotten,
+        CommitmentMade, CommitmentKept, CommitmentDropped, CommitmentDue,
         ThoughtflowArtifact,
     )
 }

@@ -82,6 +82,7 @@ ROLES: dict[str, Role] = {
             # memory: retrieval before each turn, and the remember/forget tools
             requests=(topics.LEDGER_RESUME, topics.LEDGER_GET, topics.LEDGER_QUERY, topics.VOICE_CALL_OWNER,
                       topics.INNER_REMINDERS, topics.MEMORY_SEARCH, topics.MEMORY_FACTS,
+                      topics.MEMORY_COMMITMENTS,  # commitment_update: kept or dropped on the owner's word
                       topics.TASKS_CREATE, topics.TASKS_GET, topics.TASKS_LIST,  # the task tools
                       topics.INNER_BUDGET),  # BUDGET_HARD_STOP_OWNER: is an owner turn over the line?
             serves=(topics.AGENT_STATE_GET, topics.AGENT_COMPACT, topics.AGENT_END, topics.AGENT_STOP,
@@ -105,6 +106,7 @@ ROLES: dict[str, Role] = {
                       topics.PINGS["agent"], topics.PINGS["voice"], topics.POLLERS_STATE, topics.VOICE_PREPARE,
                       topics.VOICE_ATTACH_ANY, topics.VOICE_STATE_GET, topics.INNER_REMINDERS,
                       topics.MEMORY_SEARCH, topics.MEMORY_FACTS, topics.MEMORY_IMPORT, topics.PINGS["memory"],
+                      topics.MEMORY_PEOPLE, topics.MEMORY_COMMITMENTS,  # /api/people, /api/commitments
                       topics.TASKS_CREATE, topics.TASKS_LIST, topics.TASKS_GET, topics.TASKS_CONTROL,
                       topics.PINGS["tasks"], topics.LEDGER_ARTIFACT,  # the artifact: GET /api/runs/{id}/diagram
                       topics.INNER_BUDGET,  # GET /api/usage/budget
@@ -167,7 +169,8 @@ ROLES: dict[str, Role] = {
             publishes=(_own_append("memory"),),
             subscribes=(topics.LEDGER_COMMITTED,),
             requests=(topics.LEDGER_QUERY, topics.LEDGER_GET),
-            serves=(topics.MEMORY_SEARCH, topics.MEMORY_FACTS, topics.MEMORY_IMPORT, topics.PINGS["memory"]),
+            serves=(topics.MEMORY_SEARCH, topics.MEMORY_FACTS, topics.MEMORY_IMPORT, topics.PINGS["memory"],
+                    topics.MEMORY_PEOPLE, topics.MEMORY_COMMITMENTS),
             parks=(streams.MEMORY_FOLLOWER,),
         ),
         Role(

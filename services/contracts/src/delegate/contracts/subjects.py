@@ -64,6 +64,8 @@ def inner_schedule(reminder_id: str) -> str:
 MEMORY_SEARCH = "memory.cmd.search"  # hybrid search; the agent's retrieval before each turn too
 MEMORY_FACTS = "memory.cmd.facts"  # list, get, edit, forget, remember
 MEMORY_IMPORT = "memory.cmd.import"  # an import's progress (what the index has taken in)
+MEMORY_PEOPLE = "memory.cmd.people"  # people: list, get, the owner's edit, forget (issue #30)
+MEMORY_COMMITMENTS = "memory.cmd.commitments"  # commitments: list by state, get, kept/dropped
 MEMORY_PING = "memory.cmd.ping"
 
 # tasks: durable browser and research jobs (the tasks service; a singleton fenced like the agent)

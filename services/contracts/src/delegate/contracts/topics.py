@@ -44,6 +44,7 @@ from .messages import (
     ToolListRequest,
     TurnCommand,
 )
+from .people import CommitmentsCommand, CommitmentsReply, PeopleCommand, PeopleReply
 from .reminders import ReminderCommand, ReminderFire, ReminderReply
 from .signals import SignalIn
 from .tasks import TaskControl, TaskCreate, TaskGet, TaskList, TaskListReply, TaskReply
@@ -137,6 +138,8 @@ INNER_BUDGET = Query(s.INNER_BUDGET, BudgetRequest, BudgetReply, timeout=5.0)
 MEMORY_SEARCH = Query(s.MEMORY_SEARCH, MemorySearchRequest, MemorySearchReply, timeout=5.0)
 MEMORY_FACTS = Query(s.MEMORY_FACTS, MemoryFactsCommand, MemoryFactsReply, timeout=10.0)
 MEMORY_IMPORT = Query(s.MEMORY_IMPORT, ImportStatusRequest, ImportStatus, timeout=5.0)
+MEMORY_PEOPLE = Query(s.MEMORY_PEOPLE, PeopleCommand, PeopleReply, timeout=10.0)
+MEMORY_COMMITMENTS = Query(s.MEMORY_COMMITMENTS, CommitmentsCommand, CommitmentsReply, timeout=10.0)
 TOOLS_LIST = Query(s.TOOLS_LIST, ToolListRequest, ToolListReply)
 TASKS_CREATE = Query(s.TASKS_CREATE, TaskCreate, TaskReply, timeout=10.0)
 TASKS_LIST = Query(s.TASKS_LIST, TaskList, TaskListReply, timeout=5.0)
