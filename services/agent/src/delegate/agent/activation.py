@@ -31,7 +31,8 @@ from .core import Deposed
 from .outbound import FAILURE_PREFIX, NotLeading
 from .redelivery import Redelivery
 from .silence import NOTHING_TO_DO, Silence, reason_of
-from .turn import Turn, Turns
+from .turn import Turns
+from .turn_types import Turn
 
 log = logging.getLogger(__name__)
 

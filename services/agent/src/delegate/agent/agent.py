@@ -61,7 +61,8 @@ from .ledger import PAGE, LedgerUnavailable
 from .outbound import REPLY_CHANNELS, NotLeading, Outbound, reply_to_outcome
 from .prompts import user_item
 from .settled import answer_id_for
-from .turn import ChainPoint, Turn, failure_id, settle_opening
+from .turn import failure_id, settle_opening
+from .turn_types import ChainPoint, Turn
 
 log = logging.getLogger(__name__)
 

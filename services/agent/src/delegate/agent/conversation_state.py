@@ -7,14 +7,13 @@ duplicate a conversation or span nor resurrect a chain that was cleared.
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from delegate.contracts.events import Channel, Event, SpanType
 from delegate.contracts.messages import ResumeState
 from delegate.runtime.working_context import RESPONSES_CHANNELS
 
-if TYPE_CHECKING:
-    from .turn import ChainPoint
+from .turn_types import ChainPoint
 
 
 @dataclass(frozen=True)
@@ -42,7 +41,7 @@ class ConversationState:
     # The newest turn (its user message id) and the chain point its first request continued
     # from: a regenerate or an edit of that turn starts there again. Memory only: after a
     # restart those start from a fresh working context that leaves the replaced answer out.
-    turn_base: "tuple[str, ChainPoint] | None" = None
+    turn_base: tuple[str, ChainPoint] | None = None
 
     def clear_chain(self) -> None:
         self.chain_id = None

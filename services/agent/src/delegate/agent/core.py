@@ -27,11 +27,11 @@ from .prompts import BASE_INSTRUCTIONS
 from .settings import Settings
 from .settled import SettledInputs
 from .toolbox import Toolbox
+from .turn_types import Turn
 
 if TYPE_CHECKING:
     from delegate.runtime.lease import Lease
 
-    from .turn import Turn
 
 log = logging.getLogger(__name__)
 
@@ -116,11 +116,11 @@ class AgentCore:
             self.compacting = on
             await self.publish_state()
 
-    async def _fresh_items(self, turn: "Turn | None") -> list[dict[str, Any]]:
+    async def _fresh_items(self, turn: Turn | None) -> list[dict[str, Any]]:
         """Recent verbatim turns not covered by the capsule, for a conversation without a chain."""
         return (await self._fresh_context(turn)).items
 
-    async def _fresh_context(self, turn: "Turn | None") -> WorkingContext:
+    async def _fresh_context(self, turn: Turn | None) -> WorkingContext:
         """The fresh working context itself: its items, and which turns they are."""
         capsule = self.state.capsule
         messages = await self.ledger.recent_messages(
@@ -140,7 +140,7 @@ class AgentCore:
         return context
 
 
-def without_replaced(messages: list[Event], turn: "Turn | None") -> list[Event]:
+def without_replaced(messages: list[Event], turn: Turn | None) -> list[Event]:
     """The messages a working context replays: not what an edit or a regenerate replaced.
 
     Left out: a superseded user message and the answers to it, an answer a later attempt

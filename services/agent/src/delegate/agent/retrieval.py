@@ -27,7 +27,7 @@ import contextlib
 import logging
 from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from delegate.contracts.events import Event, MemoryRetrieved, make_event
 from delegate.contracts.memory import MemoryResult, MemorySearchRequest, Purpose
@@ -46,9 +46,7 @@ from delegate.runtime.working_context import capsule_text
 
 from .ledger import Ledger
 from .settings import Settings
-
-if TYPE_CHECKING:
-    from .turn import Turn
+from .turn_types import Turn
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +103,7 @@ def item_text(item: dict[str, Any]) -> str:
     return " ".join(str(p.get("text", "")) for p in parts if isinstance(p, dict))
 
 
-def turn_query(turn: "Turn") -> str:
+def turn_query(turn: Turn) -> str:
     """What to search memory for: the user's words, or what the turn names (an activation's signals)."""
     if turn.memory_query is not None:
         return turn.memory_query
@@ -186,7 +184,7 @@ class Retrieval:
             lookup.cancel()
         return MemoryLookup(self.bus, request)
 
-    async def before_turn(self, turn: "Turn", *, capsule: Event | None, purpose: Purpose) -> TurnMemory:
+    async def before_turn(self, turn: Turn, *, capsule: Event | None, purpose: Purpose) -> TurnMemory:
         """Search (or take the prefetched search), wait briefly, return what this turn's requests are given."""
         span = self._span_for(turn.span_id)
         memory = TurnMemory(span)
@@ -222,7 +220,7 @@ class Retrieval:
         self._records[turn.id] = task
         return memory
 
-    async def _late(self, turn: "Turn", lookup: MemoryLookup, span: SpanMemory, capsule: Event | None) -> None:
+    async def _late(self, turn: Turn, lookup: MemoryLookup, span: SpanMemory, capsule: Event | None) -> None:
         try:
             reply = await lookup.task
         except Exception as exc:  # whatever it is, the turn goes on without memory
@@ -253,7 +251,7 @@ class Retrieval:
                  "surfaced" if record.surfaced else record.reason)
         await self._append(turn, record)
 
-    async def _append(self, turn: "Turn", record: MemoryRetrieved) -> None:
+    async def _append(self, turn: Turn, record: MemoryRetrieved) -> None:
         """Recorded after the turn's opening events (its user message is the parent)."""
         try:
             await turn.opened()
@@ -267,7 +265,7 @@ class Retrieval:
             # A lost record must not fail the turn: the answer matters more than its footnote.
             log.warning("turn %s: could not record memory.retrieved: %r", turn.id, exc)
 
-    async def settle(self, turn: "Turn") -> None:
+    async def settle(self, turn: Turn) -> None:
         """Let the turn's on-time record be published before the turn's input is acknowledged."""
         task = self._records.pop(turn.id, None)
         if task is not None:
