@@ -668,6 +668,24 @@ class VoiceTiming(Payload):
     interrupted: bool = False
 
 
+PushStatus = Literal["sending", "sent", "failed", "unknown", "gone"]
+
+
+class PushDelivery(Payload):
+    """A step in sending one Web Push (``parent_id``: the event the owner is told about), kept
+    like an SMS's ``delivery``: ``sending`` before the request, then ``sent``, ``failed``,
+    ``gone`` (the push service dropped the subscription) or ``unknown`` (the sender died
+    between the request and its record: not sent again)."""
+
+    KIND: ClassVar[str] = "push.delivery"
+    push_id: str = Field(max_length=48)
+    subscription_id: str = Field(max_length=32)
+    status: PushStatus
+    http_status: int | None = None
+    error: str | None = Field(default=None, max_length=2000)
+    OMIT_WHEN_NONE: ClassVar[frozenset[str]] = frozenset({"http_status", "error"})
+
+
 class TaskEvent(Payload):
     """Every ``task.*`` kind shares this shape; the kind says what happened."""
 
@@ -724,6 +742,60 @@ class ThoughtflowArtifact(Payload):
     OMIT_WHEN_NONE: ClassVar[frozenset[str]] = frozenset({"svg_path", "error"})
 
 
+# ---- calendar (the pollers' CalDAV projection; event details stay in it, not in every turn) --
+
+CalendarOp = Literal["create", "move", "cancel"]
+
+
+class CalendarSynced(Payload):
+    """One sync pass that found something: what came in, by count (the details are in the projection)."""
+
+    KIND: ClassVar[str] = "calendar.synced"
+    calendars: int = Field(ge=0)
+    added: int = Field(default=0, ge=0)
+    changed: int = Field(default=0, ge=0)
+    removed: int = Field(default=0, ge=0)
+    occurrences: int = Field(default=0, ge=0)  # in the window (30 days back, 60 ahead) after the pass
+    full: bool = False  # a full listing (the first pass, a lost sync token, a server without sync)
+    took_ms: float = Field(default=0.0, ge=0)
+
+
+class CalendarChanged(Payload):
+    """Someone else moved or cancelled an event (never one of Delegate's own writes)."""
+
+    KIND: ClassVar[str] = "calendar.changed"
+    uid: str = Field(min_length=1, max_length=500)
+    change: Literal["moved", "cancelled"]
+    summary: str = Field(default="", max_length=500)
+    old_start: datetime | None = None
+    new_start: datetime | None = None
+    new_end: datetime | None = None
+    occurrences: int = Field(default=1, ge=0)  # how many of its occurrences in the window changed
+
+
+class CalendarProposed(Payload):
+    """A calendar write the agent proposed (CALENDAR_CONFIRM_WRITES): nothing is written until the
+    owner says yes and the agent confirms this event's id."""
+
+    KIND: ClassVar[str] = "calendar.proposed"
+    op: CalendarOp
+    call_id: str = Field(min_length=1, max_length=200)  # the proposing tool call: the write's idempotency key
+    text: str = Field(max_length=2000)  # what would happen, as the owner is asked
+    args: dict[str, Any] = Field(default_factory=dict)  # the write's own arguments
+
+
+class CalendarWritten(Payload):
+    """A calendar write done on the server (its event id derives from the call id: one per call)."""
+
+    KIND: ClassVar[str] = "calendar.written"
+    op: CalendarOp
+    call_id: str = Field(min_length=1, max_length=200)
+    uid: str = Field(min_length=1, max_length=500)
+    text: str = Field(default="", max_length=2000)
+    proposal_id: str | None = Field(default=None, max_length=64)
+    OMIT_WHEN_NONE: ClassVar[frozenset[str]] = frozenset({"proposal_id"})
+
+
 PAYLOADS: dict[str, type[Payload]] = {
     p.KIND: p
     for p in (
@@ -733,11 +805,12 @@ PAYLOADS: dict[str, type[Payload]] = {
         ReminderDefined,
         ReminderChanged, ReminderCancelled, TermStarted, TermEnded,
         InboundRefused, Delivery, MailProgress, AttachmentStored, SessionStarted, SessionEnded, VoiceTiming,
-        CallPlaced, CallVoicemail,
+        CallPlaced, CallVoicemail, PushDelivery,
         MemoryFactAdded, MemoryFactCited, MemoryFactEdited, MemoryFactForgotten, ImportStarted, ImportFinished,
         PersonAdded, PersonUpdated, PersonMentioned, PersonForgotten,
         CommitmentMade, CommitmentKept, CommitmentDropped, CommitmentDue,
         ThoughtflowArtifact,
+        CalendarSynced, CalendarChanged, CalendarProposed, CalendarWritten,
     )
 }
 

@@ -112,7 +112,7 @@ ROLES: dict[str, Role] = {
                       topics.INNER_BUDGET,  # GET /api/usage/budget
                       topics.PINGS["inner-plane"],  # /readyz: does it refuse the NATS server?
                       topics.TOOLS_LIST),  # GET /api/tools: offered and refused tools
-            buckets=(s.GATEWAY_SESSIONS_BUCKET,),
+            buckets=(s.GATEWAY_SESSIONS_BUCKET, s.PUSH_SUBSCRIPTIONS_BUCKET),  # sign-ins; Web Push subscriptions
             reads_streams=("AGENT",),  # the original of a duplicate input, by its sequence
         ),
         Role(
@@ -157,9 +157,13 @@ ROLES: dict[str, Role] = {
                 Consumer("CHANNELS", streams.POLLERS_SMS, topics.SMS_OUT),
                 Consumer("CHANNELS", streams.POLLERS_EMAIL, topics.EMAIL_OUT),
                 Consumer("CHANNELS", streams.POLLERS_MEDIA, topics.MEDIA_FETCH),
+                # Web Push: what the owner is told about (activations, reminders, tasks, failed
+                # deliveries), read from the events appended to the ledger
+                Consumer("LEDGER", streams.POLLERS_PUSH, topics.LEDGER_APPEND_ANY),
             ),
             requests=(topics.LEDGER_GET, topics.LEDGER_QUERY),
             serves=(topics.POLLERS_STATE, topics.PINGS["pollers"]),
+            buckets=(s.PUSH_SUBSCRIPTIONS_BUCKET,),  # the subscriptions it sends to (and drops when gone)
             watches=(("LEDGER", streams.LEDGER_WRITER),),  # waits until the ledger has caught up
         ),
         Role(

@@ -51,6 +51,8 @@ INNER_REMINDERS = "inner-reminders"  # takes the reminder fires JetStream publis
 POLLERS_SMS = "pollers-sms"
 POLLERS_EMAIL = "pollers-email"
 POLLERS_MEDIA = "pollers-media"
+# the pollers' Web Push sender: reads LEDGER appends for what the owner is told about
+POLLERS_PUSH = "pollers-push"
 VOICE_ANSWERED_BY = "voice-answered-by"  # the voice service's consumer of AMD verdicts (CHANNELS)
 # The inner plane's ledger follower is a live subscriber, not a durable; this names where it
 # parks what it can never process (dead.evt.inner-follower).

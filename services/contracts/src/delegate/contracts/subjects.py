@@ -38,6 +38,8 @@ AGENT_LEASE_BUCKET = "agent_lease"  # JetStream KV bucket holding the singleton 
 
 # gateway
 GATEWAY_SESSIONS_BUCKET = "gateway_sessions"  # JetStream KV bucket: browser sign-in sessions
+# JetStream KV bucket: Web Push subscriptions, one per browser (the gateway writes, the pollers send)
+PUSH_SUBSCRIPTIONS_BUCKET = "push_subscriptions"
 
 # tools (the registry lives in the agent process; voice and tasks call it too)
 TOOLS_LIST = "tools.cmd.list"
