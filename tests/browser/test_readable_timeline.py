@@ -73,7 +73,7 @@ async def test_folded_activity_tables_code_copy_search_and_export(
     folds = p.locator("#timeline .activity")
     assert await folds.count() == 2
     first = folds.first
-    assert "3 background steps: memory lookup, context check, carry-over note" in await first.inner_text()
+    assert "3 background steps: memory lookup, context check, what I keep in mind" in await first.inner_text()
     folded_kinds = ["memory.retrieved", "context.usage", "context.capsule"]
     for kind in folded_kinds:
         assert not await p.locator(f'#timeline .inner[data-kind="{kind}"]').first.is_visible()
@@ -307,7 +307,7 @@ async def test_search_all_history_loads_older_pages(
     assert (await p.locator("#search-count").inner_text()).startswith("3 of 3")
     assert await p.locator("#search-all").is_hidden()
     assert sorted(await page.event_ids()) == sorted(rendered_ids(ledger_events(sys_)))
-    # The current hit is opened (its span was folded) and on screen.
+    # The current hit is on screen.
     current = p.locator("#timeline .search-current")
     await current.wait_for()
     assert "Span 0 message 4" in await current.inner_text()
