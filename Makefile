@@ -31,8 +31,16 @@ $(BIN)/.installed-embeddings: $(BIN)/.installed services/memory/pyproject.toml
 
 install-run: $(BIN)/.installed-run
 
+# The browser tests' own npm tools (axe-core for the accessibility audit), from the npm registry
+# at the versions tests/browser/axe/package-lock.json pins; the tests load them from disk.
+AXE := tests/browser/axe/node_modules/axe-core/axe.min.js
+$(AXE): tests/browser/axe/package.json tests/browser/axe/package-lock.json
+	@echo "== installing the browser tests' npm tools (axe-core)"
+	npm ci --prefix tests/browser/axe --no-audit --no-fund
+	touch $@
+
 # What `make test` and .ci/run need.
-install: $(BIN)/.installed
+install: $(BIN)/.installed $(AXE)
 
 install-embeddings: $(BIN)/.installed-embeddings
 
