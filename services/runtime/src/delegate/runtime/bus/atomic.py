@@ -16,10 +16,11 @@ consumer's own idempotency (the ledger's event ids) absorbs it. At most 1000 mes
 
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 import nats.errors
 import nats.js.errors
+from nats.aio.client import Client
 from nats.js.api import PubAck
 
 from delegate.contracts.ids import new_id
@@ -27,10 +28,7 @@ from delegate.contracts.topics import Topic
 
 from ..retry import retrying
 from .errors import TRANSIENT, BusUnavailable
-from .server import ATOMIC_BATCHES, ServerUnsuitable
-
-if TYPE_CHECKING:
-    from .connection import Bus
+from .server import ATOMIC_BATCHES, ServerUnsuitable, check_server
 
 M = TypeVar("M")
 
@@ -54,7 +52,7 @@ class BatchRefused(Exception):
 
 
 async def publish_atomic(
-    bus: "Bus", topic: Topic[M], msgs: Sequence[M], *, msg_ids: Sequence[str], deadline: float = 30.0
+    nc: Client, topic: Topic[M], msgs: Sequence[M], *, msg_ids: Sequence[str], deadline: float = 30.0
 ) -> PubAck:
     """Publish ``msgs`` as one atomic batch; retried (as a new batch) until ``deadline`` seconds.
 
@@ -66,7 +64,7 @@ async def publish_atomic(
     if len(msg_ids) != len(msgs):
         raise ValueError("one message id per message")
     try:  # an older server would store the batch's messages one by one, never refusing any
-        bus.require_server(ATOMIC_BATCHES)
+        check_server(nc, [ATOMIC_BATCHES])
     except ServerUnsuitable as exc:
         raise BatchRefused(0, str(exc)) from exc
     bodies = [topic.encode(m) for m in msgs]
@@ -75,22 +73,22 @@ async def publish_atomic(
             with attempt:
                 # A fresh batch id per attempt: a half-sent earlier attempt is abandoned by the
                 # server (never committed), and must not be continued by this one.
-                return await _send(bus, topic.subject, bodies, msg_ids, new_id())
+                return await _send(nc, topic.subject, bodies, msg_ids, new_id())
     except RETRY_ON as exc:
         raise BusUnavailable(f"atomic batch to {topic.subject} failed: {exc!r}") from exc
     raise AssertionError("unreachable: retrying() returns or raises")
 
 
-async def _send(bus: "Bus", subject: str, bodies: list[bytes], msg_ids: Sequence[str], batch_id: str) -> PubAck:
+async def _send(nc: Client, subject: str, bodies: list[bytes], msg_ids: Sequence[str], batch_id: str) -> PubAck:
     last = len(bodies)
     for seq, (body, msg_id) in enumerate(zip(bodies, msg_ids, strict=True), start=1):
         headers = {BATCH_ID: batch_id, BATCH_SEQUENCE: str(seq), "Nats-Msg-Id": msg_id}
         try:
             if seq < last:
-                await bus.nc.publish(subject, body, headers=headers)
+                await nc.publish(subject, body, headers=headers)
                 continue
             headers[BATCH_COMMIT] = "1"
-            reply = await bus.nc.request(subject, body, headers=headers, timeout=COMMIT_TIMEOUT_S)
+            reply = await nc.request(subject, body, headers=headers, timeout=COMMIT_TIMEOUT_S)
         except nats.errors.MaxPayloadError as exc:
             # Never sendable, however often it is tried; the uncommitted part is abandoned.
             raise BatchRefused(0, f"message {seq} of the batch is over the server's max payload") from exc

@@ -40,11 +40,13 @@ import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import nats.js.errors
+from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
+from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy
 from pydantic import ValidationError
 
@@ -53,10 +55,8 @@ from delegate.runtime.validation import describe
 
 from ..retry import Backoff, sleep_unless
 from .acks import ack, term
+from .dead_letters import DeadLetters
 from .errors import TRANSIENT, quietly
-
-if TYPE_CHECKING:
-    from .connection import Bus
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +107,9 @@ class BatchConsumer(Generic[M]):
 
     def __init__(
         self,
-        bus: "Bus",
+        nc: Client,
+        js: JetStreamContext,
+        dead_letters: DeadLetters,
         topic: Topic[M],
         handler: Callable[[list[tuple[Msg, M]]], Awaitable[None]],
         durable: str,
@@ -120,7 +122,9 @@ class BatchConsumer(Generic[M]):
         decode: bool = True,
         depth: int = 1,
     ) -> None:
-        self.bus = bus
+        self.nc = nc
+        self.js = js
+        self.dead_letters = dead_letters
         self.depth = max(1, depth)
         self.inflight: deque[_Batch] = deque()  # handler calls started and not yet settled, oldest first
         self.void = False  # a batch failed: the ones started after it must not be acked
@@ -161,7 +165,7 @@ class BatchConsumer(Generic[M]):
         waker = asyncio.ensure_future(self._wake_on_stop())
         backoff = Backoff(initial=0.1, maximum=1.0)
         try:
-            with self.bus.dead_letters.holding(self.stream, self.durable, self):
+            with self.dead_letters.holding(self.stream, self.durable, self):
                 while not self.stop.is_set():
                     if self.sub is None or (self.broken and not self.buffer):
                         await self._finish_all()  # before the reset: what they hold is settled first
@@ -216,7 +220,7 @@ class BatchConsumer(Generic[M]):
         buf = self.buffer
         waited = False
         while not self.stop.is_set():
-            if self.bus.nc.stats["reconnects"] != self.reconnects and not self.broken:
+            if self.nc.stats["reconnects"] != self.reconnects and not self.broken:
                 # Deliveries and our pull request may have died with the connection.
                 self.broken = "reconnected to NATS"
             if not self.broken:
@@ -249,7 +253,7 @@ class BatchConsumer(Generic[M]):
         self.remaining = self.batch
         self.deadline = asyncio.get_running_loop().time() + PULL_EXPIRES + PULL_GRACE
         try:
-            await self.bus.nc.publish(self._next_subject, self._pull_body, reply=self.inbox)
+            await self.nc.publish(self._next_subject, self._pull_body, reply=self.inbox)
         except TRANSIENT as exc:
             self.broken = f"pull request failed: {exc!r}"
 
@@ -321,7 +325,7 @@ class BatchConsumer(Generic[M]):
 
     async def _dead_letter(self, batch: _Batch, d: _Delivery, reason: str) -> None:
         """The letter now; the term when the batch is settled (``_settle`` / ``_finish_oldest``)."""
-        await self.bus.dead_letters.write(self.durable, d.msg, reason)
+        await self.dead_letters.write(self.durable, d.msg, reason)
         batch.parked[d.seq] = d.msg
 
     async def _finish_oldest(self) -> None:
@@ -382,9 +386,9 @@ class BatchConsumer(Generic[M]):
     async def _bind(self) -> None:
         await self._unbind()
         info = await self._usable_consumer()
-        self.reconnects = self.bus.nc.stats["reconnects"]
-        self.inbox = self.bus.nc.new_inbox()
-        self.sub = await self.bus.nc.subscribe(self.inbox, cb=self._on_msg)
+        self.reconnects = self.nc.stats["reconnects"]
+        self.inbox = self.nc.new_inbox()
+        self.sub = await self.nc.subscribe(self.inbox, cb=self._on_msg)
         self.buffer.clear()
         self.expected = (info.delivered.consumer_seq if info.delivered else 0) + 1
         self.remaining = 0
@@ -398,7 +402,7 @@ class BatchConsumer(Generic[M]):
 
     async def _usable_consumer(self) -> ConsumerInfo:
         """The durable consumer, ack-all, with no delivery outstanding; created if missing."""
-        js = self.bus.js
+        js = self.js
         try:
             info: ConsumerInfo = await js.consumer_info(self.stream, self.durable)
         except nats.js.errors.NotFoundError:
@@ -422,13 +426,13 @@ class BatchConsumer(Generic[M]):
 
     async def _reset(self, info: ConsumerInfo) -> ConsumerInfo:
         """Forget every unacked delivery: all of it is delivered again, from the ack floor."""
-        js = self.bus.js
+        js = self.js
         floor = info.ack_floor.stream_seq if info.ack_floor else 0
         if floor < self.acked:
             # Our last acks may still be on their way (or lost with a NATS restart): the server's
             # floor would redeliver a little more than needed, and a late ack could land after
             # the reset. Give them a moment; what we acked is settled either way.
-            await quietly(self.bus.nc.flush(timeout=2))
+            await quietly(self.nc.flush(timeout=2))
             until = asyncio.get_running_loop().time() + 1.0
             while floor < self.acked and asyncio.get_running_loop().time() < until:
                 await asyncio.sleep(0.02)
@@ -437,11 +441,11 @@ class BatchConsumer(Generic[M]):
         server_floor, floor = floor, max(floor, self.acked)
         log.info("%s: resetting the consumer (%d unacked) to redeliver from stream seq %d",
                  self.durable, info.num_ack_pending or 0, floor + 1)
-        version = self.bus.nc.connected_server_version
+        version = self.nc.connected_server_version
         if (version.major, version.minor) < RESET_SINCE:
             return await self._recreate(floor)
         body = b"" if floor == server_floor else json.dumps({"seq": floor + 1}).encode()
-        reply = await self.bus.nc.request(f"{JS_API}.CONSUMER.RESET.{self.stream}.{self.durable}", body, timeout=5)
+        reply = await self.nc.request(f"{JS_API}.CONSUMER.RESET.{self.stream}.{self.durable}", body, timeout=5)
         answer = json.loads(reply.data)
         if answer.get("error"):
             nats.js.errors.APIError.from_error(answer["error"])  # raises
@@ -451,10 +455,10 @@ class BatchConsumer(Generic[M]):
     async def _recreate(self, floor: int) -> ConsumerInfo:
         self.recreating_from = floor + 1 if floor else 0
         try:
-            await self.bus.js.delete_consumer(self.stream, self.durable)
+            await self.js.delete_consumer(self.stream, self.durable)
         except nats.js.errors.NotFoundError:
             pass
-        created: ConsumerInfo = await self.bus.js.add_consumer(self.stream, self._config(start=self.recreating_from))
+        created: ConsumerInfo = await self.js.add_consumer(self.stream, self._config(start=self.recreating_from))
         self.recreating_from = None
         return created
 

@@ -60,7 +60,7 @@ class Bus:
         self.service = service
         # the role whose streams it creates: its NATS user's, else the name before the first ':'
         self.role = role or identity_role(service)
-        self.dead_letters = DeadLetters(self)
+        self.dead_letters = DeadLetters(self.publish)
         self._subs: list[Subscription] = []
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -171,7 +171,7 @@ class Bus:
         self, topic: Topic[M], msgs: Sequence[M], *, msg_ids: Sequence[str], deadline: float = 30.0
     ) -> PubAck:
         """Durable publish of ``msgs`` as one atomic batch: the stream stores all or none (``atomic``)."""
-        return await publish_atomic(self, topic, msgs, msg_ids=msg_ids, deadline=deadline)
+        return await publish_atomic(self.nc, topic, msgs, msg_ids=msg_ids, deadline=deadline)
 
     async def emit(self, topic: Topic[M], msg: M) -> None:
         """Live, fire-and-forget (core NATS). Lost if nobody listens; that is the point."""
@@ -286,7 +286,15 @@ class Bus:
     ) -> None:
         """One message at a time, in order (see ``consumer``). Returns when ``stop`` is set."""
         await consume(
-            self, topic, handler, durable=durable, stream=stream, stop=stop, ack_wait=ack_wait, max_deliver=max_deliver
+            self.js,
+            self.dead_letter,
+            topic,
+            handler,
+            durable=durable,
+            stream=stream,
+            stop=stop,
+            ack_wait=ack_wait,
+            max_deliver=max_deliver,
         )
 
     async def consume_batches(
@@ -322,7 +330,19 @@ class Bus:
         passes to ``dead_letter``. The rules this keeps are in ``batches``.
         """
         consumer = BatchConsumer(
-            self, topic, handler, durable, stream, stop, batch, ack_wait, max_deliver, decode=not raw, depth=depth
+            self.nc,
+            self.js,
+            self.dead_letters,
+            topic,
+            handler,
+            durable,
+            stream,
+            stop,
+            batch,
+            ack_wait,
+            max_deliver,
+            decode=not raw,
+            depth=depth,
         )
         await consumer.run()
 

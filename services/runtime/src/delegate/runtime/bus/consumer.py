@@ -8,10 +8,11 @@ until ``max_deliver`` deliveries, then dead letter (+ term).
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import nats.errors
 from nats.aio.msg import Msg
+from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig, DeliverPolicy
 from pydantic import ValidationError
 
@@ -22,18 +23,19 @@ from ..retry import Backoff
 from .acks import ack, nak
 from .errors import Retryable, quietly
 
-if TYPE_CHECKING:
-    from .connection import Bus
-
 log = logging.getLogger(__name__)
 
 M = TypeVar("M")
+
+# Parks a message for good: (consumer, message, reason); ``Bus.dead_letter``.
+DeadLetter = Callable[[str, Msg, str], Awaitable[None]]
 
 FETCH_TIMEOUT = 0.5  # seconds one fetch waits; also how soon ``stop`` is noticed
 
 
 async def consume(
-    bus: "Bus",
+    js: JetStreamContext,
+    dead_letter: DeadLetter,
     topic: Topic[M],
     handler: Callable[[M, Msg], Awaitable[None]],
     *,
@@ -58,7 +60,7 @@ async def consume(
         while not stop.is_set():
             try:
                 if psub is None:
-                    psub = await bus.js.pull_subscribe(topic.subject, durable=durable, stream=stream, config=config)
+                    psub = await js.pull_subscribe(topic.subject, durable=durable, stream=stream, config=config)
                 msgs = await psub.fetch(1, timeout=FETCH_TIMEOUT)
                 backoff.reset()
             except nats.errors.TimeoutError:
@@ -76,16 +78,16 @@ async def consume(
                 try:
                     decoded = topic.decode(raw.data)
                 except ValidationError as exc:
-                    await bus.dead_letter(durable, raw, f"undecodable: {describe(exc)}")
+                    await dead_letter(durable, raw, f"undecodable: {describe(exc)}")
                     continue
-                await _settle(bus, durable, raw, handler(decoded, raw), max_deliver)
+                await _settle(dead_letter, durable, raw, handler(decoded, raw), max_deliver)
     finally:
         # Also on cancellation: a pull subscription left behind stalls drain() on close.
         if psub is not None:
             await quietly(psub.unsubscribe())
 
 
-async def _settle(bus: "Bus", durable: str, raw: Msg, call: Awaitable[None], max_deliver: int) -> None:
+async def _settle(dead_letter: DeadLetter, durable: str, raw: Msg, call: Awaitable[None], max_deliver: int) -> None:
     try:
         await call
     except Retryable as exc:
@@ -96,7 +98,7 @@ async def _settle(bus: "Bus", durable: str, raw: Msg, call: Awaitable[None], max
         delivered = raw.metadata.num_delivered if raw.metadata else 1
         if delivered >= max_deliver:
             log.exception("%s: giving up after %d deliveries", durable, delivered)
-            await bus.dead_letter(durable, raw, f"handler failed {delivered} times: {exc!r}")
+            await dead_letter(durable, raw, f"handler failed {delivered} times: {exc!r}")
         else:
             log.warning("%s: handler failed (delivery %d): %r", durable, delivered, exc)
             await nak(raw, delay=min(0.5 * delivered, 5.0))

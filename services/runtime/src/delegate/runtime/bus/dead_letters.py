@@ -12,22 +12,25 @@ consumer says which messages it holds by registering as the holder for its
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from nats.aio.msg import Msg
 
 from delegate.contracts.messages import DeadLetter
-from delegate.contracts.topics import dead_letters
+from delegate.contracts.topics import Topic, dead_letters
 
 from .acks import term
 from .errors import BusUnavailable
 
-if TYPE_CHECKING:
-    from .connection import Bus
-
 log = logging.getLogger(__name__)
 
 DEAD_LETTER_DATA_LIMIT = 16 * 1024
+
+
+class Publish(Protocol):
+    """``Bus.publish``, as far as a dead letter needs it."""
+
+    async def __call__(self, topic: Topic[DeadLetter], msg: DeadLetter, *, deadline: float) -> object: ...
 
 
 class Holder(Protocol):
@@ -39,8 +42,8 @@ class Holder(Protocol):
 class DeadLetters:
     """One per ``Bus``: writes letters, and defers terms to whoever holds the message."""
 
-    def __init__(self, bus: "Bus") -> None:
-        self._bus = bus
+    def __init__(self, publish: Publish) -> None:
+        self._publish = publish
         self._holders: dict[tuple[str, str], Holder] = {}
 
     @contextmanager
@@ -86,6 +89,6 @@ class DeadLetters:
         if letter_id is not None:
             letter = letter.model_copy(update={"id": letter_id})
         try:
-            await self._bus.publish(dead_letters(consumer), letter, deadline=5.0)
+            await self._publish(dead_letters(consumer), letter, deadline=5.0)
         except BusUnavailable:
             log.error("%s: could not store the dead letter; dropping it after logging", consumer)

@@ -14,18 +14,16 @@ import asyncio
 import contextlib
 import logging
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from nats.aio.client import Client
+from nats.aio.subscription import Subscription
 
 from delegate.contracts.streams import StreamSpec
 
 from .errors import quietly
-
-if TYPE_CHECKING:
-    from .connection import Bus
 
 log = logging.getLogger(__name__)
 
@@ -108,8 +106,18 @@ def check_server(nc: Client, features: Iterable[ServerFeature]) -> None:
         raise ServerUnsuitable(text, lacking)
 
 
+class Pinged(Protocol):
+    """What ``start_when_server_suits`` uses of a ``Bus``: its client and its ping answer."""
+
+    nc: Client
+
+    async def serve_ping(
+        self, service: str, ready: Callable[[], bool] | None = None, detail: str = "", refusal: str = ""
+    ) -> Subscription: ...
+
+
 async def start_when_server_suits(
-    bus: "Bus", service: str, features: Sequence[ServerFeature], stop: asyncio.Event
+    bus: Pinged, service: str, features: Sequence[ServerFeature], stop: asyncio.Event
 ) -> bool:
     """True once the connected server has ``features``; False if ``stop`` comes first.
 
@@ -117,7 +125,7 @@ async def start_when_server_suits(
     reason as its ``refusal`` (the gateway's /readyz shows it), and looks again now and then.
     """
     try:
-        bus.require_server(*features)
+        check_server(bus.nc, features)
         return True
     except ServerUnsuitable as exc:
         refusal = str(exc)
@@ -130,7 +138,7 @@ async def start_when_server_suits(
             if stop.is_set():
                 return False
             try:
-                bus.require_server(*features)
+                check_server(bus.nc, features)
             except ServerUnsuitable:
                 continue
             log.info("nats-server %s has what this service needs: starting", server_version(bus.nc)[0])
