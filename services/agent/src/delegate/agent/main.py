@@ -31,9 +31,12 @@ from .toolbox import Toolbox
 log = logging.getLogger(__name__)
 
 SERVICE = "agent"
-SHUTDOWN_GRACE = 5.0  # a turn running at SIGTERM may finish within this; then it is handed back
-# Recording term.ended may not hold up a shutdown or a step-down longer than this.
-TERM_END_TIMEOUT = 5.0
+# Shares of STOP_GRACE_S (the process exits when it is over): a turn running at SIGTERM may
+# finish within the first, then it is handed back (redelivered to the next leader); recording
+# term.ended may hold up a shutdown or a step-down no longer than the second. The rest is for
+# closing the lease and the connections.
+DRAIN_SHARE = 0.5
+TERM_END_SHARE = 0.25
 
 
 def run() -> None:
@@ -141,7 +144,7 @@ async def lead(
             if lost.is_set():
                 consumer.cancel()  # someone else may lead now: stop this turn at once
             else:
-                done, _ = await asyncio.wait([consumer], timeout=SHUTDOWN_GRACE)
+                done, _ = await asyncio.wait([consumer], timeout=settings.stop_grace_s * DRAIN_SHARE)
                 if not done:
                     consumer.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -154,7 +157,7 @@ async def lead(
             await term.nc.close()
         # Once this term answers nothing more, and before the release: a standby's start can
         # then only follow this end in the ledger.
-        await record.end("lost" if lost.is_set() else "shutdown", timeout=TERM_END_TIMEOUT)
+        await record.end("lost" if lost.is_set() else "shutdown", timeout=settings.stop_grace_s * TERM_END_SHARE)
         ledger.fence = None  # a standby publishes nothing, and the next term brings its own
         if lost.is_set():
             log.warning("stepped down: the lease was lost")

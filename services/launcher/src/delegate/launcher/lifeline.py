@@ -2,9 +2,14 @@
 
 A launcher that is SIGKILLed runs no cleanup, so without this its eight services and their
 nats-server would run on, orphaned, until someone finds them. ``PR_SET_PDEATHSIG`` asks the
-kernel to send the child SIGTERM when the thread that forked it ends; the launcher forks from
-its main thread only, so that is when the launcher ends. The child then stops as on any
-SIGTERM (within its stop grace, `delegate.runtime.service`).
+kernel to signal the child when the thread that forked it ends; the launcher forks from its
+main thread only, so that is when the launcher ends.
+
+The signal is SIGKILL, not SIGTERM: the private nats-server gets it at the same instant, so a
+graceful stop could only wait on a bus that is gone until its watchdog ended it (measured 7.7 s
+with a 12 s grace). A kill is the crash every service survives by design (nothing acked is
+lost, no side effect repeats); a grandchild follows its parent the same way (the ledger's writer
+sees its stdin close, Chromium's driver its pipe).
 """
 
 import ctypes
@@ -25,7 +30,7 @@ def die_with_parent() -> Callable[[], None] | None:
     parent = os.getpid()
 
     def arm() -> None:  # runs in the child between fork and exec: nothing here may take a lock
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         # The parent may have died between fork and prctl: the signal would never come then.
         if os.getppid() != parent:
             os._exit(1)

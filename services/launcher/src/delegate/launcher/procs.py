@@ -58,7 +58,7 @@ class ManagedProcess:
         # In a session (process group) of its own, a terminal's Ctrl-C reaches only whoever
         # started it, who stops its children in order (NATS last), never all at the same moment.
         self.own_session = own_session
-        # with_parent: the child is sent SIGTERM when its starter dies (`lifeline`). Only for a
+        # with_parent: the child is SIGKILLed when its starter dies (`lifeline`). Only for a
         # starter that forks from its main thread (the launcher): the kernel watches the thread.
         self.with_parent = with_parent
         self.proc: subprocess.Popen[bytes] | None = None

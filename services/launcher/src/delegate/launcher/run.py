@@ -42,10 +42,11 @@ STOP_STAGES: tuple[tuple[str, ...], ...] = (
 )
 
 SUPERVISE_EVERY_S = 0.5  # how often the launcher looks at its children (and shows the token)
-# How long the staged stop may take in all before what still runs is SIGKILLed (a service's own
-# stop is bounded as well: `delegate.runtime.service`), and NATS's share after it.
-STOP_BUDGET_S = 12.0  # the services' own STOP_GRACE_S: a turn running at Ctrl-C may finish
-NATS_STOP_S = 1.0
+# How long the staged stop may take in all before what still runs is SIGKILLed: the services'
+# own STOP_GRACE_S (each also ends itself then: `delegate.runtime.service`), and NATS's share
+# after it. Together they keep the whole stop within 5 s.
+STOP_BUDGET_S = 4.0
+NATS_STOP_S = 0.5
 
 # DELEGATE_PROCESSES: "host" (the default) runs every service in one process
 # (`python -m delegate.host`); "split" runs each in a process of its own.
@@ -178,6 +179,14 @@ def host_env(roles: list[str], base: dict[str, str], passwords: dict[str, str] |
     return env
 
 
+def stop_budget(env: dict[str, str]) -> float:
+    """The staged stop's budget: STOP_GRACE_S when set (the services' own bound), else 4 s."""
+    try:
+        return float(env.get("STOP_GRACE_S") or STOP_BUDGET_S)
+    except ValueError:
+        return STOP_BUDGET_S  # the services refuse it themselves (EX_CONFIG), and say why
+
+
 def process_mode(env: dict[str, str]) -> str:
     mode = env.get("DELEGATE_PROCESSES", "host").strip().lower() or "host"
     if mode not in PROCESS_MODES:
@@ -296,7 +305,7 @@ def main() -> None:
     finally:
         log.info("stopping")
         began = time.monotonic()
-        supervisor.stop(hurry=signals)
+        supervisor.stop(hurry=signals, budget_s=stop_budget(env))
         if nats:
             nats.stop(timeout=NATS_STOP_S)
         log.info("stopped in %.1f s", time.monotonic() - began)

@@ -37,8 +37,9 @@ class ServiceSettings(NatsSettings):
     instance_name: str = ""  # INSTANCE_NAME: tells two processes of one service apart in logs
     # STOP_GRACE_S: how long a stop may take from SIGTERM before the process exits regardless
     # (a launcher, compose or an orchestrator waits on it; the stop is crash-safe either way).
-    # Above the agent's own drain: a running turn may finish within 5 s, then term.ended gets 5 s.
-    stop_grace_s: float = Field(default=12.0, gt=0, le=120)
+    # The agent divides it (`delegate.agent.main`): half for a running turn to finish, a quarter
+    # for term.ended; a turn cut short is redelivered. 4 s keeps `make run`'s whole stop in 5 s.
+    stop_grace_s: float = Field(default=4.0, gt=0, le=120)
 
     # Which model answers (see `openai`): a real key selects OpenAI (or OPENAI_BASE_URL);
     # without one the offline stand-in at OPENAI_STANDIN_URL answers.
