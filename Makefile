@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 MEMBERS := contracts runtime launcher host ledger gateway agent voice inner-plane memory tasks pollers openai-standin
 EDITABLES := $(foreach m,$(MEMBERS),$(if $(wildcard services/$(m)/pyproject.toml),-e services/$(m)))
 
-.PHONY: install install-run install-embeddings run test test-fast test-embeddings check-system lint typecheck bench token token-rotate clean
+.PHONY: install install-run install-embeddings run test test-fast test-embeddings check-system lint lint-imports typecheck bench token token-rotate clean
 
 # Two installs: running needs only the members and their runtime packages (`make run`);
 # testing adds the tooling of requirements-dev.txt (pytest, Playwright, hypothesis, ruff, mypy).
@@ -82,6 +82,10 @@ check-system:
 
 lint: install
 	$(BIN)/ruff check .
+
+# The import contracts of .importlinter: layers, independent services, no cycles.
+lint-imports: install
+	$(BIN)/lint-imports
 
 # strict on contracts and runtime, the default rules plus a few strict flags on the services
 typecheck: install

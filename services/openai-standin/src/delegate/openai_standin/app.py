@@ -8,9 +8,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from delegate.openai_standin import control, http_responses, openapi
+from delegate.openai_standin import control, http_responses, openapi, realtime_route
 from delegate.openai_standin.errors import ApiError, invalid_request, invalid_url
-from delegate.openai_standin.realtime import route as realtime_route
 from delegate.openai_standin.recorder import RecordingMiddleware
 from delegate.openai_standin.settings import Settings
 from delegate.openai_standin.state import StandinState
