@@ -84,7 +84,8 @@ ROLES: dict[str, Role] = {
                       topics.INNER_REMINDERS, topics.MEMORY_SEARCH, topics.MEMORY_FACTS,
                       topics.MEMORY_COMMITMENTS,  # commitment_update: kept or dropped on the owner's word
                       topics.TASKS_CREATE, topics.TASKS_GET, topics.TASKS_LIST,  # the task tools
-                      topics.INNER_BUDGET),  # BUDGET_HARD_STOP_OWNER: is an owner turn over the line?
+                      topics.INNER_BUDGET,  # BUDGET_HARD_STOP_OWNER: is an owner turn over the line?
+                      topics.POLLERS_CALENDAR),  # the calendar tools, and today's events in the context
             serves=(topics.AGENT_STATE_GET, topics.AGENT_COMPACT, topics.AGENT_END, topics.AGENT_STOP,
                     topics.TOOLS_LIST, topics.TOOLS_CALL, topics.PINGS["agent"]),
             buckets=(s.AGENT_LEASE_BUCKET,),
@@ -142,7 +143,8 @@ ROLES: dict[str, Role] = {
             consumes=(Consumer("CHANNELS", streams.VOICE_ANSWERED_BY, topics.CALL_ANSWERED),),
             requests=(topics.TOOLS_LIST, topics.TOOLS_CALL, topics.LEDGER_RESUME, topics.LEDGER_QUERY,
                       topics.LEDGER_GET, topics.MEMORY_SEARCH,
-                      topics.INNER_BUDGET),  # BUDGET_HARD_STOP_OWNER: may the owner's call open?
+                      topics.INNER_BUDGET,  # BUDGET_HARD_STOP_OWNER: may the owner's call open?
+                      topics.POLLERS_CALENDAR),  # today's events in the session's instructions
             serves=(topics.VOICE_PREPARE, topics.VOICE_ATTACH_ANY, topics.VOICE_STATE_GET,
                     topics.VOICE_CALL_OWNER, topics.PINGS["voice"]),
             buckets=(s.VOICE_LEASE_BUCKET,),
@@ -151,8 +153,9 @@ ROLES: dict[str, Role] = {
         ),
         Role(
             "pollers",
-            # email in becomes agent input; the outbox and MMS media are delivered from CHANNELS
-            publishes=(_own_append("pollers"), topics.AGENT_INPUT),
+            # email in becomes agent input; the outbox and MMS media are delivered from CHANNELS;
+            # the calendar raises calendar.* signals
+            publishes=(_own_append("pollers"), topics.AGENT_INPUT, topics.INNER_SIGNAL),
             consumes=(
                 Consumer("CHANNELS", streams.POLLERS_SMS, topics.SMS_OUT),
                 Consumer("CHANNELS", streams.POLLERS_EMAIL, topics.EMAIL_OUT),
@@ -162,7 +165,7 @@ ROLES: dict[str, Role] = {
                 Consumer("LEDGER", streams.POLLERS_PUSH, topics.LEDGER_APPEND_ANY),
             ),
             requests=(topics.LEDGER_GET, topics.LEDGER_QUERY),
-            serves=(topics.POLLERS_STATE, topics.PINGS["pollers"]),
+            serves=(topics.POLLERS_STATE, topics.POLLERS_CALENDAR, topics.PINGS["pollers"]),
             buckets=(s.PUSH_SUBSCRIPTIONS_BUCKET,),  # the subscriptions it sends to (and drops when gone)
             watches=(("LEDGER", streams.LEDGER_WRITER),),  # waits until the ledger has caught up
         ),

@@ -122,11 +122,64 @@ class ScriptSignal(SignalBase):
     payload: ScriptPayload
 
 
-AnySignal = ReminderDue | EmailReceived | TaskFinished | TaskFailed | MemoryRelevant | ScriptSignal
+class CalendarEventRef(_Payload):
+    """One event occurrence as a signal carries it (the projection has the rest)."""
+
+    uid: str = Field(min_length=1, max_length=500)
+    summary: str = Field(default="", max_length=500)
+    start: datetime
+    end: datetime | None = None
+    location: str = Field(default="", max_length=1000)
+    attendees: list[str] = Field(default_factory=list, max_length=50)
+
+
+class CalendarChangedPayload(_Payload):
+    change: Literal["moved", "cancelled"]
+    event: CalendarEventRef  # as it is now (moved), or as it was (cancelled)
+    old_start: datetime | None = None
+
+
+class CalendarChangedSignal(SignalBase):
+    """Someone else moved or cancelled one of the owner's events."""
+
+    kind: Literal["calendar.changed"] = "calendar.changed"
+    payload: CalendarChangedPayload
+
+
+class CalendarUpcomingPayload(_Payload):
+    event: CalendarEventRef
+    lead_s: float = Field(ge=0)  # how long before its start this was raised
+
+
+class CalendarUpcoming(SignalBase):
+    """An event with a place or other people starts soon: time to leave, or to prepare."""
+
+    kind: Literal["calendar.upcoming"] = "calendar.upcoming"
+    payload: CalendarUpcomingPayload
+
+
+class CalendarAgendaPayload(_Payload):
+    day: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}$")  # the owner's local date
+    events: list[CalendarEventRef] = Field(default_factory=list, max_length=50)
+    more: int = Field(default=0, ge=0)  # beyond the 50 listed
+
+
+class CalendarAgenda(SignalBase):
+    """The morning agenda (AGENDA_AT), raised once per day."""
+
+    kind: Literal["calendar.agenda"] = "calendar.agenda"
+    payload: CalendarAgendaPayload
+
+
+AnySignal = (
+    ReminderDue | EmailReceived | TaskFinished | TaskFailed | MemoryRelevant | ScriptSignal
+    | CalendarChangedSignal | CalendarUpcoming | CalendarAgenda
+)
 SignalIn = Annotated[AnySignal, Field(discriminator="kind")]
 SIGNAL_ADAPTER: TypeAdapter[AnySignal] = TypeAdapter(SignalIn)
 SIGNAL_KINDS: tuple[str, ...] = (
     "reminder.due", "email.received", "task.finished", "task.failed", "memory.relevant", "script",
+    "calendar.changed", "calendar.upcoming", "calendar.agenda",
 )
 # What the owner's scripts may raise through ``POST /api/signals`` (a CI job reports its task);
 # reminders and inbound mail are the services' own claims about the timeline.

@@ -111,6 +111,7 @@ CHANNELS_EMAIL_OUT = "channels.evt.out.email"
 CHANNELS_MEDIA = "channels.evt.media"
 CHANNELS_CALL_ANSWERED = "channels.evt.call.answered"  # Twilio's AMD verdict, gateway -> voice
 POLLERS_STATE = "pollers.cmd.state"  # IMAP/SMTP/SMS health for /readyz detail and /api/state
+POLLERS_CALENDAR = "pollers.cmd.calendar"  # the CalDAV projection: agenda, free time, writes
 
 # other services' liveness
 VOICE_PING = "voice.cmd.ping"

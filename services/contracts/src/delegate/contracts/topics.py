@@ -8,6 +8,7 @@ from pydantic import BaseModel, TypeAdapter
 
 from . import subjects as s
 from .budget import BudgetReply, BudgetRequest
+from .calendar import CalendarCommand, CalendarReply
 from .channels import ChannelsState, ChannelsStateRequest, MediaFetch, OutboundEmail, OutboundSms
 from .events import Event
 from .memory import (
@@ -129,6 +130,8 @@ AGENT_COMPACT = Query(s.AGENT_COMPACT, AgentCommand, CommandReply, timeout=120.0
 AGENT_END = Query(s.AGENT_END, AgentCommand, CommandReply, timeout=120.0)
 AGENT_STOP = Query(s.AGENT_STOP, TurnCommand, CommandReply)
 POLLERS_STATE = Query(s.POLLERS_STATE, ChannelsStateRequest, ChannelsState, timeout=2.0)
+# a write reaches the CalDAV server (and checks it first after a crash): give it time
+POLLERS_CALENDAR = Query(s.POLLERS_CALENDAR, CalendarCommand, CalendarReply, timeout=30.0)
 VOICE_PREPARE = Query(s.VOICE_PREPARE, PrepareSession, PrepareReply, timeout=5.0)
 VOICE_ATTACH_ANY = Query(s.VOICE_ATTACH_ANY, AttachSession, AttachReply, timeout=5.0)
 VOICE_STATE_GET = Query(s.VOICE_STATE_GET, VoiceStateRequest, VoiceState, timeout=1.0)

@@ -38,6 +38,7 @@ class Health:
     imap: Side = field(default_factory=Side)
     smtp: Side = field(default_factory=Side)
     sms: Side = field(default_factory=Side)
+    calendar: Side = field(default_factory=Side)  # CalDAV: shown in the ping's detail
     last_poll_at: datetime | None = None
     outbox_pending: int = 0
     running: bool = False  # the workers started (the outbox consumers exist)
@@ -58,7 +59,7 @@ class Health:
 
     def detail(self) -> str:
         parts = []
-        for name, side in (("imap", self.imap), ("smtp", self.smtp), ("sms", self.sms)):
+        for name, side in (("imap", self.imap), ("smtp", self.smtp), ("sms", self.sms), ("calendar", self.calendar)):
             error = f" ({side.last_error})" if side.last_error and side.enabled else ""
             parts.append(f"{name} {side.state if side.enabled else 'off'}{error}")
         return "; ".join(parts)

@@ -1,5 +1,5 @@
-"""``python -m delegate.pollers``: email in (the inbox) and the outbox (SMS, email, MMS media)
-until SIGTERM.
+"""``python -m delegate.pollers``: email in (the inbox), the outbox (SMS, email, MMS media) and
+the calendar (CalDAV) until SIGTERM.
 
 Ready only when it does its job: the outbox consumers run (``health.running``, set by the
 outbox) and, when IMAP is configured, the inbox is connected. A worker that ends by itself is
@@ -17,6 +17,7 @@ from delegate.runtime.bus import Bus
 from delegate.runtime.service import run_service
 
 from . import mail_oauth
+from .calendar.run import run_calendar
 from .health import Health
 from .imap_session import ImapConfigError, check_settings
 from .inbox import run_inbox
@@ -52,6 +53,10 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
         workers: dict[str, Awaitable[object]] = {"outbox": run_outbox(bus, settings, health, stop)}
         if settings.email_enabled:
             workers["inbox"] = run_inbox(bus, settings, health, stop)
+        if settings.calendar_enabled:
+            workers["calendar"] = run_calendar(bus, settings, health, stop)
+        else:
+            log.info("CALDAV_URL unset: the calendar is off")
         tasks: dict[asyncio.Future[object], str] = {asyncio.ensure_future(work): name for name, work in workers.items()}
         stopping: asyncio.Future[object] = asyncio.ensure_future(stop.wait())
         done, _ = await asyncio.wait([*tasks, stopping], return_when=asyncio.FIRST_COMPLETED)

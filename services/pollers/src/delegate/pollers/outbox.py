@@ -26,11 +26,13 @@ from delegate.contracts import streams, topics
 from delegate.contracts.topics import Topic
 from delegate.runtime.bus import Bus
 from delegate.runtime.retry import sleep_unless
+from delegate.runtime.webpush import PushStore
 
 from .deliveries import DeliveryLog, heartbeat
 from .email_out import EmailSender
 from .health import Health
 from .media import MediaFetcher
+from .push_sender import PushSender
 from .settings import Settings
 from .sms_sender import SmsSender
 from .twilio_rest import twilio_client
@@ -43,7 +45,9 @@ STREAM = "CHANNELS"
 # and a ledger outage naks without consuming attempts, so this is a backstop, not a policy.
 MAX_DELIVER = 50
 PENDING_EVERY_S = 2.0
-CONSUMERS = (streams.POLLERS_SMS, streams.POLLERS_EMAIL, streams.POLLERS_MEDIA)
+CONSUMERS = (streams.POLLERS_SMS, streams.POLLERS_EMAIL, streams.POLLERS_MEDIA, streams.POLLERS_PUSH)
+# where each consumer reads: the push sender follows the ledger's appends
+STREAM_OF = {streams.POLLERS_PUSH: "LEDGER"}
 
 
 async def run_outbox(bus: Bus, settings: Settings, health: Health, stop: asyncio.Event) -> None:
@@ -64,11 +68,16 @@ async def run_outbox(bus: Bus, settings: Settings, health: Health, stop: asyncio
     timeout = httpx.Timeout(settings.outbox_http_timeout_s)
     async with httpx.AsyncClient(timeout=timeout, max_redirects=5) as http:
         media = MediaFetcher(settings, deliveries, stop, http)
+        store = PushStore()
+        await store.open(bus)
+        push = PushSender(settings, deliveries, store)
         beat = max(settings.outbox_ack_wait_s / 3, 0.2)
         work: list[Awaitable[None]] = [
             _consume(bus, topics.SMS_OUT, sms.handle, streams.POLLERS_SMS, settings, stop, beat),
             _consume(bus, topics.EMAIL_OUT, mail.handle, streams.POLLERS_EMAIL, settings, stop, beat),
             _consume(bus, topics.MEDIA_FETCH, media.handle, streams.POLLERS_MEDIA, settings, stop, beat),
+            _consume(bus, topics.LEDGER_APPEND_ANY, push.handle, streams.POLLERS_PUSH, settings, stop, beat,
+                     stream="LEDGER"),
             _watch(bus, health, stop),
         ]
         tasks = [asyncio.ensure_future(w) for w in work]
@@ -99,13 +108,14 @@ async def _consume(
     settings: Settings,
     stop: asyncio.Event,
     beat: float,
+    stream: str = STREAM,
 ) -> None:
     async def with_heartbeat(msg: M, raw: Msg) -> None:
         async with heartbeat(raw, beat):
             await handler(msg, raw)
 
     await bus.consume(
-        topic, with_heartbeat, durable=durable, stream=STREAM, stop=stop,
+        topic, with_heartbeat, durable=durable, stream=stream, stop=stop,
         ack_wait=settings.outbox_ack_wait_s, max_deliver=MAX_DELIVER,
     )
 
@@ -118,7 +128,7 @@ async def _watch(bus: Bus, health: Health, stop: asyncio.Event) -> None:
         for durable in CONSUMERS:
             info: Any
             try:
-                info = await bus.js.consumer_info(STREAM, durable)
+                info = await bus.js.consumer_info(STREAM_OF.get(durable, STREAM), durable)
             except (nats.js.errors.NotFoundError, nats.errors.Error, TimeoutError, OSError):
                 continue  # not created yet, or NATS is reconnecting: counted next round
             found += 1

@@ -1,12 +1,23 @@
 """The pollers' one settings class: email in and out, and the SMS half of the outbox."""
 
+from datetime import time
 from typing import Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import Field, field_validator
 
 from delegate.runtime.settings import ServiceSettings
 
 from .mail_auth import check_setting
+
+
+def parse_clock(text: str) -> time | None:
+    """HH:MM or HH:MM:SS as a time of day, or None."""
+    try:
+        return time.fromisoformat(text.strip()) if text.strip().count(":") in (1, 2) else None
+    except ValueError:
+        return None
+
 
 Tls = Literal["ssl", "starttls", "none"]
 DEFAULT_PORTS = {"imap": {"ssl": 993, "starttls": 143, "none": 143}, "smtp": {"ssl": 465, "starttls": 587, "none": 25}}
@@ -65,6 +76,15 @@ class Settings(ServiceSettings):
     smtp_oauth2_token_url: str = ""
     smtp_oauth2_scope: str = ""
 
+    # Web Push (the subscriptions the gateway keeps): the VAPID "sub" claim push services may
+    # write to about our traffic; how long a push service keeps an undelivered push; how old an
+    # event may be and still be pushed; and whether an http or private-address endpoint (a local
+    # receiver) is allowed: for tests and development only.
+    push_vapid_subject: str = "mailto:owner@localhost"  # PUSH_VAPID_SUBJECT
+    push_ttl_s: float = Field(default=86400.0, ge=0, le=28 * 86400.0)  # PUSH_TTL_S
+    push_max_age_s: float = Field(default=3600.0, gt=0)  # PUSH_MAX_AGE_S
+    push_allow_private_endpoints: bool = False  # PUSH_ALLOW_PRIVATE_ENDPOINTS
+
     # SMS out (Twilio REST): unset account -> SMS off
     twilio_account_sid: str | None = None
     twilio_auth_token: str | None = None
@@ -80,6 +100,58 @@ class Settings(ServiceSettings):
     outbox_ack_wait_s: float = Field(default=60.0, gt=0)
     # OUTBOX_HTTP_TIMEOUT_S: one Twilio request or SMTP transaction; beyond it the try counts as a timeout
     outbox_http_timeout_s: float = Field(default=30.0, gt=0)
+
+    # The calendar over CalDAV (CALDAV_*): unset URL -> no calendar. CALDAV_URL is the server or
+    # the account's home (https://caldav.fastmail.com/dav/, https://apidata.googleusercontent.com/
+    # caldav/v2/<id>/events); the username and the password or app password log in to it.
+    caldav_url: str | None = None
+    caldav_username: str = ""
+    caldav_password: str = ""
+    # OAuth2 instead of a password (Google): a refresh token switches CalDAV to bearer tokens;
+    # CALDAV_OAUTH2_TOKEN_URL defaults to Google's endpoint
+    caldav_oauth2_client_id: str = ""
+    caldav_oauth2_client_secret: str = ""
+    caldav_oauth2_refresh_token: str = ""
+    caldav_oauth2_token_url: str = ""
+    caldav_oauth2_scope: str = ""
+    # CALENDAR_READ: the calendars read, a comma list of display names or URLs (empty: all of the
+    # account's); CALENDAR_WRITE: the one written to (empty: the first one read)
+    calendar_read: str = ""
+    calendar_write: str = ""
+    calendar_confirm_writes: bool = True  # CALENDAR_CONFIRM_WRITES: the owner says yes before any write
+    calendar_poll_s: float = Field(default=60.0, gt=0)  # CALENDAR_POLL_S: how often the server is asked what changed
+    # CALENDAR_UPCOMING_LEAD_S: calendar.upcoming this long before an event with a place or attendees
+    calendar_upcoming_lead_s: float = Field(default=15 * 60.0, ge=0)
+    # AGENDA_AT: the morning agenda's local time (HH:MM, OWNER_TIMEZONE), once a day; unset: none
+    agenda_at: str | None = None
+    owner_timezone: str = "UTC"  # OWNER_TIMEZONE: the owner's days (agenda, "today")
+    # CALENDAR_REPLY_VIA: how the calendar's signals reach the owner (sms, email, call); empty:
+    # the channel the owner used last
+    calendar_reply_via: Literal["sms", "email", "call"] | None = None
+
+    @field_validator("agenda_at")
+    @classmethod
+    def _agenda_at(cls, value: str | None) -> str | None:
+        if value is not None and parse_clock(value) is None:
+            raise ValueError("AGENDA_AT is a local time HH:MM (or HH:MM:SS), e.g. 07:30")
+        return value
+
+    @field_validator("owner_timezone")
+    @classmethod
+    def _timezone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"OWNER_TIMEZONE {value!r} is not an IANA timezone (e.g. Europe/Berlin)") from None
+        return value
+
+    @property
+    def calendar_enabled(self) -> bool:
+        return bool(self.caldav_url)
+
+    @property
+    def agenda_time(self) -> time | None:
+        return parse_clock(self.agenda_at) if self.agenda_at else None
 
     @field_validator("email_authserv_id")
     @classmethod
