@@ -23,6 +23,7 @@ from . import (
     http,
     import_api,
     memory_api,
+    push_api,
     reminders_api,
     runs_api,
     signals_api,
@@ -93,6 +94,7 @@ def create_app(settings: Settings, bus: Bus | None = None) -> FastAPI:
     app.include_router(tools_api.router)
     app.include_router(usage_api.router)
     app.include_router(budget_api.router)
+    app.include_router(push_api.router)
     install_openapi(app)  # GET /api/openapi.json: every route above, with its bodies and error shapes
     # Later routers (/api/tasks) are included here.
     # Static files last: every route above wins over a file of the same name.

@@ -9,6 +9,7 @@ from fastapi import Depends, Request
 
 from delegate.runtime.bus import Bus
 from delegate.runtime.retry import Backoff
+from delegate.runtime.webpush import PushStore
 
 from .auth import SAFE_METHODS, OwnerAuth, Proof
 from .courier import Courier
@@ -37,6 +38,7 @@ class GatewayContext:
         self._connector: asyncio.Task[None] | None = None
         # Twilio's webhooks are stored here first and delivered when the bus is there (``courier``).
         self.courier = Courier(settings, lambda: self.bus)
+        self.push = PushStore()  # Web Push subscriptions (push_api)
 
     async def start(self) -> None:
         """Connect in the background: the gateway serves /healthz (and says what is missing) meanwhile."""
@@ -75,6 +77,7 @@ class GatewayContext:
     async def _attach(self, bus: Bus) -> None:
         await bus.ensure_streams()
         await self.auth.sessions.open(bus)
+        await self.push.open(bus)
         await self.hub.start(bus)
         self.bus = bus
         self.courier.wake()  # what webhooks spooled before the first connection goes out now

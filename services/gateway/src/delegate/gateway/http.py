@@ -13,6 +13,7 @@ from delegate.contracts import topics, ws
 from delegate.contracts.cursor import Cursor, CursorError
 from delegate.contracts.messages import AgentCommand, AgentState, PageRequest, Usage
 from delegate.runtime.bus import Bus, BusUnavailable, RemoteError
+from delegate.runtime.webpush import SubscriptionsUnavailable
 
 from .auth import SESSION_COOKIE
 from .bodies import read_json
@@ -20,6 +21,7 @@ from .channels import ChannelsCache
 from .deps import BusDep, ContextDep, SettingsDep, check_cookie_origin, require_json_body, require_owner
 from .errors import ApiError
 from .inputs import InputRejected, message_problem
+from .push_api import end_session
 from .sessions import SessionsUnavailable
 from .settings import Settings
 from .turns import TurnRejected, regenerate_turn, stop_turn, submit_edit_or_message
@@ -162,7 +164,8 @@ async def sign_out(request: Request, ctx: ContextDep) -> Response:
         check_cookie_origin(ctx, request)
         try:
             await ctx.auth.sessions.revoke(cookie)
-        except SessionsUnavailable as exc:
+            await end_session(ctx.push, cookie)  # this browser's push subscription dies with it
+        except (SessionsUnavailable, SubscriptionsUnavailable) as exc:
             raise ApiError(503, "bus_unavailable", "signing out needs NATS, which is not answering; try again") from exc
     response = Response(status_code=204)
     _clear_cookie(response, ctx.auth.cookie_secure(request.url.scheme))
@@ -174,7 +177,8 @@ async def sign_out_everywhere(request: Request, ctx: ContextDep) -> Response:
     """Revoke every browser session ("sign out everywhere"); the Bearer token keeps working."""
     try:
         await ctx.auth.sessions.revoke_all()
-    except SessionsUnavailable as exc:
+        await end_session(ctx.push, None, everywhere=True)
+    except (SessionsUnavailable, SubscriptionsUnavailable) as exc:
         raise ApiError(503, "bus_unavailable", "signing out needs NATS, which is not answering; try again") from exc
     response = Response(status_code=204)
     _clear_cookie(response, ctx.auth.cookie_secure(request.url.scheme))

@@ -45,6 +45,10 @@ class Settings(ServiceSettings):
     # the addresses of reverse proxies whose X-Forwarded-Proto/-For are believed (comma-separated
     # IPs or networks; empty: none, so no client can claim https for itself); whether a generated
     # owner token is printed on stderr (`make run` shows it on its terminal itself and turns this off).
+    # Web Push: a subscription's endpoint must be https on a public address (real push services
+    # are); true lets a local receiver in, for tests and development only.
+    push_allow_private_endpoints: bool = False  # PUSH_ALLOW_PRIVATE_ENDPOINTS
+
     gateway_session_days: float = Field(default=30.0, gt=0, le=400)
     gateway_session_recheck_s: float = Field(default=15.0, gt=0)  # how soon a signed-out /chat closes
     gateway_trusted_proxies: str = ""
