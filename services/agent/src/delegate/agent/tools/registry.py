@@ -73,6 +73,7 @@ from .config import (
     load_policies,
 )
 from .local import local_tools
+from .local.calendar import BusCalendarDesk
 from .local.call import Caller
 from .local.memory import BusMemoryDesk
 from .local.owner import Outbox
@@ -138,8 +139,9 @@ class ToolRegistry:
         reminders = BusReminderDesk(self.bus) if self.bus is not None else None
         memory = BusMemoryDesk(self.bus) if self.bus is not None else None
         tasks = BusTaskDesk(self.bus) if self.bus is not None else None
+        calendar = BusCalendarDesk(self.bus) if self.bus is not None else None
         tools, self._closers = local_tools(
-            self.runtime_dir, self.settings, self.outbox, self.caller, reminders, memory, tasks,
+            self.runtime_dir, self.settings, self.outbox, self.caller, reminders, memory, tasks, calendar,
             meter=Meter(self._record, load_prices(self.runtime_dir)),
         )
         for tool in tools:

@@ -46,6 +46,10 @@ class ToolSettings(BaseSettings):
     # before answering "queued" (the message stays in the outbox either way)
     owner_delivery_wait_s: float = 20.0
 
+    # the calendar tools: offered when the pollers serve a calendar (CALDAV_URL is set)
+    caldav_url: str | None = None  # CALDAV_URL
+    owner_timezone: str = "UTC"  # OWNER_TIMEZONE: calendar times without an offset are the owner's
+
     # GitHub issues and pull requests
     github_token: str | None = None  # GITHUB_TOKEN
     github_api_base_url: str = "https://api.github.com"  # GITHUB_API_BASE_URL

@@ -7,6 +7,7 @@ from delegate.runtime.metering import Meter
 
 from ..base import Tool
 from ..settings import ToolSettings
+from .calendar import CalendarDesk, calendar_tools
 from .call import Caller, call_tool
 from .github import github_tools
 from .memory import MemoryDesk, memory_tools
@@ -25,6 +26,7 @@ def local_tools(
     reminders: ReminderDesk | None = None,
     memory: MemoryDesk | None = None,
     tasks: TaskDesk | None = None,
+    calendar: CalendarDesk | None = None,
     *,
     meter: Meter,
 ) -> tuple[list[Tool], list[Callable[[], Awaitable[None]]]]:
@@ -50,6 +52,8 @@ def local_tools(
         tools.extend(reminder_tools(reminders))
     if tasks is not None:  # the tasks service runs them: only with a bus to ask it on
         tools.extend(task_tools(tasks))
+    if calendar is not None and settings.caldav_url:  # the pollers own the calendar
+        tools.extend(calendar_tools(calendar, settings.owner_timezone))
     if settings.github_token:
         gh_tools, gh = github_tools(settings)
         tools.extend(gh_tools)
