@@ -73,7 +73,7 @@ class PushReceiver:
             def log_message(self, *args: Any) -> None:
                 pass
 
-            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+            def do_POST(self) -> None:
                 size = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(size)
                 name = self.path.rsplit("/", 1)[-1]

@@ -18,7 +18,7 @@ from delegate.runtime.webpush import (
     EndpointRefused,
     PushStore,
     SubscriptionsUnavailable,
-    check_endpoint,
+    check_endpoint_url,
     load_vapid,
     public_key,
 )
@@ -64,7 +64,9 @@ async def subscribe(request: Request, ctx: ContextDep) -> dict[str, Any]:
         where = ".".join(str(p) for p in first["loc"])
         raise ApiError(422, "bad_subscription", f"{where}: {first['msg']}") from exc
     try:
-        await check_endpoint(body.endpoint, ctx.settings.push_allow_private_endpoints)
+        # its form only: names are resolved and checked by the sender before every push (a
+        # name may be pointed elsewhere later, and this machine may be offline now)
+        check_endpoint_url(body.endpoint, ctx.settings.push_allow_private_endpoints)
     except EndpointRefused as exc:
         raise ApiError(422, "endpoint_refused", f"not a push service endpoint: {exc}") from exc
     store = _store(ctx)
