@@ -90,12 +90,9 @@ class IdleCheckInput(BusModel):
     last_activity_seq: int
 
 
-AgentInput = Annotated[
-    UserInput | RegenerateInput | ActivationInput | IdleCheckInput, Field(discriminator="type")
-]
-AGENT_INPUT_ADAPTER: TypeAdapter[UserInput | RegenerateInput | ActivationInput | IdleCheckInput] = TypeAdapter(
-    AgentInput
-)
+AnyAgentInput = UserInput | RegenerateInput | ActivationInput | IdleCheckInput
+AgentInput = Annotated[AnyAgentInput, Field(discriminator="type")]
+AGENT_INPUT_ADAPTER: TypeAdapter[AnyAgentInput] = TypeAdapter(AgentInput)
 
 
 # ---- agent live state and commands ---------------------------------------------------

@@ -10,15 +10,23 @@ query in ``topics`` is used by some role, so the table cannot drift from the cod
 """
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from . import streams, topics
 from . import subjects as s
-from .topics import Query, Topic
+from .topics import Query
 
 JS_API = "$JS.API"
 
-AnyTopic = Topic[Any]
+
+
+class AnyTopic(Protocol):
+    """A topic of any model: the table reads only its subject (each ``Topic`` names its model)."""
+
+    @property
+    def subject(self) -> str: ...
+
+
 AnyQuery = Query[Any, Any]
 
 

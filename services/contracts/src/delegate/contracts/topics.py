@@ -23,6 +23,7 @@ from .messages import (
     AgentCommand,
     AgentInput,
     AgentState,
+    AnyAgentInput,
     ArtifactReply,
     ArtifactRequest,
     CommandReply,
@@ -47,10 +48,12 @@ from .messages import (
 )
 from .people import CommitmentsCommand, CommitmentsReply, PeopleCommand, PeopleReply
 from .reminders import ReminderCommand, ReminderFire, ReminderReply
-from .signals import SignalIn
+from .signals import AnySignal, SignalIn
 from .tasks import TaskControl, TaskCreate, TaskGet, TaskList, TaskListReply, TaskReply
 from .usage import UsageReply, UsageRequest
 from .voice import (
+    AnyVoiceIn,
+    AnyVoiceOut,
     AttachReply,
     AttachSession,
     CallAnsweredBy,
@@ -99,8 +102,8 @@ class Query(Generic[Req, Rep]):
 
 # durable (JetStream)
 LEDGER_APPEND_ANY: Topic[Event] = Topic(s.LEDGER_APPEND_ANY, Event)  # the ledger's consumer filter
-AGENT_INPUT: Topic[Any] = Topic(s.AGENT_INPUT, AgentInput)
-INNER_SIGNAL: Topic[Any] = Topic(s.INNER_SIGNAL, SignalIn)
+AGENT_INPUT: Topic[AnyAgentInput] = Topic(s.AGENT_INPUT, AgentInput)
+INNER_SIGNAL: Topic[AnySignal] = Topic(s.INNER_SIGNAL, SignalIn)
 INNER_FIRE: Topic[ReminderFire] = Topic(s.INNER_FIRE, ReminderFire)
 INNER_SCHEDULE_ANY: Topic[ReminderFire] = Topic(s.INNER_SCHEDULE_ANY, ReminderFire)  # what roles grant
 SMS_OUT: Topic[OutboundSms] = Topic(s.CHANNELS_SMS_OUT, OutboundSms)
@@ -115,8 +118,8 @@ AGENT_STATE: Topic[AgentState] = Topic(s.AGENT_STATE, AgentState)
 INNER_NOTICE: Topic[LiveNotice] = Topic(s.INNER_NOTICE, LiveNotice)
 VOICE_STATE: Topic[VoiceState] = Topic(s.VOICE_STATE, VoiceState)
 # Per-session audio relays; the ``*`` topics are what the roles table grants.
-VOICE_IN_ANY: Topic[Any] = Topic(s.VOICE_IN_ANY, VoiceIn)
-VOICE_OUT_ANY: Topic[Any] = Topic(s.VOICE_OUT_ANY, VoiceOut)
+VOICE_IN_ANY: Topic[AnyVoiceIn] = Topic(s.VOICE_IN_ANY, VoiceIn)
+VOICE_OUT_ANY: Topic[AnyVoiceOut] = Topic(s.VOICE_OUT_ANY, VoiceOut)
 
 # request/reply
 LEDGER_PAGE = Query(s.LEDGER_PAGE, PageRequest, PageReply)
@@ -182,9 +185,9 @@ def voice_attach(session_id: str) -> Query[AttachSession, AttachReply]:
     return Query(s.voice_attach(session_id), AttachSession, AttachReply, timeout=5.0)
 
 
-def voice_in(session_id: str) -> Topic[Any]:
+def voice_in(session_id: str) -> Topic[AnyVoiceIn]:
     return Topic(s.voice_in(session_id), VoiceIn)
 
 
-def voice_out(session_id: str) -> Topic[Any]:
+def voice_out(session_id: str) -> Topic[AnyVoiceOut]:
     return Topic(s.voice_out(session_id), VoiceOut)

@@ -88,8 +88,9 @@ class HeartbeatIn(BusModel):
     type: Literal["heartbeat"] = "heartbeat"
 
 
-VoiceIn = Annotated[AudioIn | MarkIn | HangupIn | HeartbeatIn, Field(discriminator="type")]
-voice_in_adapter: TypeAdapter[AudioIn | MarkIn | HangupIn | HeartbeatIn] = TypeAdapter(VoiceIn)
+AnyVoiceIn = AudioIn | MarkIn | HangupIn | HeartbeatIn
+VoiceIn = Annotated[AnyVoiceIn, Field(discriminator="type")]
+voice_in_adapter: TypeAdapter[AnyVoiceIn] = TypeAdapter(VoiceIn)
 
 
 # ---- voice -> caller side -------------------------------------------------------------------
@@ -129,12 +130,9 @@ class HeartbeatOut(BusModel):
     type: Literal["heartbeat"] = "heartbeat"
 
 
-VoiceOut = Annotated[
-    AudioOut | MarkOut | ClearOut | TranscriptOut | EndOut | HeartbeatOut, Field(discriminator="type")
-]
-voice_out_adapter: TypeAdapter[AudioOut | MarkOut | ClearOut | TranscriptOut | EndOut | HeartbeatOut] = (
-    TypeAdapter(VoiceOut)
-)
+AnyVoiceOut = AudioOut | MarkOut | ClearOut | TranscriptOut | EndOut | HeartbeatOut
+VoiceOut = Annotated[AnyVoiceOut, Field(discriminator="type")]
+voice_out_adapter: TypeAdapter[AnyVoiceOut] = TypeAdapter(VoiceOut)
 
 
 # ---- state and the outbound call -------------------------------------------------------------
