@@ -17,7 +17,6 @@ from delegate.runtime.bus import Bus
 from delegate.runtime.service import run_service
 
 from . import mail_oauth
-from .calendar.run import run_calendar
 from .health import Health
 from .imap_session import ImapConfigError, check_settings
 from .inbox import run_inbox
@@ -54,6 +53,10 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
         if settings.email_enabled:
             workers["inbox"] = run_inbox(bus, settings, health, stop)
         if settings.calendar_enabled:
+            # imported here, outside __main__'s guard against unused extras: recurring-ical-events
+            # needs x-wr-timezone, which imports click for its command line at module level
+            from .calendar.run import run_calendar
+
             workers["calendar"] = run_calendar(bus, settings, health, stop)
         else:
             log.info("CALDAV_URL unset: the calendar is off")
