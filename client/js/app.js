@@ -592,20 +592,20 @@ class App {
     meter.setAttribute("aria-valuenow", String(pct === null ? 0 : Math.round(pct)));
     meter.title =
       usage && usage.compact_threshold
-        ? `Working memory: the model's working context holds ${formatNumber(usage.input_tokens)} of ${formatNumber(usage.compact_threshold)} tokens. At 100% Delegate summarizes older messages automatically; nothing is deleted.`
-        : "Working memory: how full the model's working context is. Unknown until Delegate answers.";
+        ? `Context used: this conversation takes ${formatNumber(usage.input_tokens)} of the ${formatNumber(usage.compact_threshold)} tokens the model reads at once. At 100% Delegate summarizes older messages automatically; nothing is deleted.`
+        : "Context used: how much of what the model reads at once this conversation takes. Unknown until Delegate answers.";
     meter.setAttribute("aria-valuetext", pct === null ? "unknown" : `${formatPercent(pct)} full`);
     const capsule = $("capsule");
     capsule.dataset.active = String(f.capsule.active);
-    capsule.textContent = f.capsule.active ? "Carry-over note ready" : "No carry-over note yet";
+    capsule.textContent = f.capsule.active ? "What I keep in mind: ready" : "Nothing kept in mind yet";
     capsule.title = f.capsule.active
       ? `What Delegate keeps in mind for the next session${f.capsule.updated_at ? `, updated ${fullTime(f.capsule.updated_at)}` : ""}`
-      : "Delegate writes a carry-over note (what to keep in mind next time) as the conversation grows";
+      : "As the conversation grows, Delegate notes what to keep in mind for next time";
     const compacted = $("compacted");
     const when = f.compaction ? f.compaction.ts : null;
     compacted.textContent = when ? `Older messages summarized ${formatTime(when)}` : "Nothing summarized yet";
     compacted.title = when
-      ? `In this conversation, older messages were summarized to free working memory (${fullTime(when)}). The full history stays on the timeline.`
+      ? `In this conversation, older messages were summarized to make room (${fullTime(when)}). The full history stays on the timeline.`
       : "In this conversation, older messages have not needed summarizing yet";
     $("offline-badge").hidden = !(s && s.offline_model);
     this.updateControls();
@@ -628,6 +628,8 @@ class App {
     $("end-btn").disabled = away;
     const turn = this.streaming();
     const stop = $("stop-btn");
+    // The Stop button goes away with the answer: focus on it moves to the composer, not the page.
+    if (!turn && !stop.hidden && document.activeElement === stop) queueMicrotask(() => $("input").focus());
     stop.hidden = !turn;
     stop.disabled = away || this.controlInFlight === "stop";
     stop.dataset.turnId = turn || "";
@@ -864,6 +866,116 @@ class App {
     setTimeout(() => node.remove(), 5000);
   }
 
+  // ---- the shell: the menu, panels as sheets, Escape, where focus goes ---------------
+
+  /**
+   * The top bar's actions: a row on a wide screen, a labelled menu on a phone. One panel is
+   * open at a time (on a phone each is a full-height sheet); Escape closes what is on top.
+   */
+  wireShell() {
+    const bar = document.querySelector(".topbar");
+    const menu = $("menu-btn");
+    menu.addEventListener("click", () => this.setMenu(bar.dataset.menu !== "open", true));
+    // Choosing an action closes the menu; opening a panel closes the other panels first.
+    $("actions").addEventListener(
+      "click",
+      (e) => {
+        const btn = e.target instanceof Element ? e.target.closest("button") : null;
+        if (!btn) return;
+        const target = btn.getAttribute("aria-controls");
+        if (target && btn.getAttribute("aria-expanded") !== "true") this.closeSheets(target);
+        this.setMenu(false);
+      },
+      true,
+    );
+    document.addEventListener("click", (e) => {
+      if (bar.dataset.menu === "open" && e.target instanceof Node && !bar.contains(e.target)) this.setMenu(false);
+    });
+    // A panel's close button gives focus back to what opened it.
+    $("sheets").addEventListener("click", (e) => {
+      const btn = e.target instanceof Element ? e.target.closest("button[id$='-close']") : null;
+      const section = btn && btn.closest("#sheets > section");
+      if (section) queueMicrotask(() => this.focusOpener(this.openerOf(section)));
+    });
+    document.addEventListener("keydown", (e) => this.onEscape(e));
+  }
+
+  setMenu(open, focusFirst = false) {
+    const bar = document.querySelector(".topbar");
+    const was = bar.dataset.menu === "open";
+    bar.dataset.menu = open ? "open" : "closed";
+    $("menu-btn").setAttribute("aria-expanded", String(open));
+    if (open && focusFirst) {
+      const first = [...$("actions").querySelectorAll("button")].find((b) => !b.disabled && b.offsetParent !== null);
+      if (first) first.focus();
+    } else if (!open && was && $("actions").contains(document.activeElement)) {
+      // A focused action is about to disappear with the menu: keep focus on the menu.
+      queueMicrotask(() => document.activeElement === document.body && $("menu-btn").focus());
+    }
+  }
+
+  /** The id of the button that opens a panel (its aria-controls). */
+  openerOf(section) {
+    const btn = document.querySelector(`[aria-controls="${CSS.escape(section.id)}"]:not(#menu-btn)`);
+    return btn ? btn.id : "menu-btn";
+  }
+
+  /** Focus the button that opened something, or the menu that holds it when it is folded away. */
+  focusOpener(id) {
+    const btn = $(id);
+    if (btn && btn.offsetParent !== null && !btn.disabled) btn.focus();
+    else if ($("menu-btn").offsetParent !== null) $("menu-btn").focus();
+    else $("input").focus();
+  }
+
+  /** Close every open panel but `keep`, through its own close control (it knows its state). */
+  closeSheets(keep = null) {
+    for (const section of document.querySelectorAll("#sheets > section:not([hidden])")) {
+      if (section.id === keep) continue;
+      const close = section.querySelector("button[id$='-close']");
+      if (close) close.click();
+      else section.hidden = true;
+    }
+    if (keep !== "search-bar" && !$("search-bar").hidden && keep) this.closeSearch();
+  }
+
+  /**
+   * Escape, once nothing closer handled it: the menu, then the panel that has focus, then a
+   * streaming answer (stopped), then any open panel or search.
+   */
+  onEscape(e) {
+    if (e.key !== "Escape" || e.defaultPrevented || $("app").hidden) return;
+    if (document.querySelector("dialog[open]")) return; // the dialog closes itself
+    const bar = document.querySelector(".topbar");
+    if (bar.dataset.menu === "open") {
+      e.preventDefault();
+      this.setMenu(false);
+      $("menu-btn").focus();
+      return;
+    }
+    const focused = document.activeElement && document.activeElement.closest ? document.activeElement.closest("#sheets > section") : null;
+    if (!focused && this.streaming()) {
+      e.preventDefault();
+      this.stop();
+      return;
+    }
+    const open = focused || [...document.querySelectorAll("#sheets > section:not([hidden])")].pop();
+    if (open) {
+      e.preventDefault();
+      const opener = this.openerOf(open);
+      const close = open.querySelector("button[id$='-close']");
+      if (close) close.click();
+      else open.hidden = true;
+      this.focusOpener(opener);
+      return;
+    }
+    if (!$("search-bar").hidden) {
+      e.preventDefault();
+      this.closeSearch();
+      this.focusOpener("search-btn");
+    }
+  }
+
   // ---- wiring ---------------------------------------------------------------------
 
   wire() {
@@ -882,7 +994,10 @@ class App {
     });
     input.addEventListener("input", () => this.autosize());
     input.addEventListener("keydown", (e) => {
-      if (e.key === "Escape" && this.editing) this.cancelEdit();
+      if (e.key === "Escape" && this.editing) {
+        e.preventDefault(); // the edit is what Escape undoes here, not a panel or the answer
+        this.cancelEdit();
+      }
     });
     $("stop-btn").addEventListener("click", () => this.stop());
     $("edit-cancel").addEventListener("click", () => this.cancelEdit());
@@ -900,13 +1015,20 @@ class App {
       if (code) this.copy(code.textContent, btn);
     });
     $("search-btn").addEventListener("click", () => ($("search-bar").hidden ? this.openSearch() : this.closeSearch()));
-    $("search-close").addEventListener("click", () => this.closeSearch());
+    $("search-close").addEventListener("click", () => {
+      this.closeSearch();
+      this.focusOpener("search-btn");
+    });
     $("search-input").addEventListener("input", () => this.runSearch());
     $("search-input").addEventListener("keydown", (e) => {
       if (e.key === "Enter") {
         e.preventDefault();
         this.stepSearch(e.shiftKey ? 1 : -1);
-      } else if (e.key === "Escape") this.closeSearch();
+      } else if (e.key === "Escape") {
+        e.preventDefault();
+        this.closeSearch();
+        this.focusOpener("search-btn");
+      }
     });
     $("search-prev").addEventListener("click", () => this.stepSearch(-1));
     $("search-next").addEventListener("click", () => this.stepSearch(1));
@@ -928,7 +1050,14 @@ class App {
     $("older-btn").addEventListener("click", () => this.loadOlder());
     $("compact-btn").addEventListener("click", () => this.compact());
     $("signout-btn").addEventListener("click", () => this.signOut());
-    $("signout-all-btn").addEventListener("click", () => this.signOut(true));
+    // Signing out every browser is not undone by a click: it asks first.
+    const signOutAll = $("signout-all-dialog");
+    $("signout-all-btn").addEventListener("click", () => signOutAll.showModal());
+    signOutAll.addEventListener("close", () => {
+      if (signOutAll.returnValue === "out") this.signOut(true);
+      signOutAll.returnValue = "";
+    });
+    this.wireShell();
     const dialog = $("end-dialog");
     $("end-btn").addEventListener("click", () => dialog.showModal());
     dialog.addEventListener("close", () => {

@@ -62,7 +62,7 @@ export function innerSummary(ev, figures = null) {
       return { label: "Older messages summarized", text: `${how}${sizes}`, tone: "ok" };
     }
     case "context.capsule":
-      return { label: "Carry-over note", text: "updated (what Delegate keeps in mind between sessions)", tone: "ok" };
+      return { label: "What I keep in mind", text: "updated (carried into the next conversation)", tone: "ok" };
     case "memory.retrieved": {
       const n = Array.isArray(p.items) ? p.items.length : 0;
       return { label: "Memory lookup", text: plural(n, "item") + (p.query ? ` for “${clip(p.query, 60)}”` : ""), tone: "" };
@@ -217,25 +217,26 @@ export function reminderLateness(sp) {
   return Number.isFinite(late) && late > grace ? durationWords(late) : "";
 }
 
-const DECISION_WORDS = { act: "acting", hold: "held", drop: "dropped", coalesce: "batched" };
+const DECISION_WORDS = { act: "Acting", hold: "Waiting", drop: "Dropped", coalesce: "Batched" };
 const REASON_WORDS = {
   duplicate: "a duplicate",
   expired: "expired",
   quiet_hours: "quiet hours",
   budget: "interruption budget used up",
   min_gap: "too soon after the last one",
-  mid_turn: "waiting for your turn to end",
+  wake_gap: "too soon after the last one",
+  mid_turn: "for your turn to end",
   late: "too late",
   stale: "out of date",
 };
 
-/** An `inner.decision` row, small and muted: "held: quiet hours until 07:00". */
+/** An `inner.decision` row, small and muted, in the owner's words: "Waiting (quiet hours until 07:00)". */
 export function decisionSummary(p) {
   const word = DECISION_WORDS[p.decision] || p.decision || "decided";
   let why = String(p.detail || REASON_WORDS[p.reason] || String(p.reason || "").replace(/_/g, " "));
   if (p.until && !/\buntil\b/i.test(why)) why = `${why} until ${formatTime(p.until)}`.trim();
   if (p.decision === "hold" && !p.until && !why) why = "until your turn ends";
-  return { label: "Decision", text: why ? `${word}: ${clip(why, 140)}` : word, tone: "", variant: "decision" };
+  return { label: "Decision", text: why ? `${word} (${clip(why, 140)})` : word, tone: "", variant: "decision" };
 }
 
 /** 42 → "42 s", 190 → "3 min", 7500 → "2 h 5 min", 180000 → "2 days 2 h". */

@@ -555,7 +555,7 @@ const ACTIVITY_WORDS = [
 
 const OTHER_WORDS = { "thoughtflow.artifact": "run picture", "inner.signal": "signal" };
 
-/** "3 steps: memory lookup, context check, carry-over note": plain words, no jargon. */
+/** "3 background steps: memory lookup, context check, what I keep in mind": plain words, no jargon. */
 export function activitySummary(events) {
   const counts = new Map();
   for (const ev of events) {

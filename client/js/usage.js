@@ -12,7 +12,7 @@ export const PURPOSES = [
   ["task_step", "Tasks", "#b35ce6"],
   ["web_search", "Web search", "#d6b400"],
   ["memory_extraction", "Memory", "#7c8a9c"],
-  ["capsule", "Carry-over notes", "#5bb8d9"],
+  ["capsule", "What I keep in mind", "#5bb8d9"],
   ["compaction", "Summaries", "#c2566b"],
 ];
 const WORDS = Object.fromEntries(PURPOSES.map(([key, words]) => [key, words]));

@@ -177,8 +177,14 @@ async def test_phone_layout_has_44px_touch_targets(
     p = phone.page
     await phone.wait_event_count(len(rendered_ids(events)))
     await phone.expand_activity()
+    # The actions live in the labelled menu on a phone: search is one of them.
+    await p.click("#menu-btn")
     await p.click("#search-btn")
     await p.wait_for_selector("#search-bar:not([hidden])")
+    assert await p.locator("#menu-btn").get_attribute("aria-expanded") == "false"
+    # With the menu open again, its actions are measured too.
+    await p.click("#menu-btn")
+    await p.locator("#signout-all-btn").wait_for(state="visible")
     small = await p.evaluate(
         """() => [...document.querySelectorAll('button, a[href], input, textarea, select, summary')]
               // links inside running text are exempt (WCAG 2.5.8's inline exception)
@@ -213,7 +219,7 @@ async def test_first_run_starters_offline_guide_and_sign_in_hint(
     p = page.page
     await p.wait_for_selector("#signin:not([hidden])")
     hint = await p.locator("#token-hint").inner_text()
-    assert "runtime-data/delegate-token" in hint and "python -m delegate.gateway token" in hint
+    assert "make token" in hint and "runtime-data/delegate-token" in hint and "RUNTIME_DATA_DIR" in hint
     await page.screenshot("sign-in-token-hint")
     await page.sign_in()
 

@@ -88,7 +88,13 @@ async def test_one_timeline_across_channels_with_spans_and_inner_activity(
     await phone.wait_for("() => document.querySelectorAll('#timeline section.span').length > 0")
     overflow = await phone.page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
     assert overflow <= 0, f"the page scrolls sideways by {overflow}px on a phone"
+    # A compact bar on a phone: the actions sit in a labelled menu.
+    assert not await phone.page.locator("#compact-btn").is_visible()
+    assert await phone.page.locator("#menu-btn").inner_text() == "Menu"
+    await phone.page.click("#menu-btn")
     assert await phone.page.locator("#compact-btn").is_visible()
+    await phone.page.keyboard.press("Escape")
+    assert not await phone.page.locator("#compact-btn").is_visible()
     await phone.screenshot("timeline-phone")
 
     for pg in (page, dark, phone):

@@ -57,14 +57,14 @@ test("durations and repeat rules in words", () => {
 test("a decision is small and says why: held until, dropped as a duplicate, acted on", () => {
   const until = "2026-01-06T07:00:00Z";
   const held = decisionSummary({ decision: "hold", reason: "quiet_hours", until });
-  assert.equal(held.text, `held: quiet hours until ${formatTime(until)}`);
+  assert.equal(held.text, `Waiting (quiet hours until ${formatTime(until)})`);
   assert.equal(held.variant, "decision");
-  assert.equal(decisionSummary({ decision: "hold", reason: "quiet_hours", detail: "quiet hours until 07:00", until }).text, "held: quiet hours until 07:00");
-  assert.equal(decisionSummary({ decision: "drop", reason: "duplicate" }).text, "dropped: a duplicate");
-  assert.equal(decisionSummary({ decision: "drop", reason: "late", detail: "skipped: 2 h late" }).text, "dropped: skipped: 2 h late");
-  assert.equal(decisionSummary({ decision: "act", reason: "urgent", detail: "urgent: bypasses quiet hours" }).text, "acting: urgent: bypasses quiet hours");
-  assert.equal(decisionSummary({ decision: "coalesce", reason: "related_burst" }).text, "batched: related burst");
-  assert.equal(innerSummary({ kind: "inner.decision", payload: { decision: "hold", reason: "mid_turn" } }).text, "held: waiting for your turn to end");
+  assert.equal(decisionSummary({ decision: "hold", reason: "quiet_hours", detail: "quiet hours until 07:00", until }).text, "Waiting (quiet hours until 07:00)");
+  assert.equal(decisionSummary({ decision: "drop", reason: "duplicate" }).text, "Dropped (a duplicate)");
+  assert.equal(decisionSummary({ decision: "drop", reason: "late", detail: "skipped: 2 h late" }).text, "Dropped (skipped: 2 h late)");
+  assert.equal(decisionSummary({ decision: "act", reason: "urgent", detail: "urgent: bypasses quiet hours" }).text, "Acting (urgent: bypasses quiet hours)");
+  assert.equal(decisionSummary({ decision: "coalesce", reason: "related_burst" }).text, "Batched (related burst)");
+  assert.equal(innerSummary({ kind: "inner.decision", payload: { decision: "hold", reason: "mid_turn" } }).text, "Waiting (for your turn to end)");
 });
 
 test("activation outcomes: nothing to do is an outcome, with its reason; where the answer went", () => {
@@ -88,7 +88,7 @@ test("reminder events read as reminders; the cancel row borrows the text the pag
   assert.equal(innerSummary(cancelled).text, "cancelled in the browser");
 });
 
-test("the new kinds are inner activity, each a row between spans", () => {
+test("the new kinds are inner activity; between spans a signal is a row, a decision folds", () => {
   for (const kind of ["inner.decision", "reminder.set", "reminder.changed", "reminder.cancelled"]) assert.ok(isInnerKind(kind), kind);
   assert.ok(!isHiddenKind("reminder.set") && !isHiddenKind("inner.decision"));
   const tl = createTimeline();
@@ -96,7 +96,11 @@ test("the new kinds are inner activity, each a row between spans", () => {
   const decision = ev("inner.decision", { span_id: null, channel: "inner", parent_id: sig.id, payload: { decision: "act", reason: "due" } });
   addEvents(tl, [sig, decision]);
   const view = buildView(tl);
-  assert.deepEqual(view.map((b) => b.event && b.event.kind), ["inner.signal", "inner.decision"], "between spans each is a row");
+  // Between spans the signal is a row; the decision is bookkeeping, folded into a line of its own.
+  assert.deepEqual(view.map((b) => b.type), ["event", "activity"]);
+  assert.equal(view[0].event.kind, "inner.signal");
+  assert.deepEqual(view[1].events.map((e) => e.kind), ["inner.decision"]);
+  assert.equal(decisionSummary({ decision: "hold", reason: "wake_gap" }).text, "Waiting (too soon after the last one)");
   // Inside a turn they fold into its activity line, in plain words.
   assert.equal(activitySummary([sig, decision, { ...decision, id: "d2" }]), "3 background steps: signal, 2 decisions");
 });
