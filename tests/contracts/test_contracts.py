@@ -71,7 +71,8 @@ def test_every_kind_has_a_payload_model_that_round_trips(kind: str) -> None:
                "ring_timeout_s": 60, "answered_by": "machine_end_beep", "action": "spoken",
                "scope": "day", "period": "2026-12-06", "detail": "d", "spent_day_usd": 1.5, "spent_month_usd": 9.0,
                "until": "2026-12-07T00:00:00Z", "model": "gpt-5.5", "purpose": "activation",
-               "push_id": "p", "subscription_id": "s"}
+               "push_id": "p", "subscription_id": "s",
+               "person_id": "p", "commitment_id": "c", "by": "owner", "what": "w", "due": "2026-12-11T09:00:00Z"}
     overrides = {"term.started": {"type": "agent"}, "inbound.refused": {"reason": "not_owner"},
                  "delivery": {"status": "sent"}, "session.started": {"type": "phone"},
                  "session.ended": {"type": "voice", "reason": "hangup"}, "import.finished": {"status": "done"},

@@ -88,17 +88,22 @@ class FactCommands:
         return await self._write(cmd, payload, fact_id)
 
     async def _write(self, cmd: MemoryFactsCommand, payload: Payload, fact_id: str) -> MemoryFactsReply:
-        event_id = derived_id(payload.KIND, cmd.request_id) if cmd.request_id else new_id()
-        event = make_event(
-            payload, conversation_id=cmd.conversation_id, span_id=cmd.span_id, channel="inner", id=event_id,
-        )
+        event_id = await self.publish(payload, cmd.request_id, cmd.conversation_id, cmd.span_id)
+        if not await self.wait_applied(event_id, APPLY_WAIT_S):
+            raise DomainError("timeout", f"change {event_id} was sent but is not in the index yet; try again")
+        return MemoryFactsReply(fact=self.index.memory_fact(fact_id), event_id=event_id)
+
+    async def publish(
+        self, payload: Payload, request_id: str | None, conversation_id: str | None, span_id: str | None
+    ) -> str:
+        """Send one change to the ledger; its event id (derived from ``request_id`` when given)."""
+        event_id = derived_id(payload.KIND, request_id) if request_id else new_id()
+        event = make_event(payload, conversation_id=conversation_id, span_id=span_id, channel="inner", id=event_id)
         try:
             await self.bus.publish(topics.ledger_append("memory"), event, deadline=PUBLISH_DEADLINE_S)
         except BusUnavailable as exc:
             raise DomainError("unavailable", f"the ledger did not take the change: {exc}") from exc
-        if not await self.wait_applied(event_id, APPLY_WAIT_S):
-            raise DomainError("timeout", f"change {event_id} was sent but is not in the index yet; try again")
-        return MemoryFactsReply(fact=self.index.memory_fact(fact_id), event_id=event_id)
+        return event_id
 
     async def wait_applied(self, event_id: str, timeout: float) -> bool:
         """Wait until the follower has applied the fact change ``event_id``."""

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import cast
+from zoneinfo import ZoneInfo
 
 from delegate.contracts import topics
 from delegate.contracts.events import (
@@ -44,9 +45,11 @@ from delegate.runtime.retry import Backoff
 from .dedup import similarity
 from .ids import derived_id
 from .index import MemoryIndex
+from .linking import blocked_items, link
 from .model import Model, ModelFailed
+from .people import Known
 from .prompts import TURN_INSTRUCTIONS, turn_input
-from .reconcile import Add, Change, Cite, nominations, parse_answer, reconcile
+from .reconcile import Add, Change, Cite, nominations, parse_answer, parse_extras, reconcile
 from .records import FactRow, PendingTurn
 from .settings import Settings
 
@@ -101,6 +104,7 @@ class Extractor:
         # are still on its pending list): never asked again, republished if it got lost.
         self.asked: dict[str, tuple[float, Event]] = {}
         self.calls = 0  # model calls made (the benchmark's "calls per turn")
+        self.zone = ZoneInfo(settings.owner_timezone)  # commitments' due dates are read in it
 
     def on_event(self, event: Event) -> None:
         self.applied.set()
@@ -108,7 +112,7 @@ class Extractor:
             payload = event.typed(MemoryExtracted)
             for turn_id in payload.turn_ids or []:
                 self.asked.pop(turn_id, None)
-            if payload.items:
+            if payload.items or payload.people or payload.commitments:
                 self.jobs.append(event)
             self.wake.set()
         elif event.kind == "message":
@@ -172,17 +176,19 @@ class Extractor:
         answer = await self.model.complete(
             model=self.settings.memory_model_name,
             instructions=TURN_INSTRUCTIONS,
-            text=turn_input(turn, candidates),
+            text=turn_input(turn, candidates, self.zone),
             meter=self.meter,
             cause=Cause("memory_extraction", cast(Channel, turn.channel), turn.turn_id,
                         conversation_id=turn.conversation_id, span_id=turn.span_id, parent_id=turn.turn_id),
         )
         items = parse_answer(answer)
+        people, commitments = parse_extras(answer)
         # The answer's id once the index keeps it (it cites the exchange), else the user message alone.
         answer_id: str | None = getattr(turn, "answer_id", None)
         turn_ids = [turn.turn_id, *([answer_id] if answer_id else [])]
         event = make_event(
-            MemoryExtracted(checkpoint_id=None, items=items, turn_ids=turn_ids),
+            MemoryExtracted(checkpoint_id=None, items=items, turn_ids=turn_ids, people=people or None,
+                            commitments=commitments or None),
             conversation_id=turn.conversation_id,
             span_id=turn.span_id,
             channel="inner",
@@ -191,7 +197,8 @@ class Extractor:
         )
         await self.bus.publish(topics.ledger_append(PRODUCER), event)
         self.asked[turn.turn_id] = (time.monotonic(), event)
-        log.info("turn %s: %d memory items nominated from %d candidates", turn.turn_id, len(items), len(candidates))
+        log.info("turn %s: %d memory items, %d people, %d commitments nominated from %d candidates",
+                 turn.turn_id, len(items), len(people), len(commitments), len(candidates))
 
     async def _republish_lost(self) -> None:
         now = time.monotonic()
@@ -205,26 +212,56 @@ class Extractor:
 
     async def reconcile_event(self, event: Event) -> None:
         payload = event.typed(MemoryExtracted)
-        noms = [n for n in nominations(payload.items) if not self.index.has_change(change_id(event.id, n.index))]
-        if not noms:
-            return
-        facts = self._facts_for([n.text for n in noms], [i for n in noms for i in n.contradicts])
-        changes = reconcile(
-            noms, facts, threshold=self.settings.memory_dedup_threshold,
-            new_fact_id=lambda index: new_fact_id(event.id, index),
-        )
-        sources = await self._sources(event, payload, {n.index: n.text for n in noms})
-        known = {f.id: f for f in facts}
+        people = self.index.known_people()
+        blocked = blocked_items(payload.items, people)  # about a forgotten person: never stored again
+        usable = [n for n in nominations(payload.items) if n.index not in blocked]
+        noms = [n for n in usable if not self.index.has_change(change_id(event.id, n.index))]
+        changes: list[Change] = []
         written: list[str] = []
-        for change in changes:
-            out = self._change_event(event, change, sources[change.index], known)
-            if out is None:
-                continue
+        if noms:
+            facts = self._facts_for([n.text for n in noms], [i for n in noms for i in n.contradicts])
+            changes = reconcile(
+                noms, facts, threshold=self.settings.memory_dedup_threshold,
+                new_fact_id=lambda index: new_fact_id(event.id, index),
+            )
+            sources = await self._sources(event, payload, {n.index: n.text for n in noms})
+            known = {f.id: f for f in facts}
+            for change in changes:
+                out = self._change_event(event, change, sources[change.index], known)
+                if out is None:
+                    continue
+                await self.bus.publish(topics.ledger_append(PRODUCER), out)
+                written.append(out.id)
+            await self._until_applied(written)
+            log.info("%s %s: %d items -> %d changes written (%s)", event.kind, event.id, len(noms), len(written),
+                     ", ".join(_describe(c) for c in changes))
+        if payload.people or payload.commitments:
+            # the facts each item became (this time, or in a run before a crash)
+            item_facts = {c.index: c.fact_id for c in changes}
+            for n in usable:
+                if n.index not in item_facts and (fact_id := self.index.fact_of_change(change_id(event.id, n.index))):
+                    item_facts[n.index] = fact_id
+            await self._link(event, payload, item_facts, people)
+
+    async def _link(
+        self, event: Event, payload: MemoryExtracted, item_facts: dict[int, str], people: list[Known]
+    ) -> None:
+        turn_ids = payload.turn_ids or [event.id]
+        said = await self._get(turn_ids[0]) if payload.turn_ids else None
+        linked = link(
+            source_id=event.id, raw_people=payload.people, raw_commitments=payload.commitments,
+            items=payload.items, item_facts=item_facts, turn_ids=turn_ids[:1], said_at=said.ts if said else event.ts,
+            zone=self.zone, people=people, open_commitments=self.index.commitments(state="open", limit=1000),
+            threshold=self.settings.memory_dedup_threshold,
+        )
+        for event_id, linked_payload in linked.events:
+            out = make_event(linked_payload, conversation_id=event.conversation_id, span_id=event.span_id,
+                             channel="inner", parent_id=event.id, id=event_id)
             await self.bus.publish(topics.ledger_append(PRODUCER), out)
-            written.append(out.id)
-        await self._until_applied(written)
-        log.info("%s %s: %d items -> %d changes written (%s)", event.kind, event.id, len(noms), len(written),
-                 ", ".join(_describe(c) for c in changes))
+        await self._until_applied([event_id for event_id, _ in linked.events])
+        if linked.events:
+            log.info("%s %s: people and commitments -> %s", event.kind, event.id,
+                     ", ".join(p.KIND for _, p in linked.events))
 
     def _facts_for(self, texts: Sequence[str], named: Sequence[str]) -> list[FactRow]:
         """The candidates of every item, and every nominated fact that exists (active or not)."""

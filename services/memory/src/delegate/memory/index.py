@@ -19,8 +19,11 @@ from typing import Any
 
 from delegate.contracts.events import Event
 from delegate.contracts.memory import FactChange, ImportStatus, MemoryFact
+from delegate.contracts.people import Commitment
 
-from . import projection, schema
+from . import people_index, projection, schema
+from .people import Known
+from .people_index import people_applied
 from .query import fts_query
 from .records import FactRow, PendingTurn, from_epoch
 
@@ -231,8 +234,24 @@ class MemoryIndex:
 
     def has_change(self, event_id: str) -> bool:
         """Whether a fact change with this event id is in the index (read-your-writes)."""
-        row = self.reader().execute("SELECT 1 FROM fact_history WHERE event_id = ? LIMIT 1", (event_id,)).fetchone()
-        return row is not None
+        db = self.reader()
+        row = db.execute("SELECT 1 FROM fact_history WHERE event_id = ? LIMIT 1", (event_id,)).fetchone()
+        return row is not None or people_applied(db, event_id)
+
+    def fact_of_change(self, event_id: str) -> str | None:
+        """The fact a fact change (``memory.fact.added``/``cited``) event was about."""
+        row = self.reader().execute(
+            "SELECT fact_id FROM fact_history WHERE event_id = ?"
+            " AND kind IN ('memory.fact.added', 'memory.fact.cited')",
+            (event_id,),
+        ).fetchone()
+        return str(row[0]) if row else None
+
+    def known_people(self) -> list[Known]:
+        return people_index.known_people(self.reader())
+
+    def commitments(self, *, state: str, limit: int) -> list[Commitment]:
+        return people_index.list_commitments(self.reader(), state=state, limit=limit)
 
     def fact(self, fact_id: str) -> FactRow | None:
         row = self.reader().execute("SELECT * FROM facts WHERE id = ?", (fact_id,)).fetchone()

@@ -21,6 +21,8 @@ from delegate.contracts.events import (
     Message,
 )
 
+from . import projection_people
+
 
 def epoch(ts: datetime) -> float:
     return ts.timestamp()
@@ -86,6 +88,8 @@ def _message(db: sqlite3.Connection, event: Event) -> None:
         "INSERT INTO messages_fts (rowid, text, speaker, context) VALUES (?,?,?,?)",
         (rowid, payload.text, speaker or "", context),
     )
+    if rowid is not None:
+        projection_people.suppress_if_forgotten(db, rowid)
     if speaker:
         db.execute(
             "INSERT INTO speakers (name, messages) VALUES (?, 1)"
@@ -113,7 +117,7 @@ def _extracted(db: sqlite3.Connection, event: Event) -> None:
     if payload.checkpoint_id is None and turn_ids:
         marks = ",".join("?" * len(turn_ids))
         db.execute(f"DELETE FROM pending_turns WHERE turn_id IN ({marks})", turn_ids)
-    if payload.items:
+    if payload.items or payload.people or payload.commitments:
         db.execute(
             "INSERT OR IGNORE INTO reconcile_pending (event_id, seq, event) VALUES (?,?,?)",
             (event.id, event.seq, event.model_dump_json()),
@@ -250,6 +254,7 @@ HANDLERS: dict[str, Callable[[sqlite3.Connection, Event], None]] = {
     "memory.fact.forgotten": _fact_forgotten,
     "import.started": _import_started,
     "import.finished": _import_finished,
+    **projection_people.HANDLERS,
 }
 
 

@@ -159,6 +159,25 @@ def _refusal(old_id: str, known: Mapping[str, FactRow], new_id: str) -> str | No
 _FENCE = re.compile(r"^```[a-zA-Z]*\s*|\s*```$")
 
 
+def parse_extras(answer: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The ``people`` and ``commitments`` of a per-turn answer (issue #30); none when absent."""
+    try:
+        data: Any = json.loads(_FENCE.sub("", answer.strip()).strip() or "{}")
+    except json.JSONDecodeError:
+        return [], []
+    if not isinstance(data, dict):
+        return [], []
+
+    def entries(key: str) -> list[dict[str, Any]]:
+        raw = data.get(key)
+        return [e for e in raw if isinstance(e, dict)][:MAX_EXTRAS] if isinstance(raw, list) else []
+
+    return entries("people"), entries("commitments")
+
+
+MAX_EXTRAS = 20
+
+
 def parse_answer(answer: str) -> list[dict[str, Any]]:
     """The items of a model answer (``{"items": [...]}``, a bare list, fenced or not); an answer
     that is not JSON holds no items (per-turn extraction keeps nothing it cannot read)."""

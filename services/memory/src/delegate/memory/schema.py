@@ -1,7 +1,7 @@
 """The index's tables. A projection of ledger events: nothing here is the truth, so a change of
 layout bumps ``VERSION`` and the index is rebuilt by replaying the ledger, never migrated."""
 
-VERSION = 2
+VERSION = 3  # 3: people and commitments (issue #30)
 
 # porter over unicode61: "moved" finds "moving", and accents and case do not matter.
 TOKENIZE = "porter unicode61 remove_diacritics 2"
@@ -114,6 +114,55 @@ CREATE TABLE IF NOT EXISTS imports (
 );
 
 CREATE TABLE IF NOT EXISTS speakers (name TEXT PRIMARY KEY, messages INTEGER NOT NULL DEFAULT 0);
+
+-- people (person.* events): names and contact points as JSON lists; a forgotten person keeps its
+-- row (status 'forgotten') so the names never make a person again, and loses its links
+CREATE TABLE IF NOT EXISTS people (
+    rowid INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    name TEXT NOT NULL,
+    aliases TEXT NOT NULL DEFAULT '[]',
+    relation TEXT,
+    phones TEXT NOT NULL DEFAULT '[]',
+    emails TEXT NOT NULL DEFAULT '[]',
+    dates TEXT NOT NULL DEFAULT '[]',
+    status TEXT NOT NULL DEFAULT 'active',
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    seq INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS person_facts (
+    person_id TEXT NOT NULL,
+    fact_id TEXT NOT NULL,
+    event_id TEXT NOT NULL,
+    PRIMARY KEY (person_id, fact_id)
+);
+CREATE INDEX IF NOT EXISTS person_facts_fact ON person_facts (fact_id);
+CREATE TABLE IF NOT EXISTS person_mentions (
+    person_id TEXT NOT NULL,
+    event_id TEXT NOT NULL,
+    ts REAL NOT NULL,
+    PRIMARY KEY (person_id, event_id)
+);
+CREATE TABLE IF NOT EXISTS commitments (
+    id TEXT PRIMARY KEY,
+    by TEXT NOT NULL,
+    what TEXT NOT NULL,
+    to_name TEXT,
+    person_id TEXT,
+    due REAL,
+    due_text TEXT,
+    state TEXT NOT NULL DEFAULT 'open',
+    event_ids TEXT NOT NULL DEFAULT '[]',
+    made_at REAL NOT NULL,
+    closed_at REAL,
+    reason TEXT,
+    due_fired INTEGER NOT NULL DEFAULT 0,
+    seq INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS commitments_state ON commitments (state, due);
+-- every person.* and commitment.* event applied (read-your-writes for the extractor and commands)
+CREATE TABLE IF NOT EXISTS people_log (event_id TEXT PRIMARY KEY, seq INTEGER NOT NULL);
 
 -- MEMORY_EMBEDDINGS (delegate.memory.vectors): a unit float32 vector per text row, derived from
 -- the rows above in the background. Not a change of layout: an index without it gets it empty,

@@ -6,6 +6,7 @@ import importlib
 import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
+from zoneinfo import ZoneInfo
 
 from delegate.contracts import topics
 from delegate.contracts.events import Event
@@ -17,6 +18,7 @@ from delegate.runtime.bus import Bus, DomainError
 from .commands import FactCommands
 from .follower import LedgerFollower
 from .index import MemoryIndex
+from .people_commands import PeopleCommands
 from .ranking import search
 from .settings import Settings
 
@@ -73,6 +75,7 @@ class MemoryService:
         self.extractor = _extractor(bus, self.index, settings, stop) if extracting else None
         self.follower = LedgerFollower(bus, self.index, settings, stop, on_applied=self._applied)
         self.commands = FactCommands(bus, self.index, self.follower)
+        self.people = PeopleCommands(self.commands, self.index, ZoneInfo(settings.owner_timezone))
         self.failed = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -97,6 +100,8 @@ class MemoryService:
         await self.bus.serve(topics.MEMORY_SEARCH, self._search)
         await self.bus.serve(topics.MEMORY_FACTS, self.commands.handle)
         await self.bus.serve(topics.MEMORY_IMPORT, self._import_status)
+        await self.bus.serve(topics.MEMORY_PEOPLE, self.people.people)
+        await self.bus.serve(topics.MEMORY_COMMITMENTS, self.people.commitments)
         await self.bus.serve(topics.PINGS[SERVICE], self._ping)
         self._tasks.append(asyncio.create_task(self._guard("follower", self.follower.run())))
         if self.extractor is not None:

@@ -37,6 +37,8 @@ class Settings(ServiceSettings):
     # A failed extraction is retried after base * 2^n seconds, capped; the turn stays pending.
     memory_retry_seconds: float = Field(default=5.0, gt=0)  # MEMORY_RETRY_SECONDS
     memory_retry_max_seconds: float = Field(default=300.0, gt=0)  # MEMORY_RETRY_MAX_SECONDS
+    # Commitments' due dates ("on Friday") and people's key dates are read in the owner's zone.
+    owner_timezone: str = "UTC"  # OWNER_TIMEZONE
 
     @property
     def memory_model_name(self) -> str:
