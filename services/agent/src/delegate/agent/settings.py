@@ -39,6 +39,7 @@ class Settings(ServiceSettings, BudgetSettings):  # BUDGET_HARD_STOP_OWNER (hard
 
     # Activations (the inner plane woke the agent) and inbound email while the owner is away.
     owner_timezone: str = "UTC"  # OWNER_TIMEZONE: due times in an activation are shown in it
+    caldav_url: str | None = None  # CALDAV_URL: set, today's calendar is in every turn's instructions
     # ACTIVATION_CALLS: an urgent batch may phone the owner (call_owner); a signal's own
     # reply_via=call always may. Off by default: a call is the loudest interruption there is.
     activation_calls: bool = False

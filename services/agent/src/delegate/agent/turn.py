@@ -27,6 +27,7 @@ from delegate.contracts.events import (
 from delegate.contracts.ids import utcnow
 from delegate.contracts.messages import CommandReply, Delta, TurnCommand
 from delegate.runtime.bus import Bus, BusUnavailable, DomainError, Retryable
+from delegate.runtime.calendar_now import CalendarNow
 from delegate.runtime.hard_stop import owner_turn_refusal
 from delegate.runtime.metering import Cause
 from delegate.runtime.working_context import compose_instructions
@@ -103,15 +104,21 @@ class TurnText:
             topics.AGENT_DELTA, Delta(turn_id=self.turn_id, attempt=self.attempt, index=self.index, text=text)
         )
         self.index += 1
-        if self.index == 1:
-            # Let the NATS client's flusher write the first delta now: events that arrived in
-            # one read are parsed without yielding, so a fast stream would hold it back until
-            # the whole read is through. Later ones may go out together.
-            await asyncio.sleep(0)
+        # Yield after every delta: events that arrived in one read are parsed without yielding,
+        # so a fast stream would hold the first delta back until the whole read is through (the
+        # NATS client's flusher writes it only when we yield). In one host process the gateway
+        # shares this loop: it forwards the first delta to the socket only once the rest of the
+        # stream lets it run, so later deltas yield too (a real model's deltas arrive apart anyway).
+        await asyncio.sleep(0)
 
 
 
 class Turns(Spans):
+    @cached_property
+    def calendar_now(self) -> CalendarNow:
+        """Today's remaining events for the instructions (the pollers' calendar, cached briefly)."""
+        return CalendarNow(self.bus, self.settings.owner_timezone, enabled=bool(self.settings.caldav_url))
+
     @cached_property
     def retrieval(self) -> Retrieval:
         return Retrieval(
@@ -125,6 +132,7 @@ class Turns(Spans):
                 self.busy = True
                 try:  # busy is cleared whatever fails, the first state publish included
                     await self.publish_state()
+                    await self.calendar_now.ready(utcnow())  # bounded: a slow calendar is left out
                     yield
                 finally:
                     self.busy = False
@@ -332,7 +340,7 @@ class Turns(Spans):
         """Every request's own instructions (a chain does not carry them): memory given so far included."""
         return compose_instructions(
             BASE_INSTRUCTIONS, capsule=self.state.capsule, channel=turn.channel, now=utcnow(), with_markers=True,
-            memory=memory.context(),
+            memory=memory.context(), calendar=self.calendar_now.section(utcnow()),
         )
 
     async def _stream(self, turn: Turn, request: dict[str, Any], text: TurnText) -> responses.ModelResult:

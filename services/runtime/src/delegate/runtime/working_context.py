@@ -250,8 +250,10 @@ def compose_instructions(
     now: datetime,
     with_markers: bool = False,
     memory: MemoryContext | None = None,
+    calendar: str | None = None,
 ) -> str:
-    """Instructions for one request: base text, the capsule when there is one, memory, channel and time.
+    """Instructions for one request: base text, the capsule when there is one, memory, today's
+    calendar (``calendar_now``), channel and time.
 
     Sent on every request: the Responses API does not carry instructions along a chain.
     """
@@ -260,6 +262,8 @@ def compose_instructions(
     if text:
         parts.append(capsule_section(text))
     parts.extend(memory_sections(memory))
+    if calendar:
+        parts.append(calendar)
     if with_markers:
         parts.append(MARKER_NOTE)
     parts.append(now_note(channel, now))

@@ -79,10 +79,14 @@ def session_instructions(
     max_chars: int,
     reason: str | None = None,
     memory: MemoryContext | None = None,
+    calendar: str | None = None,
 ) -> str:
-    """Base persona + capsule + memory + channel and time, the recent turns, then the preset's style."""
+    """Base persona + capsule + memory + today's calendar + channel and time, the recent turns, then
+    the preset's style."""
     turns = select_recent_turns(messages, capsule, max_turns=max_turns, max_chars=max_chars)
-    parts = [compose_instructions(BASE_INSTRUCTIONS, capsule=capsule, channel=channel, now=now, memory=memory)]
+    parts = [compose_instructions(
+        BASE_INSTRUCTIONS, capsule=capsule, channel=channel, now=now, memory=memory, calendar=calendar
+    )]
     recent = recent_section(turns)
     if recent is not None:
         parts.append(MARKER_NOTE)

@@ -51,6 +51,7 @@ from delegate.contracts.voice import (
     VoiceStatus,
 )
 from delegate.runtime.bus import Bus
+from delegate.runtime.calendar_now import CalendarNow
 from delegate.runtime.metering import Meter
 from delegate.runtime.pricing import load_prices
 from delegate.runtime.working_context import capsule_through_seq
@@ -213,7 +214,10 @@ class VoiceSession:
             messages = await self.ledger.recent_messages(
                 after_seq=capsule_through_seq(capsule), want=s.voice_recent_turns + 1, last_seq=resume.last_seq
             )
-            # Asked while the socket opens: memory costs the caller no wait of its own.
+            # Asked while the socket opens: memory and today's calendar cost the caller no wait of their own.
+            today = asyncio.ensure_future(
+                CalendarNow(self.bus, s.owner_timezone, enabled=bool(s.caldav_url)).ready(utcnow())
+            )
             memory = SessionMemory.start(
                 self.bus, capsule=capsule, messages=messages, max_turns=s.voice_recent_turns,
                 max_chars=s.voice_recent_chars, budget_tokens=s.memory_context_tokens,
@@ -251,6 +255,7 @@ class VoiceSession:
         instructions = session_instructions(
             capsule=capsule, messages=messages, channel=self.channel, preset=self.preset, now=utcnow(),
             max_turns=s.voice_recent_turns, max_chars=s.voice_recent_chars, reason=self.reason, memory=given,
+            calendar=await today,
         )
         config = self.bridge.session_config(
             instructions=instructions, tools=await tools, preset=self.preset,

@@ -28,6 +28,9 @@ class Settings(ServiceSettings):
     # Memory in the session's instructions (the same settings as the agent's turns).
     memory_context_tokens: int = 1500  # MEMORY_CONTEXT_TOKENS: memory's budget in the instructions (0: none)
     memory_retrieval_wait_ms: int = 300  # MEMORY_RETRIEVAL_WAIT_MS: longest wait for it, from the search's start
+    # Today's remaining calendar events in the session's instructions, when the pollers keep a calendar.
+    caldav_url: str | None = None  # CALDAV_URL
+    owner_timezone: str = "UTC"  # OWNER_TIMEZONE: the owner's "today"
 
     # Outbound calls to the owner (VOICE_CALL_OWNER); all four Twilio values or no calls.
     twilio_account_sid: str | None = None  # TWILIO_ACCOUNT_SID
