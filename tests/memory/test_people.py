@@ -98,7 +98,8 @@ async def test_one_person_across_sms_email_and_chat_with_three_cited_facts(
     ana = f"Ana{new_id()[-6:].lower()}"
     h = History(seq=False)
     answers(module_standin, f"{ana} Costa moved", {
-        "items": [{"type": "fact", "text": f"The owner's sister {ana} Costa moved to Porto.", "people": [f"{ana} Costa"]}],
+        "items": [{"type": "fact", "text": f"The owner's sister {ana} Costa moved to Porto.",
+                   "people": [f"{ana} Costa"]}],
         "people": [{"name": f"{ana} Costa", "aliases": [ana], "relation": "sister"}],
     })
     by_sms = await say(bus, h, f"My sister {ana} Costa moved to Porto.", "sms")

@@ -23,6 +23,7 @@ from . import (
     http,
     import_api,
     memory_api,
+    people_api,
     push_api,
     reminders_api,
     runs_api,
@@ -88,6 +89,7 @@ def create_app(settings: Settings, bus: Bus | None = None) -> FastAPI:
     app.include_router(signals_api.router)
     app.include_router(reminders_api.router)
     app.include_router(memory_api.router)
+    app.include_router(people_api.router)
     app.include_router(import_api.router)
     app.include_router(runs_api.router)
     app.include_router(tasks_api.router)

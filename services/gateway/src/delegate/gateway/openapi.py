@@ -22,6 +22,7 @@ from delegate.contracts.tasks import TaskCreate
 from .deps import require_owner
 from .http import SignIn
 from .memory_api import FactEdit
+from .people_api import PersonEdit
 from .signals_api import SERVER_FIELDS
 
 REF = "#/components/schemas/{model}"
@@ -94,6 +95,7 @@ def _json_bodies(components: dict[str, Any]) -> dict[tuple[str, str], dict[str, 
         ("post", "/api/signals"): _signal_body(components),
         ("post", "/api/tasks"): _task_body(components),
         ("patch", "/api/memories/{fact_id}"): _schema(TypeAdapter(FactEdit), components),
+        ("patch", "/api/people/{person_id}"): _schema(TypeAdapter(PersonEdit), components),
     }
 
 
