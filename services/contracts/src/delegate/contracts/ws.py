@@ -9,8 +9,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter
 
-from .events import MAX_SEQ
+from .events import MAX_SEQ, Event
+from .messages import AgentState, LiveNotice
 from .text import refuse_blank
+from .voice import VoiceState
 
 MAX_CHAT_TEXT = 32_000  # characters in one user message
 MAX_FRAME_BYTES = 64 * 1024  # a bigger client frame is refused with an error frame
@@ -82,22 +84,104 @@ AnyClientFrame = SendMessage | Compact | EndConversation | Stop | Regenerate | H
 ClientMessage = Annotated[AnyClientFrame, Field(discriminator="type")]
 CLIENT_MESSAGE: TypeAdapter[AnyClientFrame] = TypeAdapter(ClientMessage)
 
-# Server -> client frame types (bodies are built by the gateway):
-#   {"type":"event","event":EVENT}            committed ledger event, commit order, once each
-#   {"type":"live","event":{...}}             live-only notice (capsule started/failed)
-#   {"type":"delta","turn_id","attempt","index","text"}
-#   {"type":"state", ...AgentState}
-#   {"type":"error","code","message"}             (+ "request", and "turn_id" for stop/regenerate)
-#   {"type":"ack","request":"message",...}        also "compact" / "end_conversation" with ok
-#   {"type":"ack","request":"stop"|"regenerate","turn_id","ok":true}
-#   turn error codes: busy, not_found, not_last (only the last turn can be regenerated or
-#   edited), nothing_to_stop; agent_unavailable / bus_unavailable when the bus is away
-#   {"type":"ready","last_seq":N}             replay after hello is done; live follows
-#   {"type":"resync","reason":"..."}          the client fell behind: reconnect with hello
-#   {"type":"pong"}
-#   {"type":"voice","state":VoiceState}       whenever a call starts, goes live or ends
-#                                             (the ``state`` frame carries it too, as "voice")
-SERVER_FRAME_TYPES = ("event", "live", "delta", "state", "error", "ready", "resync", "pong", "ack", "voice")
+# ---- server -> browser ------------------------------------------------------------------------
+# The gateway builds these bodies (the hot ones, ``event`` and ``delta``, as spliced JSON text);
+# the models say what each one is, and a test validates what the gateway's builders produce.
+
+
+class ServerFrame(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class EventFrame(ServerFrame):
+    """A committed ledger event, in commit order, once each."""
+
+    type: Literal["event"]
+    event: Event
+
+
+class LiveFrame(ServerFrame):
+    """A live-only notice (a capsule refresh started or failed): stored by nobody."""
+
+    type: Literal["live"]
+    event: LiveNotice
+
+
+class DeltaFrame(ServerFrame):
+    """A piece of an answer's text: ``index`` from 0 within ``attempt`` (a new attempt replaces)."""
+
+    type: Literal["delta"]
+    turn_id: str
+    attempt: int
+    index: int
+    text: str
+
+
+class StateFrame(AgentState):
+    """The agent's state (without its ``error``) and the voice state, whenever either changes."""
+
+    type: Literal["state"]
+    voice: VoiceState | None = None
+
+
+class ErrorFrame(ServerFrame):
+    """A refused frame or a failed request. Turn error codes: busy, not_found, not_last (only
+    the last turn can be regenerated or edited), nothing_to_stop; agent_unavailable /
+    bus_unavailable when the bus is away."""
+
+    type: Literal["error"]
+    code: str
+    message: str
+    request: str | None = None  # the client frame's type this answers
+    client_msg_id: str | None = None
+    turn_id: str | None = None
+    known: list[str] | None = None  # with unknown_type: the frame types there are
+
+
+class AckFrame(ServerFrame):
+    """A request was done: a ``message`` (stored; ``duplicate`` when it had been already), a
+    ``stop`` / ``regenerate`` of ``turn_id``, a ``compact`` / ``end_conversation``."""
+
+    type: Literal["ack"]
+    request: str | None = None
+    ok: bool | None = None
+    client_msg_id: str | None = None
+    event_id: str | None = None
+    duplicate: bool | None = None
+    turn_id: str | None = None
+
+
+class ReadyFrame(ServerFrame):
+    """The replay after ``hello`` is done; live events follow."""
+
+    type: Literal["ready"]
+    last_seq: int
+    ledger_last_seq: int | None = None
+
+
+class ResyncFrame(ServerFrame):
+    """The client fell behind (``lagging``) or missed events (``gap``): reconnect with hello."""
+
+    type: Literal["resync"]
+    reason: str
+
+
+class PongFrame(ServerFrame):
+    type: Literal["pong"]
+
+
+class VoiceFrame(ServerFrame):
+    """Whenever a call starts, goes live or ends (the ``state`` frame carries it too)."""
+
+    type: Literal["voice"]
+    state: VoiceState
+
+
+AnyServerFrame = (
+    EventFrame | LiveFrame | DeltaFrame | StateFrame | ErrorFrame | AckFrame | ReadyFrame | ResyncFrame | PongFrame
+    | VoiceFrame
+)
+SERVER_MESSAGE: TypeAdapter[AnyServerFrame] = TypeAdapter(Annotated[AnyServerFrame, Field(discriminator="type")])
 
 
 def voice_frame(state: dict[str, Any]) -> dict[str, Any]:
