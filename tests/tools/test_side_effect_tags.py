@@ -27,11 +27,11 @@ CHANGES_THINGS = {
     "github_create_issue", "github_comment",
     "notes_create", "notes_update", "notes_delete",
     "set_reminder", "change_reminder", "cancel_reminder",
-    "memory_remember", "memory_forget",
+    "memory_remember", "memory_forget", "commitment_update",
     "kit__hang", "kit__exit_process", "kit__fail",  # no annotations: the MCP default is not read-only
 }
 ONLY_READS = {
-    "web_search", "notes_list", "notes_search", "memory_recall", "list_reminders", "check_task",
+    "web_search", "notes_list", "notes_search", "memory_recall", "list_reminders", "check_task", "commitments_list",
     "github_list_issues", "github_get_issue", "github_list_pull_requests",
     "kit__echo", "kit__add", "kit__pid",  # readOnlyHint: true
 }

@@ -9,6 +9,7 @@ from ..base import Tool
 from ..settings import ToolSettings
 from .calendar import CalendarDesk, calendar_tools
 from .call import Caller, call_tool
+from .commitments import commitment_tools
 from .github import github_tools
 from .memory import MemoryDesk, memory_tools
 from .notes import note_tools
@@ -36,7 +37,7 @@ def local_tools(
     The memory tools ask the memory service; without a bus to it they answer "unavailable".
     ``meter`` records the usage of the model calls a tool makes (web_search).
     """
-    tools = [*note_tools(runtime_dir), *memory_tools(memory)]
+    tools = [*note_tools(runtime_dir), *memory_tools(memory), *commitment_tools(memory)]
     closers: list[Callable[[], Awaitable[None]]] = []
     if settings.openai_api_key or settings.openai_base_url:
         search, client = web_search_tool(settings, meter)

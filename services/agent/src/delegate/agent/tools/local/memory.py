@@ -19,6 +19,7 @@ from delegate.contracts.memory import (
     MemorySearchReply,
     MemorySearchRequest,
 )
+from delegate.contracts.people import CommitmentsCommand, CommitmentsReply
 from delegate.runtime.bus import Bus, BusUnavailable, RemoteError
 
 from ..base import CURRENT_CALL, FAILED, SIDE_EFFECT, UNAVAILABLE, Tool, ToolError, object_schema
@@ -34,6 +35,8 @@ class MemoryDesk(Protocol):
 
     async def facts(self, cmd: MemoryFactsCommand) -> MemoryFactsReply: ...
 
+    async def commitments(self, cmd: CommitmentsCommand) -> CommitmentsReply: ...
+
 
 class BusMemoryDesk:
     """The memory service's queries, over the bus."""
@@ -46,6 +49,9 @@ class BusMemoryDesk:
 
     async def facts(self, cmd: MemoryFactsCommand) -> MemoryFactsReply:
         return await self.bus.request(topics.MEMORY_FACTS, cmd)
+
+    async def commitments(self, cmd: CommitmentsCommand) -> CommitmentsReply:
+        return await self.bus.request(topics.MEMORY_COMMITMENTS, cmd)
 
 
 def result_line(item: MemoryResult) -> str:
