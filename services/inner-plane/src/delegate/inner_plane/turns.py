@@ -9,7 +9,7 @@ not silence the broker forever; its redelivery gives up with ``turn.failed`` wel
 
 from datetime import datetime, timedelta
 
-from delegate.contracts.events import Event
+from delegate.contracts.events import Event, Message, SessionEnded, SessionStarted, TurnFailed
 
 from .state import BrokerState
 
@@ -20,10 +20,10 @@ def observe(state: BrokerState, event: Event) -> bool:
     """Update the open turns and sessions; True when the owner's activity changed."""
     if event.payload.get("imported"):
         return False  # history brought in by an import: nobody is waiting for an answer to it
-    if event.kind == "message" and event.role == "user" and event.channel in TURN_CHANNELS:
+    if event.kind == Message.KIND and event.role == "user" and event.channel in TURN_CHANNELS:
         state.open_turns[event.id] = event.ts
         return True
-    answer = event.kind == "turn.failed" or (event.kind == "message" and event.role == "assistant")
+    answer = event.kind == TurnFailed.KIND or (event.kind == Message.KIND and event.role == "assistant")
     if answer and event.parent_id in state.open_turns:
         del state.open_turns[event.parent_id]
         return True
@@ -33,11 +33,11 @@ def observe(state: BrokerState, event: Event) -> bool:
         if event_id in state.open_turns:
             del state.open_turns[event_id]
             return True
-    if event.kind == "session.started":
-        state.open_sessions[str(event.payload.get("session_id") or event.id)] = event.ts
+    if event.kind == SessionStarted.KIND:
+        state.open_sessions[event.typed(SessionStarted).session_id or event.id] = event.ts
         return True
-    if event.kind == "session.ended":
-        return state.open_sessions.pop(str(event.payload.get("session_id") or ""), None) is not None
+    if event.kind == SessionEnded.KIND:
+        return state.open_sessions.pop(event.typed(SessionEnded).session_id, None) is not None
     return False
 
 
