@@ -1,0 +1,38 @@
+"""The owner-busy tracker (``inner_plane.turns``): a call and an unanswered message keep the
+broker from interleaving an activation; their end releases it."""
+
+from datetime import timedelta
+
+from delegate.contracts.events import Message, SessionEnded, SessionStarted, TurnFailed, make_event
+from delegate.contracts.ids import utcnow
+from delegate.inner_plane.state import BrokerState
+from delegate.inner_plane.turns import busy, observe
+
+STALE = timedelta(seconds=60)
+
+
+def test_a_call_is_busy_from_its_start_to_its_end() -> None:
+    state = BrokerState()
+    started = make_event(SessionStarted(type="phone", session_id="v1"), conversation_id="c", span_id="s",
+                         channel="phone")
+    assert observe(state, started)
+    found = busy(state, utcnow(), STALE)
+    assert found is not None and "v1" in found[0]
+    other = make_event(SessionEnded(type="phone", session_id="v2", reason="hangup"), conversation_id="c",
+                       span_id="s", channel="phone")
+    assert not observe(state, other)  # another call's end releases nothing
+    ended = make_event(SessionEnded(type="phone", session_id="v1", reason="hangup"), conversation_id="c",
+                       span_id="s", channel="phone")
+    assert observe(state, ended)
+    assert busy(state, utcnow(), STALE) is None
+
+
+def test_a_message_is_busy_until_its_answer_or_failure() -> None:
+    state = BrokerState()
+    asked = make_event(Message(text="hi"), conversation_id="c", span_id="s", channel="sms", role="user")
+    assert observe(state, asked)
+    assert busy(state, utcnow(), STALE) is not None
+    failed = make_event(TurnFailed(code="model_error", message="m"), conversation_id="c", span_id="s",
+                        channel="sms", parent_id=asked.id)
+    assert observe(state, failed)
+    assert busy(state, utcnow(), STALE) is None
