@@ -102,6 +102,8 @@ class CommitmentsCommand(BusModel):
     state: Literal["open", "kept", "dropped", "all"] = "open"
     commitment_id: str | None = Field(default=None, max_length=64)
     new_state: Literal["kept", "dropped"] | None = None
+    # update without an id: the one open commitment these words describe best (the agent's words)
+    what: str | None = Field(default=None, min_length=1, max_length=2000)
     reason: str = Field(default="", max_length=500)
     event_ids: list[str] = Field(default_factory=list, max_length=50)
     limit: int = Field(default=200, ge=1, le=1000)

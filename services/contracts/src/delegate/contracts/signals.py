@@ -171,15 +171,49 @@ class CalendarAgenda(SignalBase):
     payload: CalendarAgendaPayload
 
 
+class CommitmentDuePayload(_Payload):
+    commitment_id: str = Field(min_length=1, max_length=64)
+    by: Literal["owner", "assistant"]
+    what: str = Field(min_length=1, max_length=MAX_TEXT)
+    to: str | None = Field(default=None, max_length=200)
+    due: datetime
+    due_text: str | None = Field(default=None, max_length=200)
+    event_ids: list[str] = Field(default_factory=list, max_length=50)  # where it was promised
+
+
+class CommitmentDueSignal(SignalBase):
+    """A promise fell due (issue #30): the owner's is a nudge for the broker to time; the
+    assistant's own is work, done by the activation (or it says why it could not)."""
+
+    kind: Literal["commitment.due"] = "commitment.due"
+    payload: CommitmentDuePayload
+
+
+class PersonDatePayload(_Payload):
+    person_id: str = Field(min_length=1, max_length=64)
+    name: str = Field(min_length=1, max_length=200)
+    label: str = Field(min_length=1, max_length=100)  # birthday, anniversary
+    date: str = Field(min_length=5, max_length=10)  # MM-DD or YYYY-MM-DD
+    next: datetime | None = None
+
+
+class PersonDateSignal(SignalBase):
+    """A person's key date was learned: the assistant offers a yearly reminder (never sets one
+    without the owner's yes)."""
+
+    kind: Literal["person.date"] = "person.date"
+    payload: PersonDatePayload
+
+
 AnySignal = (
     ReminderDue | EmailReceived | TaskFinished | TaskFailed | MemoryRelevant | ScriptSignal
-    | CalendarChangedSignal | CalendarUpcoming | CalendarAgenda
+    | CalendarChangedSignal | CalendarUpcoming | CalendarAgenda | CommitmentDueSignal | PersonDateSignal
 )
 SignalIn = Annotated[AnySignal, Field(discriminator="kind")]
 SIGNAL_ADAPTER: TypeAdapter[AnySignal] = TypeAdapter(SignalIn)
 SIGNAL_KINDS: tuple[str, ...] = (
     "reminder.due", "email.received", "task.finished", "task.failed", "memory.relevant", "script",
-    "calendar.changed", "calendar.upcoming", "calendar.agenda",
+    "calendar.changed", "calendar.upcoming", "calendar.agenda", "commitment.due", "person.date",
 )
 # What the owner's scripts may raise through ``POST /api/signals`` (a CI job reports its task);
 # reminders and inbound mail are the services' own claims about the timeline.
