@@ -11,8 +11,9 @@ from tests.support.nats import start_nats
 from tests.support.standin import StandinProcess
 from tests.support.system import SYSTEMS, System
 
-# The lanes (make test-fast): process-starting fixtures mark their tests `integration`.
-pytest_plugins = ["tests.support.lanes"]
+# The lanes (make test-fast): process-starting fixtures mark their tests `integration`; the
+# files in the order that lets both workers of `make test` finish together (longest first).
+pytest_plugins = ["tests.support.lanes", "tests.support.schedule"]
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-output"

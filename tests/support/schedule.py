@@ -1,0 +1,81 @@
+"""The order test files run in, so that both workers of ``make test`` finish together.
+
+``make test`` hands whole files to two workers (``--dist loadfile``): a worker that finishes
+takes the next file in line. xdist's own order puts the files with the most tests first, so the
+long restart and failover files, which have few tests each, came last and one worker ran them
+alone while the other sat idle. Here the files are ordered longest first (LPT scheduling: the
+last file to start is a short one), by the seconds each took in a measured run
+(``tests/file-seconds.json``), and xdist keeps that order (``--no-loadscope-reorder``).
+
+Every run writes what its files took to ``test-output/file-seconds.json``: copy it over the
+checked-in table after a full run on an idle machine. A file the table does not know yet is
+estimated from its tests (a process-starting test costs seconds, any other almost nothing).
+"""
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+# Both under the run's rootdir (the repository's root for `make test`).
+TABLE = Path("tests", "file-seconds.json")
+MEASURED = Path("test-output", "file-seconds.json")
+
+# Estimates for a file missing from the table, per test (seconds).
+PROCESS_TEST_S = 3.0
+PLAIN_TEST_S = 0.02
+
+_seconds: defaultdict[str, float] = defaultdict(float)
+
+
+def file_of(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+def load_table(path: Path) -> dict[str, float]:
+    try:
+        table = json.loads(path.read_text())
+    except (FileNotFoundError, ValueError):
+        return {}
+    return {str(k): float(v) for k, v in table.items()}
+
+
+def estimate(items: list[pytest.Item], table: dict[str, float]) -> dict[str, float]:
+    """Seconds per file: measured where known, else estimated from its tests' marks."""
+    guessed: defaultdict[str, float] = defaultdict(float)
+    for item in items:
+        slow = item.get_closest_marker("integration") or item.get_closest_marker("browser")
+        guessed[file_of(item.nodeid)] += PROCESS_TEST_S if slow else PLAIN_TEST_S
+    return {name: table.get(name, guess) for name, guess in guessed.items()}
+
+
+def longest_first(items: list[pytest.Item], weights: dict[str, float]) -> list[pytest.Item]:
+    """Files longest first (ties by name, so every worker collects the same order); the tests
+    inside a file keep their own order."""
+    return sorted(items, key=lambda item: (-weights[file_of(item.nodeid)], file_of(item.nodeid)))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # xdist would otherwise reorder the files by their number of tests (see the module's text).
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+@pytest.hookimpl(trylast=True)  # after the lanes plugin has marked the process-starting tests
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    items[:] = longest_first(items, estimate(items, load_table(config.rootpath / TABLE)))
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    # On the xdist controller too: it receives every worker's reports with their durations.
+    _seconds[file_of(report.nodeid)] += report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if hasattr(session.config, "workerinput") or not _seconds:
+        return  # a worker: the controller writes the whole run's figures
+    out = session.config.rootpath / MEASURED
+    out.parent.mkdir(parents=True, exist_ok=True)
+    ordered = dict(sorted(((name, round(s, 1)) for name, s in _seconds.items()), key=lambda kv: -kv[1]))
+    out.write_text(json.dumps(ordered, indent=1) + "\n")
