@@ -296,6 +296,12 @@ async def probe_bus(system: System) -> AsyncIterator[Bus]:
 
 @asynccontextmanager
 async def owner_http(system: System, timeout: float = 60) -> AsyncIterator[httpx.AsyncClient]:
-    """An HTTP client for a started System's gateway, signed in with the owner token."""
-    async with httpx.AsyncClient(base_url=system.http, headers=system.auth(), timeout=timeout) as client:
+    """An HTTP client for a started System's gateway, signed in with the owner token.
+
+    It keeps no idle connection: the gateway (uvicorn) closes one after 5 s, and a request sent
+    on it just as it closes fails with "Server disconnected" (the stand-in's control client did)."""
+    no_idle = httpx.Limits(max_keepalive_connections=0)
+    async with httpx.AsyncClient(
+        base_url=system.http, headers=system.auth(), timeout=timeout, limits=no_idle
+    ) as client:
         yield client
