@@ -21,8 +21,7 @@ from nats.js.kv import KeyValue
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from delegate.contracts import subjects
-from delegate.runtime.bus import Bus
-from delegate.runtime.bus.connection import update_stream
+from delegate.runtime.bus import Bus, update_stream
 
 log = logging.getLogger(__name__)
 

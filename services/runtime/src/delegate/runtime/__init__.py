@@ -8,6 +8,11 @@ opt-in aiohttp HTTP client); httpx imports its command-line client (click, rich 
 this guard, each falls back to going without. The bus package imports nats-py under it (every
 service's ``__main__`` imports the bus first), so a ``ws://`` NATS_URL is not supported. Twilio's
 async client does use aiohttp, and imports it as usual afterwards.
+
+The public surface is ``__all__``: the guard and the modules a service may import (each loads
+when imported, never from here: this package is the first every process imports). ``credentials``
+is internal (the bus's), and ``bus`` exports its own surface. tests/contracts/test_public_surface.py
+fails when the surface changes and its snapshot does not, or when a service imports past it.
 """
 
 import sys
@@ -17,6 +22,32 @@ from contextlib import contextmanager
 # The first module each unused part imports: hiding it is enough. Nothing imported under the
 # guard may need click itself (uvicorn does: the gateway imports it outside any guard).
 UNUSED_EXTRAS = ("aiohttp", "click")
+
+__all__ = [
+    "UNUSED_EXTRAS",
+    "bus",
+    "calendar_now",
+    "hard_stop",
+    "lease",
+    "ledger_client",
+    "logs",
+    "memory_context",
+    "metering",
+    "openai_bounds",
+    "openai_client",
+    "pricing",
+    "retry",
+    "service",
+    "settings",
+    "settings_check",
+    "settings_source",
+    "spend",
+    "twilio_rest",
+    "validation",
+    "webpush",
+    "without_unused_extras",
+    "working_context",
+]
 
 
 @contextmanager

@@ -22,8 +22,7 @@ from delegate.contracts.events import Event
 from delegate.contracts.ids import utcnow
 from delegate.contracts.reminders import Reminder, ReminderFire
 from delegate.contracts.signals import ReminderDue, ReminderDuePayload
-from delegate.runtime.bus import BusUnavailable, Retryable
-from delegate.runtime.bus.errors import quietly
+from delegate.runtime.bus import BusUnavailable, Retryable, quietly
 
 from ..context import Context, derived_id
 from ..signal_event import signal_event

@@ -21,9 +21,9 @@ from delegate.runtime.validation import describe
 
 from .acks import in_progress, nak
 from .atomic import MAX_BATCH, BatchRefused
-from .connection import MSG_ID, PUBLISH_RETRY, Bus
+from .connection import MSG_ID, PUBLISH_RETRY, Bus, update_stream
 from .dead_letters import DEAD_LETTER_DATA_LIMIT
-from .errors import TRANSIENT, BusUnavailable, DomainError, RemoteError, Retryable
+from .errors import TRANSIENT, BusUnavailable, DomainError, RemoteError, Retryable, quietly
 from .server import ATOMIC_BATCHES, MESSAGE_SCHEDULES, ServerFeature, ServerUnsuitable, start_when_server_suits
 
 __all__ = [
@@ -45,5 +45,7 @@ __all__ = [
     "describe",
     "in_progress",
     "nak",
+    "quietly",
     "start_when_server_suits",
+    "update_stream",
 ]
