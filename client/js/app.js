@@ -14,6 +14,8 @@ import { UsagePanel } from "./usage-ui.js";
 import { reminderText } from "./reminders.js";
 import { MemoryPanel, TimelineSearch } from "./memory-ui.js";
 import { TasksPanel } from "./tasks-ui.js";
+import { Notifier } from "./notify.js";
+import { dropLocal, registerWorker } from "./push.js";
 import {
   addLive,
   addPending,
@@ -99,6 +101,7 @@ class App {
       onUnauthorized: () => this.showSignIn(),
       toast: (text, tone) => this.toast(text, tone),
     });
+    this.notify = new Notifier({ toast: (text, tone) => this.toast(text, tone), button: $("notify-btn") });
     this.usage = new UsagePanel({
       onUnauthorized: () => this.showSignIn(),
       toast: (text, tone) => this.toast(text, tone),
@@ -217,6 +220,8 @@ class App {
     } finally {
       button.disabled = false;
     }
+    await dropLocal(); // the server deleted this browser's push subscription with the session
+    this.notify.updateButton();
     this.showSignIn(everywhere ? "Signed out on every browser." : "");
   }
 
@@ -299,6 +304,7 @@ class App {
           this.memory.eventArrived(ev);
           this.tasks.eventArrived(ev);
           this.usage.eventArrived(ev);
+          this.notify.eventArrived(ev);
         }
         if (fresh.length) {
           this.freshLive.push(...fresh);
@@ -944,7 +950,15 @@ class App {
    * streaming answer (stopped), then any open panel or search.
    */
   onEscape(e) {
-    if (e.key !== "Escape" || e.defaultPrevented || $("app").hidden) return;
+    if (e.key !== "Escape" || $("app").hidden) return;
+    if (e.defaultPrevented) {
+      // A panel closed itself and gave focus to its button, which on a phone is folded in the menu.
+      queueMicrotask(() => {
+        const a = document.activeElement;
+        if (!a || a === document.body || a.offsetParent === null) this.focusOpener("menu-btn");
+      });
+      return;
+    }
     if (document.querySelector("dialog[open]")) return; // the dialog closes itself
     const bar = document.querySelector(".topbar");
     if (bar.dataset.menu === "open") {
@@ -1085,4 +1099,5 @@ class App {
 
 const app = new App();
 window.__delegate = app; // a handle for debugging and browser tests; holds no secrets
+registerWorker(); // the offline shell and Web Push; it never caches the API
 app.boot();

@@ -275,9 +275,12 @@ export function innerNode(ev, figures) {
     h(
       "details",
       {},
+      // Its name is what it shows (axe: label-content-name-mismatch), with a hidden "Background
+      // step:" first so a screen reader knows it is not something anyone said.
       h(
         "summary",
-        { "aria-label": `Inner Plane: ${s.label}${s.text ? `, ${s.text}` : ""}` },
+        {},
+        h("span", { class: "sr-only", text: "Background step: " }),
         icon("inner", "icon inner-mark"),
         h("span", { class: "inner-label", text: s.label }),
         h("span", { class: "inner-text", text: s.text }),
@@ -321,7 +324,6 @@ function activityNode(item, cb) {
 
 function updateActivity(node, item) {
   setText(node._text, item.summary);
-  node._details.querySelector("summary").setAttribute("aria-label", `Inner activity: ${item.summary}. Show the steps`);
   node.setAttribute("data-count", String(item.events.length));
   reconcile(
     node._body,
