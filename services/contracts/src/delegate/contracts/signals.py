@@ -211,10 +211,6 @@ AnySignal = (
 )
 SignalIn = Annotated[AnySignal, Field(discriminator="kind")]
 SIGNAL_ADAPTER: TypeAdapter[AnySignal] = TypeAdapter(SignalIn)
-SIGNAL_KINDS: tuple[str, ...] = (
-    "reminder.due", "email.received", "task.finished", "task.failed", "memory.relevant", "script",
-    "calendar.changed", "calendar.upcoming", "calendar.agenda", "commitment.due", "person.date",
-)
 # What the owner's scripts may raise through ``POST /api/signals`` (a CI job reports its task);
 # reminders and inbound mail are the services' own claims about the timeline.
 OWNER_SIGNAL_KINDS: tuple[str, ...] = ("script", "task.finished", "task.failed")

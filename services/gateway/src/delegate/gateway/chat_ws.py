@@ -34,7 +34,6 @@ CLOSE_UNAUTHORIZED = 4401
 CLOSE_FORBIDDEN = 4403
 CLOSE_TRY_LATER = 1013
 CLOSE_POLICY = 1008
-CLOSE_INTERNAL = 1011
 KNOWN_TYPES = ("message", "compact", "end_conversation", "stop", "regenerate", "hello", "ping")
 STATE_TIMEOUT_S = 1.0
 

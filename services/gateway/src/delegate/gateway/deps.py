@@ -158,5 +158,3 @@ async def require_owner(request: Request, ctx: ContextDep) -> Proof:
     require_json_body(request.method, request.headers)
     return proof
 
-
-OwnerDep = Annotated[Proof, Depends(require_owner)]

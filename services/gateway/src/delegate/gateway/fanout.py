@@ -72,7 +72,6 @@ class ChatClient:
         self.first_live_seq: int | None = None  # the first event seq it was sent
         self.close_code: int | None = None
         self.close_reason = ""
-        self.dropped_deltas = 0
         self.closing_event = asyncio.Event()
         self._frames: deque[str] = deque()
         self._held: list[tuple[int, str]] = []  # committed events waiting for hello/replay to finish
@@ -92,7 +91,6 @@ class ChatClient:
             return
         if len(self._frames) >= self.limit:
             if droppable:
-                self.dropped_deltas += 1
                 return
             self._overflow()
             return

@@ -260,7 +260,6 @@ class Written:
     refused: list[tuple[int, str]] = field(default_factory=list)  # (index in the rows given, why)
 
 
-FENCES = "fences"  # the table: the highest fencing token seen per singleton
 FENCED = "fenced"  # how a refusal for an older term's token begins
 
 
