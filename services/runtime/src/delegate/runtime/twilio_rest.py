@@ -5,6 +5,9 @@ service's outbound calls). The SDK's synchronous client, called from a worker th
 (``asyncio.to_thread``): its URL-rewriting hook below is the one shape that reaches a local
 stand-in for every Twilio domain, and the async client would add aiohttp as a second HTTP stack
 for a few short, timeout-bounded requests.
+
+twilio is not a dependency of the runtime: only the services that import this module install
+it (tests/runtime/test_optional_vendors.py checks both sides).
 """
 
 from typing import Any
