@@ -7,6 +7,7 @@ OpenAI key (no stand-in; the key is never sent anywhere: nothing calls the model
     python bench/footprint.py --modes host --endpoints key
     python bench/footprint.py --imports                # and, per service, what its start imports (split)
     python bench/footprint.py --env MALLOC_ARENA_MAX=2 # a setting for every child, to compare
+    python bench/footprint.py --against OLD --warm-rounds 5  # warm starts, this tree vs a checkout
 
 Each stack runs ``python -m delegate.launcher`` in a temporary directory (so no ``.env`` is
 read), waits until every service answers its ping as ready and the whole process tree has
@@ -15,6 +16,10 @@ shared pages in every process that maps them; PSS divides them among the sharers
 total is what the stack really costs the machine); USS is what each process alone would free.
 Then it stops the stack and starts it again on the same data (a warm start: the page cache
 holds the code) and times the launch until every service answers ready.
+
+``--against OLD`` (a checkout of an earlier commit, e.g. ``git worktree add OLD <commit>``)
+times warm starts only, of this tree and of OLD's code (its ``services/*/src`` first on
+PYTHONPATH), alternately on the same machine in the same run, and prints both medians.
 
 Chromium is excluded: the tasks service launches it only when a task browses, and it must
 not be running at idle (the bench says so if it is, and leaves it out of the total).
@@ -355,6 +360,41 @@ def measure(mode: str, endpoint: str, args: argparse.Namespace, floor_wanted: bo
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+def compare_warm_starts(mode: str, endpoint: str, against: Path, rounds: int, timeout: float) -> None:
+    """Warm starts of this tree and of ``against``'s code, alternately: (median, all) of each."""
+    older = os.pathsep.join(str(p) for p in sorted((against / "services").glob("*/src")))
+    if not older:
+        raise SystemExit(f"--against {against}: no services/*/src there")
+    times: dict[str, list[float]] = {"this tree": [], str(against): []}
+    workdirs = {name: Path(tempfile.mkdtemp(prefix="delegate-footprint-warm-")) for name in times}
+    try:
+        for round_ in range(rounds + 1):  # round 0 is each stack's first start: not a warm one
+            for name, workdir in workdirs.items():
+                runtime, port = workdir / "runtime-data", free_port()
+                env = {k: v for k, v in os.environ.items() if not k.startswith(INHERITED) and k != "PYTHONPATH"}
+                env.update(RUNTIME_DATA_DIR=str(runtime), DELEGATE_PORT=str(port), DELEGATE_PROCESSES=mode)
+                if endpoint == "key":
+                    env["OPENAI_API_KEY"] = "sk-footprint-bench-never-sent"
+                if name != "this tree":
+                    env["PYTHONPATH"] = older
+                launcher = launch(workdir, env)
+                began = time.monotonic()
+                try:
+                    wait_ready(launcher, runtime, port, timeout, verbose=False)
+                    if round_:
+                        times[name].append(time.monotonic() - began)
+                finally:
+                    stop(launcher)
+    finally:
+        for workdir in workdirs.values():
+            shutil.rmtree(workdir, ignore_errors=True)
+    print(f"\nwarm start to every service ready, DELEGATE_PROCESSES={mode}, {endpoint}, {rounds} alternating rounds, "
+          f"load average {os.getloadavg()[0]:.1f}:")
+    for name, samples in times.items():
+        print(f"  {name:<40} median {sorted(samples)[len(samples) // 2]:6.2f} s  "
+              f"({', '.join(f'{t:.2f}' for t in samples)})")
+
+
 def print_imports(runtime: Path, top: int) -> None:
     print()
     for name in ("openai-standin", *SERVICES):
@@ -377,9 +417,16 @@ def main() -> None:
                         help="a setting for the launcher and every child (repeatable)")
     parser.add_argument("--timeout", type=float, default=120.0)
     parser.add_argument("--markdown", action="store_true", help="also print the tables as markdown")
+    parser.add_argument("--against", type=Path, help="a checkout to compare warm starts with (only that)")
+    parser.add_argument("--warm-rounds", type=int, default=5, help="warm starts of each with --against")
     args = parser.parse_args()
     modes = [m for m in args.modes.split(",") if m in MODES]
     endpoints = [e for e in args.endpoints.split(",") if e in ENDPOINTS]
+    if args.against is not None:
+        for endpoint in endpoints:
+            for mode in modes:
+                compare_warm_starts(mode, endpoint, args.against.resolve(), args.warm_rounds, args.timeout)
+        return
     results: dict[tuple[str, str], dict[str, float]] = {}
     for endpoint in endpoints:
         for mode in modes:

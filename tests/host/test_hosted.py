@@ -1,7 +1,8 @@
 """The host's own promises, with services that are coroutines of the test: a service failing by
 exception (or by the SystemExit that ended its own process) is started again with backoff and
 touches no other; every line a service logs, from its tasks and threads too, carries its name;
-SIGTERM's stop goes in the launcher's order (the gateway first, the ledger last).
+SIGTERM's stop goes in the launcher's order (every service together, the ledger last); each
+service starts as soon as it is loaded.
 
 No process here: what runs is ``delegate.host``'s real code (``Hosted``, ``serve_all``); the
 services in one real host process are tests/e2e/test_host_mode.py's.
@@ -10,8 +11,12 @@ services in one real host process are tests/e2e/test_host_mode.py's.
 import asyncio
 import io
 import logging
+import os
+from collections.abc import AsyncIterator
 
-from delegate.host.host import serve_all
+import pytest
+
+from delegate.host.host import Refused, serve_all
 from delegate.host.hosted import Hosted
 from delegate.runtime.logs import ServiceName
 from delegate.runtime.settings import ServiceSettings
@@ -90,7 +95,7 @@ async def test_every_line_a_service_logs_carries_its_name() -> None:
     assert "host said by the host" in lines
 
 
-async def test_the_stop_goes_gateway_first_and_ledger_last() -> None:
+async def test_the_stop_takes_every_service_together_and_the_ledger_last() -> None:
     order: list[str] = []
     started: list[str] = []
 
@@ -109,4 +114,71 @@ async def test_the_stop_goes_gateway_first_and_ledger_last() -> None:
     await until(lambda: len(started) == len(names), "every service to start")
     stopping.set()
     await asyncio.wait_for(host, 10)
-    assert order[0] == "gateway" and order[-1] == "ledger" and sorted(order[1:3]) == ["agent", "memory"]
+    assert order[-1] == "ledger" and sorted(order[:3]) == ["agent", "gateway", "memory"]
+
+
+async def test_each_service_runs_as_soon_as_it_is_loaded() -> None:
+    """The host starts a service while the next one's code is still being imported: here the
+    second is loaded only once the first runs, which a host that loaded all first never does."""
+    settings = ServiceSettings()
+    started: list[str] = []
+    stopped: list[str] = []
+
+    def service(name: str):  # type: ignore[no-untyped-def]
+        async def serve(_: ServiceSettings, stop: asyncio.Event) -> None:
+            started.append(name)
+            await stop.wait()
+            stopped.append(name)
+        return serve
+
+    async def loading() -> AsyncIterator[Hosted]:
+        yield Hosted("ledger", settings, service("ledger"))
+        await until(lambda: "ledger" in started, "the first service to run")
+        yield Hosted("agent", settings, service("agent"))
+
+    stopping = asyncio.Event()
+    host = asyncio.create_task(serve_all(loading(), stopping))
+    await until(lambda: started == ["ledger", "agent"], "both services to run")
+    stopping.set()
+    await asyncio.wait_for(host, 10)
+    assert stopped == ["agent", "ledger"]  # the ledger last, as ever
+
+
+async def test_a_service_refusing_its_settings_stops_those_already_running() -> None:
+    settings = ServiceSettings()
+    stopped: list[str] = []
+
+    async def steady(_: ServiceSettings, stop: asyncio.Event) -> None:
+        await stop.wait()
+        stopped.append("ledger")
+
+    async def loading() -> AsyncIterator[Hosted]:
+        yield Hosted("ledger", settings, steady)
+        await asyncio.sleep(0)  # the ledger's task gets to run before the refusal
+        raise Refused(os.EX_CONFIG)
+
+    with pytest.raises(Refused) as refused:
+        await asyncio.wait_for(serve_all(loading(), asyncio.Event()), 10)
+    assert refused.value.code == os.EX_CONFIG and stopped == ["ledger"]
+
+
+async def test_a_stop_while_loading_starts_no_more_services() -> None:
+    settings = ServiceSettings()
+    started: list[str] = []
+    never = asyncio.Event()
+
+    async def serve(_: ServiceSettings, stop: asyncio.Event) -> None:
+        started.append("ledger")
+        await stop.wait()
+
+    async def loading() -> AsyncIterator[Hosted]:
+        yield Hosted("ledger", settings, serve)
+        await never.wait()  # the next service's import, still going on at the stop
+        yield Hosted("agent", settings, serve)
+
+    stopping = asyncio.Event()
+    host = asyncio.create_task(serve_all(loading(), stopping))
+    await until(lambda: started == ["ledger"], "the first service to start")
+    stopping.set()
+    await asyncio.wait_for(host, 10)
+    assert started == ["ledger"]

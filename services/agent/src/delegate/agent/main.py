@@ -35,8 +35,8 @@ SERVICE = "agent"
 # finish within the first, then it is handed back (redelivered to the next leader); recording
 # term.ended may hold up a shutdown or a step-down no longer than the second. The rest is for
 # closing the lease and the connections.
-DRAIN_SHARE = 0.5
-TERM_END_SHARE = 0.25
+DRAIN_SHARE = 0.4
+TERM_END_SHARE = 0.35
 
 
 def run() -> None:

@@ -17,9 +17,8 @@ MODULES: dict[str, str] = {
 # services instead of in a process of its own.
 EXTRAS: dict[str, str] = {"openai-standin": "delegate.openai_standin.main"}
 
-# The launcher's order (delegate.launcher.run.STOP_STAGES), kept inside the host: the gateway
-# stops taking input first, the ledger, which commits what the others sent, last.
-FIRST_TO_STOP = ("gateway",)
+# The launcher's order (delegate.launcher.run.STOP_STAGES), kept inside the host: every
+# service together, then the ledger, which commits what the others sent.
 LAST_TO_STOP = ("ledger",)
 AFTER_THE_LAST = ("openai-standin",)  # the services may still be finishing a model call
 
@@ -42,7 +41,6 @@ def module_of(name: str) -> str:
 
 
 def stop_stages(names: list[str]) -> list[list[str]]:
-    first = [n for n in names if n in FIRST_TO_STOP]
     last = [n for n in names if n in LAST_TO_STOP]
     after = [n for n in names if n in AFTER_THE_LAST]
-    return [first, [n for n in names if n not in (*first, *last, *after)], last, after]
+    return [[n for n in names if n not in (*last, *after)], last, after]

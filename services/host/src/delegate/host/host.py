@@ -5,33 +5,82 @@ eight services in eight interpreters cannot get small. In one, each service keep
 it a service: its own NATS connection and identity, settings, durable consumers, leases and
 log name (``hosted``). What a process of its own did for it, the host does: a service that
 fails is restarted here with backoff; SIGTERM stops every service within its stop grace.
+
+Importing every service's code is most of a start (seconds on a loaded machine), so each
+service starts as soon as its own module is imported: the imports go on in a thread while
+the services already loaded connect, create their consumers and catch up (the ledger first,
+whose writer process then starts on the other core).
 """
 
 import asyncio
 import logging
 import os
 import signal
+from collections.abc import AsyncIterable, AsyncIterator, Iterable
 
 import uvloop
 
 from delegate.runtime.logs import configure_logging
-from delegate.runtime.service import exit_unless_stopped_within
+from delegate.runtime.service import exit_now, exit_unless_stopped_within
 
 from .catalog import stop_stages
-from .hosted import Hosted
+from .hosted import DEFAULT_STOP_GRACE_S, Hosted
 
 log = logging.getLogger("delegate.host")
 
 
-async def serve_all(hosted: list[Hosted], stopping: asyncio.Event) -> None:
-    """Run every service until ``stopping``, then stop them stage by stage within the grace."""
-    tasks = {h.name: asyncio.create_task(h.run(), name=h.name) for h in hosted}
-    log.info("hosting %s", ", ".join(tasks))
-    await stopping.wait()
-    grace = max(h.stop_grace_s for h in hosted)
+class Refused(Exception):
+    """A service refused its settings (``SettingsRefused``, a SystemExit, which a task must not
+    raise: asyncio would end the loop with it, stopping no service)."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+def _load(name: str) -> Hosted:
+    try:
+        return Hosted.load(name)
+    except SystemExit as exc:  # it printed why already
+        raise Refused(exc.code if isinstance(exc.code, int) else 1) from None
+
+
+async def loaded(names: list[str], into: list[Hosted]) -> AsyncIterator[Hosted]:
+    """Each named service once its module is imported and its settings read, in ``names``'s
+    order (also appended to ``into``); the import runs on a worker thread so that the loop
+    serves the services started before it meanwhile. A refused setting raises ``Refused``."""
+    loop = asyncio.get_running_loop()
+    for name in names:
+        hosted = await loop.run_in_executor(None, _load, name)
+        into.append(hosted)
+        yield hosted
+
+
+async def serve_all(hosted: Iterable[Hosted] | AsyncIterable[Hosted], stopping: asyncio.Event) -> None:
+    """Run every service (each as soon as ``hosted`` yields it) until ``stopping``, then stop
+    them stage by stage within the grace. A failure to load one (``Refused``) stops those
+    already running, then is raised."""
+    tasks: dict[str, asyncio.Task[None]] = {}
+    by_name: dict[str, Hosted] = {}
+
+    async def start_each() -> None:
+        async for h in _each(hosted):
+            by_name[h.name] = h
+            tasks[h.name] = asyncio.create_task(h.run(), name=h.name)
+        log.info("hosting %s", ", ".join(tasks))
+
+    loading = asyncio.create_task(start_each())
+    stop_asked = asyncio.create_task(stopping.wait())
+    await asyncio.wait([loading, stop_asked], return_when=asyncio.FIRST_COMPLETED)
+    if not loading.done() or loading.exception() is None:
+        await stopping.wait()
+    loading.cancel()  # a stop while loading: the services not started yet are not started
+    stop_asked.cancel()
+    outcome = (await asyncio.gather(loading, return_exceptions=True))[0]
+    failed = outcome if isinstance(outcome, Exception) else None
+    grace = max((h.stop_grace_s for h in by_name.values()), default=DEFAULT_STOP_GRACE_S)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + grace
-    by_name = {h.name: h for h in hosted}
     for stage in stop_stages(list(tasks)):
         for name in stage:
             by_name[name].stop.set()
@@ -41,29 +90,45 @@ async def serve_all(hosted: list[Hosted], stopping: asyncio.Event) -> None:
     for task in tasks.values():
         task.cancel()
     await asyncio.gather(*tasks.values(), return_exceptions=True)
+    if failed is not None:
+        raise failed
+
+
+async def _each(hosted: Iterable[Hosted] | AsyncIterable[Hosted]) -> AsyncIterator[Hosted]:
+    if isinstance(hosted, AsyncIterable):
+        async for h in hosted:
+            yield h
+    else:
+        for h in hosted:
+            yield h
 
 
 def run(names: list[str]) -> None:
-    """Load every named service's settings (a refused one ends the start with EX_CONFIG, as in a
-    process of its own), then serve them all until SIGTERM or SIGINT."""
+    """Serve the named services until SIGTERM or SIGINT, each started once loaded (a refused
+    setting ends the host with EX_CONFIG, as a process of its own would end)."""
     level = os.environ.get("LOG_LEVEL", "INFO")
     configure_logging("host", level)
-    hosted = [Hosted.load(name) for name in names]
 
     async def main() -> None:
         stopping = asyncio.Event()
         loop = asyncio.get_running_loop()
-        grace = max(h.stop_grace_s for h in hosted)
+        hosted: list[Hosted] = []
 
         def on_signal() -> None:
             if not stopping.is_set():
-                exit_unless_stopped_within(grace)
+                # The longest grace of the services loaded so far (the default before any).
+                exit_unless_stopped_within(max((h.stop_grace_s for h in hosted), default=DEFAULT_STOP_GRACE_S))
             stopping.set()
 
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, on_signal)
-        await serve_all(hosted, stopping)
+        try:
+            await serve_all(loaded(names, hosted), stopping)
+        except Refused as refused:  # it said why when it was raised
+            log.error("stopped: a service refused its settings")
+            exit_now(refused.code)
         log.info("stopped")
 
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         runner.run(main())
+    exit_now(0)

@@ -195,15 +195,21 @@ class NatsServer:
         os.chmod(conf, 0o600)  # an older file keeps its mode through O_TRUNC
         return conf
 
-    def start(self, timeout: float = 15.0) -> "NatsServer":
+    def start(self, timeout: float = 15.0, *, wait: bool = True) -> "NatsServer":
+        """Start it; ``wait``: return once it listens (else call `wait_listening` later: a
+        client started meanwhile retries its connect until then)."""
         conf = self._config()
         self.proc = ManagedProcess(
             "nats", [nats_server_binary(), "-c", str(conf)], dict(os.environ), self.store_dir / "nats.log",
             with_parent=self.with_parent,
         ).start()
-        assert self.proc.proc is not None
-        wait_for_port(self.port, timeout, self.proc.proc)
+        if wait:
+            self.wait_listening(timeout)
         return self
+
+    def wait_listening(self, timeout: float = 15.0) -> None:
+        assert self.proc is not None and self.proc.proc is not None
+        wait_for_port(self.port, timeout, self.proc.proc)
 
     def kill(self) -> None:
         if self.proc:

@@ -31,12 +31,14 @@ from .procs import ManagedProcess, NatsServer, free_port, python_module, wait_fo
 
 log = logging.getLogger("launch")
 
-# How `stop` takes the system down: the gateway stops taking input first; the other services
-# then finish (the agent records its term's end); the ledger, which commits what they sent,
-# stops after them; the stand-in last. NATS is stopped after all of these, by `main`.
+# How `stop` takes the system down: the services all at once (the gateway stops taking input,
+# the agent records its term's end; input taken meanwhile waits in its durable stream), then
+# the ledger, which commits what they sent, then the stand-in (a service may still be finishing
+# a model call). NATS is stopped after all of these, by `main`. Stopping the gateway in a stage
+# of its own before the others spent its graceful shutdown (up to 5 s with a browser's sockets
+# open) out of the 5 s that the whole stop may take.
 STOP_STAGES: tuple[tuple[str, ...], ...] = (
-    ("gateway",),
-    ("agent", "inner-plane", "memory", "tasks", "voice", "pollers"),
+    ("gateway", "agent", "inner-plane", "memory", "tasks", "voice", "pollers"),
     ("ledger",),
     ("openai-standin",),
 )
@@ -90,13 +92,13 @@ class Supervisor:
 
     def stop(self, hurry: "Signals", budget_s: float = STOP_BUDGET_S) -> None:
         """SIGTERM stage by stage (`STOP_STAGES`), each stage's processes together, each stage
-        waited for before the next; a process no stage names stops with the second stage.
+        waited for before the next; a process no stage names stops with the first stage.
 
         The whole stop fits in ``budget_s``: what still runs then is SIGKILLed (a crash every
         service survives). Another signal while stopping (a second Ctrl-C) ends the wait too."""
         named = {name for stage in STOP_STAGES for name in stage}
         stages = [[p for p in self.procs if p.name in stage] for stage in STOP_STAGES]
-        stages[1].extend(p for p in self.procs if p.name not in named)
+        stages[0].extend(p for p in self.procs if p.name not in named)
         deadline = time.monotonic() + budget_s
         for stage in stages:
             for proc in stage:
@@ -233,7 +235,9 @@ def main() -> None:
     if not env.get("NATS_URL"):
         auth = private_server.prepare_in_child(runtime / "nats-auth")
         passwords = auth.passwords
-        nats = NatsServer(runtime / "nats", authorization=auth.authorization, with_parent=True).start()
+        # Not waited for here: the services start beside it (their imports take far longer than
+        # its start, and their connect retries until it listens); `main` waits for it below.
+        nats = NatsServer(runtime / "nats", authorization=auth.authorization, with_parent=True).start(wait=False)
         env["NATS_URL"] = nats.address
         log.info("private nats-server with JetStream at %s; one identity per service", nats.address)
 
@@ -257,9 +261,7 @@ def main() -> None:
         standin = python_module(
             "openai-standin", "delegate.openai_standin", standin_env, logs / "openai-standin.log", with_parent=True
         )
-        standin.start()
-        assert standin.proc is not None
-        wait_for_port(standin_port, 20, standin.proc)
+        standin.start()  # waited for once the services are starting too (below)
         env["OPENAI_STANDIN_URL"] = f"http://127.0.0.1:{standin_port}/v1"
         extra.append(standin)
         log.info("no OPENAI_API_KEY: the offline stand-in answers (127.0.0.1:%d); set it in .env for OpenAI",
@@ -288,6 +290,12 @@ def main() -> None:
                  "replaces it)", token_file)
     exit_code = 0
     try:
+        # Started together, waited for together: a child that cannot listen fails the start.
+        if nats:
+            nats.wait_listening()
+        for proc in extra:
+            assert proc.proc is not None
+            wait_for_port(int(proc.env["STANDIN_PORT"]), 20, proc.proc)
         while True:
             supervisor.tick()
             if announce_token and token_file.exists():

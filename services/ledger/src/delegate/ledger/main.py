@@ -27,17 +27,22 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     )
     if not await _open(store, stop):
         return
+    # Started first: its interpreter's imports (a second or more on a loaded machine) then go on
+    # beside the connect and the streams, not after them on every start's path.
+    writer = WriterProcess(writer_env(settings, store))
     try:
+        await writer.start()
         bus = await Bus.connect(settings.nats_url, settings.instance_name or SERVICE, settings=settings)
         try:
-            await _serve(settings, store, bus, stop)
+            await _serve(settings, store, bus, writer, stop)
         finally:
             await bus.close()  # drains: acks and announcements already queued still go out
     finally:
+        await writer.close()  # a no-op when _serve closed it already
         await store.close()
 
 
-async def _serve(settings: Settings, store: LedgerStore, bus: Bus, stop: asyncio.Event) -> None:
+async def _serve(settings: Settings, store: LedgerStore, bus: Bus, writer: WriterProcess, stop: asyncio.Event) -> None:
     # The LEDGER stream takes atomic batches (imports): an older server would store them piecemeal.
     if not await start_when_server_suits(bus, SERVICE, [ATOMIC_BATCHES], stop):
         return
@@ -49,8 +54,6 @@ async def _serve(settings: Settings, store: LedgerStore, bus: Bus, stop: asyncio
         if stop.is_set():
             return
         raise
-    writer = WriterProcess(writer_env(settings, store))
-    await writer.start()
     try:
         await _run_ledger(settings, store, bus, writer, stop)
     finally:

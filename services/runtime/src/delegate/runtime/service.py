@@ -1,9 +1,11 @@
 """One way to run a bus service: settings -> logging -> loop until SIGTERM/SIGINT -> drain."""
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
+import sys
 import threading
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -42,6 +44,19 @@ def exit_unless_stopped_within(seconds: float) -> None:
     watchdog.start()
 
 
+def exit_now(code: int) -> None:
+    """End the process once its stop is complete, skipping the interpreter's teardown.
+
+    Nothing is left to do by then (every connection closed, every file written), but tearing
+    down a process that imported a service's code (one host: every service's) costs seconds of
+    CPU on a loaded machine, measured 2.5 s, which the stop budget then lacks."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
+
+
 def run_service(name: str, settings: S, serve: Callable[[S, asyncio.Event], Awaitable[None]]) -> None:
     """Run ``serve(settings, stop)``; ``stop`` is set by SIGTERM or SIGINT, and the process
     ends within ``settings.stop_grace_s`` of it however the stop goes."""
@@ -66,3 +81,4 @@ def run_service(name: str, settings: S, serve: Callable[[S, asyncio.Event], Awai
     # hand-offs are what every message costs here, and it makes them markedly cheaper.
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         runner.run(main())
+    exit_now(0)

@@ -37,7 +37,7 @@ class ServiceSettings(NatsSettings):
     instance_name: str = ""  # INSTANCE_NAME: tells two processes of one service apart in logs
     # STOP_GRACE_S: how long a stop may take from SIGTERM before the process exits regardless
     # (a launcher, compose or an orchestrator waits on it; the stop is crash-safe either way).
-    # The agent divides it (`delegate.agent.main`): half for a running turn to finish, a quarter
+    # The agent divides it (`delegate.agent.main`): 40% for a running turn to finish, 35%
     # for term.ended; a turn cut short is redelivered. 4 s keeps `make run`'s whole stop in 5 s.
     stop_grace_s: float = Field(default=4.0, gt=0, le=120)
 
