@@ -19,8 +19,10 @@ from delegate.contracts.messages import ActivationInput
 from delegate.contracts.signals import (
     SIGNAL_ADAPTER,
     AnySignal,
+    CommitmentDueSignal,
     EmailReceived,
     MemoryRelevant,
+    PersonDateSignal,
     ReminderDue,
     ScriptSignal,
     TaskFailed,
@@ -117,12 +119,31 @@ def render_signal(signal: AnySignal, zone: ZoneInfo) -> str:
         line = f"From the owner's script ({signal.source}): {signal.payload.text}"
         if signal.payload.data:
             line += "\n   Data: " + json.dumps(signal.payload.data, ensure_ascii=False, default=str)[:MAX_DATA_CHARS]
+    elif isinstance(signal, CommitmentDueSignal):
+        line = _commitment_due(signal, zone)
+    elif isinstance(signal, PersonDateSignal):
+        d = signal.payload
+        line = (f"Learned {d.name}'s {d.label}: {d.date}. Offer the owner a yearly reminder for it; set one "
+                "(set_reminder) only when they say yes.")
     else:  # a kind added to the contracts but not rendered here yet
         payload = json.dumps(signal.payload.model_dump(mode="json"), ensure_ascii=False)
         line = f"{signal.kind}: {payload[:MAX_SIGNAL_CHARS]}"
     marks = [m for m in ("urgent" if signal.urgency == "urgent" else "",
                          f"reply by {signal.reply_via}" if signal.reply_via else "") if m]
     return f"{line} [{', '.join(marks)}]" if marks else line
+
+
+def _commitment_due(signal: CommitmentDueSignal, zone: ZoneInfo) -> str:
+    c = signal.payload
+    to = f" to {c.to}" if c.to else ""
+    when = f"due {local_time(c.due, zone)}" + (f" (“{c.due_text}”)" if c.due_text else "")
+    if c.by == "assistant":
+        # Delegate's own promise is work: this activation does it, or says why it cannot.
+        return (f"Your own commitment{to} is {when}: {c.what} (id {c.commitment_id}). Do it now with your tools, "
+                "tell the owner the result, and mark it kept with commitment_update; if you cannot, tell the "
+                "owner why and what you need.")
+    return (f"The owner's commitment{to} is {when}: {c.what} (id {c.commitment_id}). Nudge the owner about it, "
+            "briefly; when they say it is done or off, use commitment_update.")
 
 
 def batch(activation: ActivationInput) -> list[dict[str, Any]]:

@@ -11,6 +11,7 @@ from delegate.runtime.bus import Bus
 from .broker import AttentionBroker
 from .budget_watch import BudgetWatch
 from .capsule import CapsuleRefresher
+from .commitments import CommitmentWatch
 from .context import Context
 from .follower import LedgerFollower
 from .idle import IdleTimer
@@ -34,6 +35,7 @@ class InnerPlane:
         self.capsule = CapsuleRefresher(self.ctx)
         self.broker = AttentionBroker(self.ctx)
         self.reminders = Reminders(self.ctx)
+        self.commitments = CommitmentWatch(self.ctx)
         self.budget = BudgetWatch(self.ctx, [self.broker.wake, self.memory.wake, self.capsule.wake])
         self.follower = LedgerFollower(self.ctx, self.apply)
         self.failed = asyncio.Event()  # a worker ended by itself: the process must restart
@@ -51,7 +53,8 @@ class InnerPlane:
                 # one that ended meanwhile.
                 state.current_conversation_id = event.conversation_id
         # The budget first: the others read the spend it folds in.
-        for component in (self.budget, self.idle, self.memory, self.capsule, self.reminders, self.broker):
+        for component in (self.budget, self.idle, self.memory, self.capsule, self.reminders, self.commitments,
+                          self.broker):
             component.on_event(event)
 
     def ready(self) -> bool:
@@ -62,7 +65,7 @@ class InnerPlane:
         await self.follower.start()
         bus = self.ctx.bus
         for work in (self.follower.run(), self.idle.run(), self.memory.run(), self.capsule.run(), self.broker.run(),
-                     self.budget.run()):
+                     self.budget.run(), self.commitments.run()):
             bus.spawn(work).add_done_callback(self._worker_ended)
         self._consumer = bus.spawn(self.broker.consume(self.ctx.stop))
         await bus.serve(topics.INNER_BUDGET, self.budget.answer)

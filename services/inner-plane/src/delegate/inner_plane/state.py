@@ -118,6 +118,28 @@ class BrokerState(_Model):
     spend: SpendBook = Field(default_factory=SpendBook)
 
 
+class DueCommitment(_Model):
+    """An open commitment with a due time (issue #30), until its commitment.due is committed."""
+
+    id: str
+    by: str
+    what: str
+    to: str | None = None
+    due: datetime
+    due_text: str | None = None
+    event_ids: list[str] = Field(default_factory=list)
+
+
+class DateOffer(_Model):
+    """A person's key date learned, whose person.date signal is not committed yet."""
+
+    signal_id: str
+    person_id: str
+    name: str
+    label: str
+    date: str
+
+
 class InnerState(_Model):
     last_seq: int = 0
     last_event_id: str | None = None
@@ -135,6 +157,10 @@ class InnerState(_Model):
     # channel the owner last wrote on (where a notice goes).
     budget_notices: list[str] = Field(default_factory=list)
     owner_channel: str | None = None
+    # People and commitments (issue #30, commitments.py): what falls due, and key dates to offer.
+    commitments: dict[str, DueCommitment] = Field(default_factory=dict)
+    date_offers: dict[str, DateOffer] = Field(default_factory=dict)
+    person_names: dict[str, str] = Field(default_factory=dict)
 
     def open_span_of(self, conversation_id: str | None) -> str | None:
         for span in self.spans.values():
