@@ -309,6 +309,7 @@ class App {
         if (fresh.length) {
           this.freshLive.push(...fresh);
           if (frame.event.kind === "context.capsule") this.clearNotice();
+          this.compactOutcome(null, frame.event);
           this.scheduleRender();
         }
         break;
@@ -323,6 +324,7 @@ class App {
       }
       case "live":
         this.showNotice(frame.event || {});
+        this.compactOutcome(frame.event || {}, null);
         break;
       case "voice":
         this.voice.setVoiceState(frame.state);
@@ -821,7 +823,10 @@ class App {
     this.updateControls();
     try {
       await api.compact();
-      this.toast("Compaction requested.");
+      // Accepted is not done: the outcome comes back as a context.compacted event (done) or a
+      // live notice with status "failed" (see compactOutcome), and the toast says which.
+      this.compactWatch = true;
+      this.toast("Compacting…");
     } catch (err) {
       if (err instanceof HttpError && err.status === 409) this.toast("Busy: a response or compaction is running.", "warn");
       else if (err instanceof HttpError && err.status === 401) return this.showSignIn();
@@ -839,6 +844,20 @@ class App {
     } catch (err) {
       if (err instanceof HttpError && err.status === 401) return this.showSignIn();
       this.toast(err instanceof HttpError && err.status === 409 ? "Busy: try again when Delegate is idle." : "Could not end the conversation.", "warn");
+    }
+  }
+
+  /** What became of "Compact now": a compaction on request landed, or the agent said it failed. */
+  compactOutcome(notice, ev) {
+    if (!this.compactWatch) return;
+    if (ev && ev.kind === "context.compacted" && ev.payload && ev.payload.trigger === "manual") {
+      this.compactWatch = false;
+      const p = ev.payload;
+      const sizes = p.input_tokens_before && p.input_tokens_after ? `: ${formatNumber(p.input_tokens_before)} → ${formatNumber(p.input_tokens_after)} tokens` : "";
+      this.toast(`Older messages summarized${sizes}.`);
+    } else if (notice && notice.kind === "context.compacted" && notice.status === "failed") {
+      this.compactWatch = false;
+      this.toast(`Compact failed: ${notice.detail || "the model could not summarize older messages"}. Nothing was changed.`, "warn");
     }
   }
 

@@ -133,3 +133,32 @@ async def test_compact_now_and_end_conversation(
     assert texts[0] == "Remember: I drink tea, not coffee." and texts[-1] == "A fresh start, same timeline."
     await page.screenshot("conversation-ended")
     page.assert_clean()
+
+
+async def test_a_failed_compact_says_so(
+    delegate: Callable[..., Awaitable[System]], standin: StandinProcess, new_page: NewPage
+) -> None:
+    sys_ = await delegate()
+    standin.script(
+        {"action": "text", "text": "Noted: tea, not coffee.", "match": {"input_contains": "I drink tea"}},
+        # The model no longer knows the chain: the agent's compaction fails (ChainLost).
+        {
+            "action": "error", "status": 400, "code": "previous_response_not_found",
+            "message": "Previous response not found.", "match": {"endpoint": "compact"},
+        },
+    )
+    page = await new_page(sys_)
+    p = page.page
+    await page.send("Remember: I drink tea, not coffee.")
+    await page.wait_for_text("#timeline article.msg-assistant[data-event-id]", "Noted: tea")
+    await page.wait_for("() => !document.getElementById('compact-btn').disabled")
+    await p.click("#compact-btn")
+    # Accepted is said as in progress, never as done; the failure comes back and is said plainly.
+    await page.wait_for_text("#toasts", "Compacting…")
+    await page.wait_for_text("#toasts", "Compact failed")
+    toasts = await p.locator("#toasts").inner_text()
+    assert "requested" not in toasts and "Older messages summarized" not in toasts, toasts
+    assert await p.locator('#timeline .inner[data-kind="context.compacted"]').count() == 0
+    await page.wait_for("() => !document.getElementById('compact-btn').disabled")
+    await page.screenshot("compact-failed")
+    page.assert_clean()
