@@ -53,5 +53,9 @@ export const api = {
   usage: (from, to) => request("GET", from ? `/api/usage?from=${encodeURIComponent(from)}&to=${encodeURIComponent(to)}` : "/api/usage"),
   usageCalls: (spanId) => request("GET", `/api/usage/calls?span_id=${encodeURIComponent(spanId)}`),
   budget: () => request("GET", "/api/usage/budget"),
+  // Web Push (push.js): the server's VAPID key, this browser's subscription
+  pushKey: () => request("GET", "/api/push/key"),
+  subscribePush: (subscription) => request("POST", "/api/push/subscriptions", subscription),
+  unsubscribePush: (id) => request("DELETE", `/api/push/subscriptions/${encodeURIComponent(id)}`),
   controlTask: (id, action) => request("POST", `/api/tasks/${encodeURIComponent(id)}/${encodeURIComponent(action)}`),
 };
