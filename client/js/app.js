@@ -45,6 +45,7 @@ const ERROR_TEXT = {
   not_last: "Only the last answer can be regenerated, and only the last message edited.",
 };
 const STICK_PX = 80;
+const SPOKEN = new Set(["phone", "browser_voice"]);
 const JUMP_MARK_MS = 2500; // how long a jumped-to event stays marked
 
 function newClientId() {
@@ -431,6 +432,10 @@ class App {
       if (ev.kind === "message" && ev.role === "user" && !item.superseded) lastUser = item;
       if (ev.kind === "message" && ev.role === "assistant" && !item.superseded) lastAnswer = item;
     }
+    // A spoken turn was said, not typed: it has no Edit, and its answer no Regenerate.
+    const spoken = (item) => item && item.event && SPOKEN.has(item.event.channel);
+    if (spoken(lastUser)) lastUser = null;
+    if (spoken(lastAnswer)) lastAnswer = null;
     const idle = !this.streaming() && this.tl.pending.size === 0;
     if (lastAnswer && lastMsg === lastAnswer && idle && lastAnswer.event.parent_id) lastAnswer.canRegenerate = true;
     if (lastUser && idle && (lastMsg === lastUser || (lastAnswer && lastAnswer.event.parent_id === lastUser.event.id) || (lastMsg && lastMsg.event && lastMsg.event.parent_id === lastUser.event.id))) {

@@ -108,6 +108,8 @@ function updateMessage(node, item) {
   if (item.superseded) {
     marks.push(h("span", { class: "mark mark-superseded", title: "Replaced by an edited message below; kept in history", text: item.event.role === "user" ? "Edited below" : "For an edited message" }));
   }
+  // A spoken answer the caller talked over (barge-in) is kept as far as it was said.
+  if (p.meta && p.meta.interrupted) marks.push(h("span", { class: "mark mark-interrupted", title: "Cut off when you started talking; the words so far are kept", text: "Interrupted" }));
   if (p.supersedes) marks.push(h("span", { class: "mark mark-edited", title: "An edited version of an earlier message", text: "Edited" }));
   const sig = marks.map((m) => m.textContent).join("|");
   if (node._marksSig !== sig) {

@@ -401,7 +401,8 @@ export function buildView(tl) {
     }
     if (ev.kind === "message") {
       b.messageCount += 1;
-      if (b.firstText === null && ev.payload && typeof ev.payload.text === "string") b.firstText = ev.payload.text;
+      // A one-letter fragment (a call's first partial transcript) is no title.
+      if (b.firstText === null && ev.payload && typeof ev.payload.text === "string" && ev.payload.text.trim().length >= 2) b.firstText = ev.payload.text;
       if (ev.role === "user") userMessages.set(ev.id, b);
     } else if (isInnerKind(ev.kind)) {
       b.innerCount += 1;
@@ -660,7 +661,20 @@ export function spanSummary(b) {
   if (b.messageCount) parts.push(`${b.messageCount} message${b.messageCount === 1 ? "" : "s"}`);
   if (b.innerCount) parts.push(`${b.innerCount} inner step${b.innerCount === 1 ? "" : "s"}`);
   const count = parts.join(", ") || "no messages";
-  return b.firstText ? `${count} · “${clip(b.firstText, 90)}”` : count;
+  const first = firstSentence(b.firstText);
+  return first ? `${count} · “${clip(first, 90)}”` : count;
+}
+
+/**
+ * The first full sentence of a text, for a title: a call's first transcript may be a fragment
+ * ("H"), so a sentence needs a few words; without one, the whole text (or null).
+ */
+export function firstSentence(text) {
+  if (typeof text !== "string" || !text.trim()) return null;
+  const one = text.replace(/\s+/g, " ").trim();
+  const m = /^(.+?[.!?])(\s|$)/.exec(one);
+  if (m && m[1].split(" ").length >= 2) return m[1];
+  return one.length >= 2 ? one : null;
 }
 
 /** The ids of every committed event, for tests and for duplicate checks. */

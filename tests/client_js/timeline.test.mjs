@@ -13,6 +13,7 @@ import {
   isFoldedKind,
   createTimeline,
   eventIds,
+  firstSentence,
   isHiddenKind,
   isInnerKind,
   mergePage,
@@ -448,4 +449,17 @@ test("bookkeeping before any span folds into a line of its own, never a raw row"
   const view = buildView(tl);
   assert.deepEqual(view.map((b) => b.type), ["activity"]);
   assert.equal(view[0].summary, "2 background steps: run picture, other step");
+});
+
+test("a span's title line uses the first full sentence, never a one-letter fragment", () => {
+  assert.equal(firstSentence("H"), null);
+  assert.equal(firstSentence("Hello there. How are you?"), "Hello there.");
+  assert.equal(firstSentence("Hi. What time is my train?"), "Hi. What time is my train?");
+  const tl = createTimeline();
+  addEvents(tl, [
+    spanOpened("voice", { span_id: "V", channel: "browser_voice" }),
+    userMsg("H", { span_id: "V", channel: "browser_voice" }),
+    userMsg("What time is my train? It leaves soon.", { span_id: "V", channel: "browser_voice" }),
+  ]);
+  assert.equal(buildView(tl)[0].summary, "2 messages · “What time is my train?”");
 });
