@@ -6,6 +6,7 @@
 import { api, HttpError } from "./api.js";
 import { h, reconcile, setText } from "./dom.js";
 import { formatTime, fullTime } from "./format.js";
+import { renderMarkdown } from "./markdown.js";
 import {
   TaskStream,
   budgetText,
@@ -524,7 +525,7 @@ export class TasksPanel {
     if (d.sig !== sig && task) {
       d.sig = sig;
       d.meta.replaceChildren(
-        stateBadge(state),
+        stateBadge(state, task.refused),
         progressNode(task),
         h("span", { class: "task-when", title: fullTime(task.created_at), text: `started ${formatTime(task.created_at)}${task.source === "agent" ? " by Delegate" : ""}` }),
       );
@@ -559,7 +560,11 @@ export class TasksPanel {
       if (d.outcomeSig !== osig) {
         d.outcomeSig = osig;
         d.outcome.dataset.tone = out.tone;
-        d.outcome.replaceChildren(h("strong", { text: out.label }), out.text ? h("div", { class: "task-answer", text: out.text }) : null);
+        // An answer renders its markdown; an error stays plain text.
+        const body = out.text ? h("div", { class: out.label.startsWith("Answer") ? "task-answer md" : "task-answer" }) : null;
+        if (body && out.label.startsWith("Answer")) body.appendChild(renderMarkdown(document, out.text));
+        else if (body) body.textContent = out.text;
+        d.outcome.replaceChildren(h("strong", { text: out.label }), body);
       }
     }
     // Screenshots: REST's names and live ones.

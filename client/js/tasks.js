@@ -13,6 +13,7 @@
 
 import { append, h, reconcile, setText } from "./dom.js";
 import { formatNumber, formatRange, formatTime, fullTime } from "./format.js";
+import { renderMarkdown } from "./markdown.js";
 import { spanCost } from "./timeline.js";
 
 export const TASK_STATES = ["queued", "running", "paused", "done", "failed", "cancelled"];
@@ -132,6 +133,10 @@ export function budgetText(budget) {
 /** What a finished task ended with: {tone, label, text} ("" text when it said nothing). */
 export function outcome(task) {
   if (!task) return null;
+  // Done with refused steps (a start URL the egress policy refused) is not a clean success.
+  if (task.state === "done" && task.refused > 0) {
+    return { tone: "warn", label: `Answer, with ${task.refused} refused step${task.refused === 1 ? "" : "s"}`, text: str(task.answer) };
+  }
   if (task.state === "done") return { tone: "ok", label: "Answer", text: str(task.answer) };
   if (task.state === "failed") {
     const why = FAIL_WORDS[task.fail_reason] || "";
@@ -569,7 +574,9 @@ export function taskIcon(className = "icon") {
 }
 
 /** The state badge: the word is the meaning; colour only adds to it. */
-export function stateBadge(state) {
+export function stateBadge(state, refused = 0) {
+  // Done with refused steps is never a green "Done".
+  if (state === "done" && refused > 0) return h("span", { class: "task-badge state-partial", "data-state": state, text: `Done, ${refused} refused` });
   return h("span", { class: `task-badge state-${STATE_WORDS[state] ? state : "unknown"}`, "data-state": state || "", text: stateLabel(state) });
 }
 
@@ -609,7 +616,12 @@ export function logLineNode(line) {
       line.ts ? h("time", { class: "task-line-time", datetime: line.ts, title: fullTime(line.ts), text: formatTime(line.ts) }) : null,
     ),
   );
-  if (line.detail) node.appendChild(h("div", { class: line.final ? "task-line-detail task-answer" : "task-line-detail", text: line.detail }));
+  if (line.detail && line.final && line.kind === "task.finished") {
+    // A task's answer is written in markdown like any answer.
+    const answer = h("div", { class: "task-line-detail task-answer md" });
+    answer.appendChild(renderMarkdown(document, line.detail));
+    node.appendChild(answer);
+  } else if (line.detail) node.appendChild(h("div", { class: line.final ? "task-line-detail task-answer" : "task-line-detail", text: line.detail }));
   if (line.output) {
     node.appendChild(
       h("details", { class: "task-line-output" }, h("summary", { text: `Output (${formatNumber(line.output.length)} characters)` }), h("pre", { text: line.output })),
@@ -637,7 +649,7 @@ export function taskRow(task, { selected = false, busy = "", mode = "view", erro
     h(
       "span",
       { class: "task-meta" },
-      stateBadge(task.state),
+      stateBadge(task.state, task.refused),
       progressNode(task),
       h("span", { class: "task-when", text: meta.filter(Boolean).join(SEP) }),
     ),
@@ -740,7 +752,7 @@ export function updateTaskCard(node, block) {
   if (node._sig !== sig) {
     node._sig = sig;
     node._meta.replaceChildren(
-      stateBadge(t.state),
+      stateBadge(t.state, t.refused),
       h("span", { class: "task-card-progress", text: progress }),
       h("span", { class: "task-card-time", text: when }),
       ...(cost ? [h("span", { class: "task-card-cost", title: "What this task's model calls cost", text: cost })] : []),
@@ -752,7 +764,7 @@ export function updateTaskCard(node, block) {
   const ended = t.state === "done" ? t.answer : t.state === "failed" ? [FAIL_WORDS[t.failReason] ? `Failed: ${FAIL_WORDS[t.failReason]}` : "Failed", t.error].filter(Boolean).join(SEP) : "";
   setText(node._end, ended ? clip(ended, 280) : "");
   node._end.hidden = !ended;
-  node._end.setAttribute("data-tone", t.state === "failed" ? "bad" : "ok");
+  node._end.setAttribute("data-tone", t.state === "failed" ? "bad" : t.refused ? "warn" : "ok");
   const n = t.lines.length;
   setText(node._summary, `${n} event${n === 1 ? "" : "s"}${t.steps ? ` · ${t.steps} step${t.steps === 1 ? "" : "s"}` : ""}`);
   reconcile(

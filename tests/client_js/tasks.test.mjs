@@ -473,7 +473,10 @@ test("a task card: Task · goal as text, state, progress, Open; the steps folded
     block = buildView(tl)[1];
     updateTaskCard(node, block);
     assert.equal(node.getAttribute("data-state"), "done");
-    assert.equal(byClass(node, "task-badge").textContent, "Done");
+    // It had a refused step on the way: never a green "Done".
+    assert.equal(byClass(node, "task-badge").textContent, "Done, 1 refused");
+    assert.equal(byClass(node, "task-badge").className, "task-badge state-partial");
+    assert.equal(byClass(node, "task-card-end").getAttribute("data-tone"), "warn");
     assert.equal(byClass(node, "task-card-end").hidden, false);
     assert.equal(byClass(node, "task-card-end").textContent, "Café Lumen, Bica, Tati.");
     assert.equal(allByClass(node, "task-line").length, 6);
@@ -482,4 +485,27 @@ test("a task card: Task · goal as text, state, progress, Open; the steps folded
     assert.equal(byClass(node, "task-card-end").textContent, "Failed: too many failures in a row · <b>boom</b>");
     assert.ok(noMarkup(node));
   });
+});
+
+test("a task done with refused steps is never a green Done; its answer renders markdown", async () => {
+  const { outcome, stateBadge, logLineNode } = await import("../../client/js/tasks.js");
+  const { fakeDocument } = await import("./fakedom.mjs");
+  assert.deepEqual(outcome({ state: "done", refused: 1, answer: "Could not open it." }), {
+    tone: "warn", label: "Answer, with 1 refused step", text: "Could not open it.",
+  });
+  assert.equal(outcome({ state: "done", refused: 0, answer: "ok" }).tone, "ok");
+  globalThis.document = fakeDocument();
+  try {
+    const badge = stateBadge("done", 2);
+    assert.equal(badge.className, "task-badge state-partial");
+    assert.equal(badge.textContent, "Done, 2 refused");
+    assert.equal(stateBadge("done").className, "task-badge state-done");
+    const line = logLineNode({ key: "k", id: "e1", kind: "task.finished", text: "Finished", detail: "**Trains** at 09:05", tone: "ok", final: true });
+    const answer = line.childNodes[1];
+    assert.ok(answer.className.includes("md"));
+    assert.ok(answer.textContent.includes("Trains at 09:05"));
+    assert.ok(!answer.textContent.includes("**"));
+  } finally {
+    delete globalThis.document;
+  }
 });
