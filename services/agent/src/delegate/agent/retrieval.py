@@ -33,6 +33,7 @@ from delegate.contracts.events import Event, MemoryRetrieved, make_event
 from delegate.contracts.memory import MemoryResult, MemorySearchRequest, Purpose
 from delegate.runtime.bus import Bus
 from delegate.runtime.memory_context import (
+    MAX_EXCLUDED,
     MemoryContext,
     MemoryLookup,
     Outage,
@@ -148,6 +149,10 @@ class Retrieval:
         if event_id:
             self._carried_ids.pop(event_id, None)  # carried again: it is among the newest now
             self._carried_ids[event_id] = None
+            # Only the newest are named in a search: a long chain's older ids would be copied
+            # and cut off again before every turn's request.
+            if len(self._carried_ids) > MAX_EXCLUDED:
+                del self._carried_ids[next(iter(self._carried_ids))]
 
     # ---- before a turn -------------------------------------------------------------------
 
@@ -158,9 +163,11 @@ class Retrieval:
 
     def request_for(self, turn_id: str, query: str, purpose: Purpose) -> MemorySearchRequest | None:
         """The search a turn asks: its query, excluding what the model carries verbatim, newest kept."""
+        excluded = list(self._carried_ids)
+        if turn_id not in self._carried_ids:
+            excluded.append(turn_id)
         return search_request(
-            query, purpose=purpose, budget_tokens=self.settings.memory_context_tokens,
-            exclude_event_ids=[*self._carried_ids, turn_id],
+            query, purpose=purpose, budget_tokens=self.settings.memory_context_tokens, exclude_event_ids=excluded,
         )
 
     def prefetch(self, turn_id: str, query: str, purpose: Purpose = "turn") -> None:
@@ -207,7 +214,7 @@ class Retrieval:
             self._spawn(self._late(turn, lookup, span, capsule))
             return memory
         self.outage.answered()
-        seen = self.carried.merged()
+        seen = Seen(self.carried.ids, self.carried.texts)  # not copied: split_novel works on a copy
         seen.add_blob(capsule_text(capsule))
         items, dropped = split_novel(reply.results, seen)
         adaptations, _ = split_novel(reply.adaptations, Seen())

@@ -191,7 +191,11 @@ def search_request(
     query = " ".join(query.split())[:MAX_QUERY]
     if not query or budget_tokens <= 0:
         return None
-    excluded = list(dict.fromkeys(e for e in exclude_event_ids if e))[-MAX_EXCLUDED:]
+    # In C, no generator: a turn's request names up to 500 ids, built before its model request.
+    excluded = list(dict.fromkeys(exclude_event_ids))
+    if "" in excluded:
+        excluded.remove("")
+    excluded = excluded[-MAX_EXCLUDED:]
     return MemorySearchRequest(
         query=query, limit=limit, purpose=purpose, budget_tokens=budget_tokens, exclude_event_ids=excluded,
     )
