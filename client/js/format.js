@@ -90,7 +90,7 @@ export function innerSummary(ev, figures = null) {
         ? { label: "Import failed", text: clip(p.message || "nothing was imported", 100), tone: "warn" }
         : { label: "Import done", text: `${plural(p.conversations || 0, "past conversation")} added to the timeline`, tone: "ok" };
     case "tool.call":
-      return { label: "Tool call", text: `${p.name || "tool"}(${clip(argsText(p.arguments), 60)})`, tone: "" };
+      return toolCallWords(p.name, p.arguments, ev.ts);
     case "tool.result":
       return {
         label: "Tool result",
@@ -298,11 +298,49 @@ function callLength(seconds) {
   return s < 60 ? `${s} s` : `${Math.floor(s / 60)} min ${s % 60} s`;
 }
 
-function argsText(args) {
-  if (!args || typeof args !== "object") return "";
-  return Object.entries(args)
-    .map(([k, v]) => `${k}: ${typeof v === "string" ? JSON.stringify(v) : JSON.stringify(v)}`)
-    .join(", ");
+/** A tool's name in words: "send_sms_to_owner" -> "Send sms to owner", "hotels.book" -> "Hotels book". */
+function toolName(name) {
+  const words = String(name || "a tool").replace(/[._-]+/g, " ").trim();
+  return words.charAt(0).toUpperCase() + words.slice(1);
+}
+
+/** When a reminder's arguments say it is due, in local time ("14:05"), else "". */
+function reminderWhen(args, ts) {
+  if (typeof args.at === "string" && !Number.isNaN(Date.parse(args.at))) return `at ${formatTime(args.at)}`;
+  const secs = Number(args.in_seconds);
+  const base = Date.parse(ts);
+  if (Number.isFinite(secs) && !Number.isNaN(base)) return `at ${formatTime(new Date(base + secs * 1000).toISOString())}`;
+  if (typeof args.rrule === "string") return repeatWords(args.rrule);
+  return "";
+}
+
+const TOOL_WORDS = {
+  set_reminder: "Set a reminder",
+  change_reminder: "Change a reminder",
+  cancel_reminder: "Cancel a reminder",
+  list_reminders: "Look at the reminders",
+  web_search: "Search the web",
+  send_sms_to_owner: "Text you",
+  send_email_to_owner: "Email you",
+  call_owner: "Call you",
+};
+
+/**
+ * A tool call as the owner would say it: "Set a reminder: stretch at 14:05", "Search the web:
+ * hotels in Porto"; an unknown tool shows its name in words and its values, never `name(k: v)`.
+ */
+export function toolCallWords(name, args, ts) {
+  const a = (args && typeof args === "object" && args) || {};
+  const label = TOOL_WORDS[name] || toolName(name);
+  if (name === "set_reminder" || name === "change_reminder") {
+    const text = [typeof a.text === "string" ? clip(a.text, 80) : "", reminderWhen(a, ts)].filter(Boolean).join(" ");
+    return { label: "Action", text: text ? `${label}: ${text}` : label, tone: "" };
+  }
+  if (name === "web_search" && typeof a.query === "string") return { label: "Action", text: `${label}: ${clip(a.query, 80)}`, tone: "" };
+  const values = Object.values(a)
+    .filter((v) => v !== null && v !== undefined && v !== "")
+    .map((v) => (typeof v === "string" ? v : JSON.stringify(v)));
+  return { label: "Action", text: values.length ? `${label}: ${clip(values.join(", "), 80)}` : label, tone: "" };
 }
 
 /**

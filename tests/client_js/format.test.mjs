@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { channelInfo, formatPercent, formatRange, innerDetail, innerSummary } from "../../client/js/format.js";
+import { channelInfo, formatPercent, formatRange, formatTime, innerDetail, innerSummary } from "../../client/js/format.js";
 
 test("every channel has a label", () => {
   assert.deepEqual(
@@ -19,7 +19,7 @@ test("percentages stay honest at the edges", () => {
 });
 
 test("inner summaries read as activity, not speech", () => {
-  const s = (kind, payload) => innerSummary({ kind, payload });
+  const s = (kind, payload, ts) => innerSummary({ kind, payload, ts });
   assert.equal(s("context.usage", { input_tokens: 12000, compact_threshold: 200000 }).text, "working context holds 12,000 tokens · 6% full");
   assert.match(s("context.compacted", { trigger: "manual", input_tokens_before: 9000, input_tokens_after: 1200 }).text, /on request · 9,000 → 1,200/);
   // The "before" figure from the usage rows wins over the payload's own.
@@ -30,7 +30,13 @@ test("inner summaries read as activity, not speech", () => {
   assert.equal(s("memory.fact.forgotten", { fact_id: "f1", reason: "SECRET" }).text.includes("SECRET"), false);
   assert.match(s("memory.extracted", { summary: "Talked about the trip.", items: [{}] }).text, /^Talked about the trip\. · 1 fact/);
   assert.equal(s("import.finished", { status: "failed", message: "3 bad lines" }).tone, "warn");
-  assert.equal(s("tool.call", { name: "notes", arguments: { q: "x" } }).text, 'notes(q: "x")');
+  assert.equal(s("tool.call", { name: "notes", arguments: { q: "x" } }).text, "Notes: x");
+  // Plain words for the owner, local time for a reminder, never `set_reminder(text: …)`.
+  const ts = "2026-01-05T09:00:00.000000Z";
+  const call = s("tool.call", { name: "set_reminder", arguments: { text: "stretch", in_seconds: 300 } }, ts);
+  assert.equal(call.text, `Set a reminder: stretch at ${formatTime("2026-01-05T09:05:00.000Z")}`);
+  assert.equal(s("tool.call", { name: "send_sms_to_owner", arguments: { text: "hi" } }).text, "Text you: hi");
+  assert.equal(s("tool.call", { name: "hotels.book", arguments: { name: "Casa", nights: 3 } }).text, "Hotels book: Casa, 3");
   assert.equal(s("tool.result", { name: "notes", ok: false, error_code: "timeout" }).tone, "warn");
   assert.equal(s("task.created", { task_id: "t1" }).label, "Task created");
   assert.equal(s("something.new", {}).label, "something.new");
