@@ -39,8 +39,14 @@ TEST_API_KEY = "sk-standin-test"
 
 
 class StandinProcess:
-    def __init__(self, *, latency_ms: int = 0, env: dict[str, str] | None = None, log_dir: Path | None = None) -> None:
+    def __init__(
+        self, *, latency_ms: int = 0, env: dict[str, str] | None = None, log_dir: Path | None = None,
+        demo_pace_ms: int = 0,
+    ) -> None:
         self.latency_ms = latency_ms
+        # The offline demo's reading pace is off in tests unless one asks for it (it would only
+        # slow them down); `make run` and compose keep the stand-in's own default.
+        self.demo_pace_ms = demo_pace_ms
         self.extra_env = env or {}
         # Logs go to `log_dir` when given (kept); otherwise to a temporary folder removed on stop.
         self._own_log_dir = log_dir is None
@@ -60,6 +66,7 @@ class StandinProcess:
                 "STANDIN_HOST": "127.0.0.1",
                 "STANDIN_PORT": str(self.port),
                 "STANDIN_LATENCY_MS": str(self.latency_ms),
+                "STANDIN_DEMO_PACE_MS": str(self.demo_pace_ms),
                 "PYTHONPATH": os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")])),
                 "PYTHONUNBUFFERED": "1",
                 **self.extra_env,

@@ -9,14 +9,17 @@ and show that the rest is real:
   offer, an honest "not yet" and an offer to save it as a note ("yes" does);
 - the inner plane's capsule and memory requests get the facts the person stated
   (`capsule_writer`, `memory_writer`), and a web search the stand-in's invented results;
+- "show me a table" gets a markdown table, and a background task opens its start address with
+  the real browser tool (``demo_extras``);
 - anything else is acknowledged as what an offline demo cannot answer.
+Answers stream at a reading pace (STANDIN_DEMO_PACE_MS), so Stop can be seen working.
 Test runs keep the plain "Offline stand-in: I heard …" answers (`Settings.demo_for`).
 """
 
 import json
 from typing import Any
 
-from delegate.openai_standin import capsule_writer, intents, memory_writer, websearch
+from delegate.openai_standin import capsule_writer, demo_extras, intents, memory_writer, websearch
 from delegate.openai_standin.clip import escape, one_line, shorten
 from delegate.openai_standin.ids import new_call_id
 from delegate.openai_standin.items import (
@@ -63,6 +66,8 @@ def plan(request: ModelInput) -> list[Planned] | None:
         return [PlannedText(memory_writer.write(text, request.instructions))]
     if websearch.find_tool(request.tools) is not None:
         return None  # the web search tool's own request: the stand-in's invented search answers it
+    if demo_extras.is_task(request):
+        return demo_extras.task_plan(request)  # a background task: it may open its page for real
     if trailing_tool_outputs(request.items):
         confirmed = confirm(request.items)
         return None if confirmed is None else [PlannedText(confirmed)]
@@ -81,6 +86,8 @@ def plan(request: ModelInput) -> list[Planned] | None:
             return [PlannedText(later)]
         what = intents.note_title(f"{reminder.task} {reminder.when}".strip())
         return [PlannedText(f"{later} {NOTE_OFFER} It would read **{_inline(what)}**. Say “yes” and I'll note it.")]
+    if demo_extras.wants_table(said):
+        return [PlannedText(demo_extras.TABLE)]
     offered = _offered_note(request.items) if intents.is_yes(said) else None
     if offered is not None and (tool := _tool(request, intents.NOTE)) is not None:
         return [_call(tool, intents.note_arguments(tool, offered))]

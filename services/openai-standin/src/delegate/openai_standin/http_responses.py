@@ -66,7 +66,8 @@ router = APIRouter(prefix="/v1", dependencies=[Depends(require_api_key)])
 async def create_response(request: Request, state: StateDep) -> Response:
     note(request, **_UNRESOLVED)
     body = _checked("responses.create", await _json_body(request))
-    create = parse_create(body, demo=state.settings.demo_for(api_key(request)))
+    demo = state.settings.demo_for(api_key(request))
+    create = parse_create(body, demo=demo)
     step = state.engine.take_step("responses", create.body, create.items, create.stream)
     note(request, step=_dump(step))
     if await _before_answer(request, step, create.stream):
@@ -86,7 +87,7 @@ async def create_response(request: Request, state: StateDep) -> Response:
             turn,
             step,
             lambda status, error: state.engine.finish(turn, status, error),
-            latency_ms=state.settings.standin_latency_ms,
+            latency_ms=state.settings.latency_for(demo),
             obfuscate=options.get("include_obfuscation", True) is not False,
         )
         return StreamingResponse(events, media_type="text/event-stream", headers={"cache-control": "no-cache"})

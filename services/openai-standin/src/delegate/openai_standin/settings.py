@@ -27,6 +27,9 @@ class Settings(BaseSettings):
     # The offline demo's answers (first-run guide, notes, reminders, capsule): "on", "off",
     # or "auto" = for requests made with OFFLINE_KEY. Tests' plain answers stay the default.
     standin_demo: DemoMode = "auto"  # STANDIN_DEMO
+    # The offline demo's answers stream at a reading pace: a pause before each word, so an answer
+    # takes seconds and Stop can be seen working. Tests' stand-ins set 0 unless they ask for it.
+    standin_demo_pace_ms: int = 35  # STANDIN_DEMO_PACE_MS
     # Realtime answers: audio deltas at the pace they play ("realtime"), or all at once
     # ("instant", for benchmarks that measure our side, not the audio's length).
     standin_realtime_pace: RealtimePace = "realtime"  # STANDIN_REALTIME_PACE
@@ -45,6 +48,10 @@ class Settings(BaseSettings):
             if word in ("0", "false", "no", "off"):
                 return "off"
         return value
+
+    def latency_for(self, demo: bool) -> int:
+        """Milliseconds before each streamed delta: the demo's reading pace, or the plain latency."""
+        return max(self.standin_latency_ms, self.standin_demo_pace_ms) if demo else self.standin_latency_ms
 
     def demo_for(self, api_key: str) -> bool:
         """Whether a request made with `api_key` gets the offline demo's answers."""
