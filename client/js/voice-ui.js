@@ -77,6 +77,8 @@ export class VoiceUI {
     if (this.inCall) return;
     const button = $("voice-btn");
     if (button.disabled) return;
+    // Focus may be dropped to the page before the next render (the button hides): it follows.
+    this.focusFollows = document.activeElement === button;
     clearTimeout(this.hideTimer);
     clearTimeout(this.captionTimer);
     if (this.captions.clear()) this.renderCaptions();
@@ -96,6 +98,7 @@ export class VoiceUI {
   }
 
   hangup() {
+    if (document.activeElement === $("call-hangup")) this.focusFollows = true;
     if (this.call) this.call.hangup();
   }
 
@@ -107,6 +110,7 @@ export class VoiceUI {
   }
 
   dismiss() {
+    if (document.activeElement === $("call-dismiss")) this.focusFollows = true;
     clearTimeout(this.hideTimer);
     if (this.call && !this.inCall) this.call = null;
     this.render();
@@ -151,12 +155,27 @@ export class VoiceUI {
     setText($("voice-reason"), busy ? ind.reason : "");
 
     this.renderPanel(info, now);
+    this.keepFocus();
     const ticking = ind.show || (info && info.status === "live");
     if (ticking && !this.ticker) this.ticker = setInterval(() => this.render(), 1000);
     else if (!ticking && this.ticker) {
       clearInterval(this.ticker);
       this.ticker = null;
     }
+  }
+
+  /**
+   * The control that had focus may just have gone (Voice hides when the call starts, Hang up
+   * when it ends, Close with the panel): focus moves to the control that replaces it.
+   */
+  keepFocus() {
+    const active = document.activeElement;
+    const lost = !active || active === document.body || active.offsetParent === null;
+    const ours = this.focusFollows || (active && (active.id === "voice-btn" || (active.closest && active.closest("#call-panel"))));
+    if (!lost || !ours) return;
+    this.focusFollows = false;
+    const next = [$("call-hangup"), $("voice-btn"), $("call-dismiss"), $("input")].find((b) => !b.hidden && !b.disabled && b.offsetParent !== null);
+    if (next) next.focus();
   }
 
   renderPanel(info, now) {

@@ -172,6 +172,8 @@ async def test_a_browser_call_is_heard_answered_captioned_and_committed(
     assert '"cedar"' in voices, voices
     await page.wait_for_text("#call-timer", "00:0")
     assert await page.page.is_hidden("#voice-btn")
+    # The Voice button went away with the click: focus moved to Hang up, not to the page.
+    assert await page.page.evaluate("() => document.activeElement.id") == "call-hangup"
 
     # Every other tab shows the live call and cannot start one of its own.
     await other.wait_for_text("#voice-live", "Voice call live")
@@ -209,6 +211,8 @@ async def test_a_browser_call_is_heard_answered_captioned_and_committed(
     await page.page.wait_for_selector('#call-panel[data-status="ended"]', timeout=15_000)
     await page.wait_for_text("#call-status", "Call ended")
     assert await page.page.is_visible("#voice-btn")
+    # Hang up went away with the call: focus is back on Voice, ready for the next one.
+    assert await page.page.evaluate("() => document.activeElement.id") == "voice-btn"
     # The stand-in's Realtime socket closed with the call, and the other tab may call again.
     await eventually(lambda: _when_sync(lambda: all(s["closed_at"] for s in standin.realtime_sessions())), timeout=15)
     await other.wait_for("() => !document.getElementById('voice-btn').disabled", timeout=15_000)
