@@ -9,6 +9,7 @@ import json
 import struct
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -159,4 +160,40 @@ async def test_permission_is_offered_when_the_owner_sets_a_reminder_not_asked_at
         assert await p.locator("#notify-offer").count() == 0
     finally:
         await bus.close()
+    page.assert_clean()
+
+
+async def test_a_push_the_service_worker_receives_shows_one_notification_per_event(
+    delegate: Callable[..., Awaitable], new_page: Callable[..., Awaitable[ChatPage]]
+) -> None:
+    """The worker's push handler, fed through DevTools' ServiceWorker.deliverPushMessage (headless
+    Chromium has no push service to receive from); the payload is the pollers' notice JSON."""
+    sys_ = await delegate()
+    page = await new_page(sys_, permissions=["notifications"])
+    p = page.page
+    await page.wait_for(CONTROLLED)
+    cdp = await p.context.new_cdp_session(p)
+    registrations: list[dict[str, Any]] = []
+    cdp.on("ServiceWorker.workerRegistrationUpdated", lambda e: registrations.extend(e["registrations"]))
+    await cdp.send("ServiceWorker.enable")
+
+    async def registration() -> str | None:
+        ids = [r["registrationId"] for r in registrations if r["scopeURL"] == sys_.http + "/" and not r["isDeleted"]]
+        return ids[0] if ids else None
+
+    registration_id = await eventually(registration)
+    notice = {"kind": "task", "title": "Task finished", "body": "The shop opens at 8.", "tag": "event-1",
+              "event_id": "event-1", "ts": "2026-12-06T06:00:00Z"}
+    for _ in range(2):  # the same event twice (a resend): it replaces, never stacks
+        await cdp.send("ServiceWorker.deliverPushMessage",
+                       {"origin": sys_.http, "registrationId": registration_id, "data": json.dumps(notice)})
+
+    async def notifications() -> list[dict[str, str]]:
+        return await p.evaluate(
+            """async () => (await (await navigator.serviceWorker.getRegistration()).getNotifications())
+                 .map(n => ({title: n.title, body: n.body, tag: n.tag}))"""
+        )
+
+    shown = await eventually(notifications)
+    assert shown == [{"title": "Task finished", "body": "The shop opens at 8.", "tag": "event-1"}]
     page.assert_clean()
