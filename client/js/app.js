@@ -10,6 +10,8 @@ import { mergeDelivery } from "./channels.js";
 import { searchEvents, toJSON, toMarkdown } from "./search.js";
 import { VoiceUI } from "./voice-ui.js";
 import { RemindersPanel } from "./reminders-ui.js";
+import { PeoplePanel } from "./people-ui.js";
+import { CommitmentsPanel } from "./commitments-ui.js";
 import { UsagePanel } from "./usage-ui.js";
 import { reminderText } from "./reminders.js";
 import { MemoryPanel, TimelineSearch } from "./memory-ui.js";
@@ -98,6 +100,15 @@ class App {
       toast: (text, tone) => this.toast(text, tone),
       jumpTo: (id) => this.jumpToEvent(id),
     });
+    this.people = new PeoplePanel({
+      onUnauthorized: () => this.showSignIn(),
+      toast: (text, tone) => this.toast(text, tone),
+      jumpTo: (id) => this.jumpToEvent(id),
+    });
+    this.commitments = new CommitmentsPanel({
+      onUnauthorized: () => this.showSignIn(),
+      toast: (text, tone) => this.toast(text, tone),
+    });
     this.tasks = new TasksPanel({
       onUnauthorized: () => this.showSignIn(),
       toast: (text, tone) => this.toast(text, tone),
@@ -151,6 +162,8 @@ class App {
     if (this.voice) this.voice.stop();
     if (this.reminders) this.reminders.clear();
     if (this.memory) this.memory.clear();
+    if (this.people) this.people.clear();
+    if (this.commitments) this.commitments.clear();
     if (this.tasks) this.tasks.clear();
     if (this.usage) this.usage.clear();
     if (this.wholeSearch) this.closeSearch();
@@ -303,6 +316,8 @@ class App {
           this.voice.committed(ev);
           this.reminders.eventArrived(ev);
           this.memory.eventArrived(ev);
+          this.people.eventArrived(ev);
+          this.commitments.eventArrived(ev);
           this.tasks.eventArrived(ev);
           this.usage.eventArrived(ev);
           this.notify.eventArrived(ev);
@@ -367,6 +382,8 @@ class App {
     this.reminders.refresh(); // whatever changed while the socket was away
     this.usage.refresh();
     this.memory.reconnected();
+    this.people.reconnected();
+    this.commitments.reconnected();
     this.tasks.reconnected();
     try {
       this.applyState(await api.state());
