@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from delegate.contracts import topics
+from delegate.contracts import streams, topics
 from delegate.contracts.calendar import CalendarCommand, CalendarReply
 from delegate.contracts.events import Event
 from delegate.contracts.signals import SIGNAL_ADAPTER
@@ -52,6 +52,8 @@ def running(
 @pytest.fixture
 async def h(running: System) -> AsyncIterator[Harness]:
     harness = await Harness.connect(running)
+    # no inner plane here: the test keeps its INNER stream, where the calendar's signals stay
+    await harness.bus.ensure_streams([spec for spec in streams.STREAMS if spec.owner == "inner-plane"])
     yield harness
     await harness.close()
 
@@ -79,14 +81,15 @@ async def agenda(h: Harness, start: datetime, end: datetime) -> CalendarReply:
 async def projected(h: Harness, uid: str, count: int, start: datetime, end: datetime) -> list[Any]:
     """Wait until the projection shows ``count`` occurrences of ``uid`` in [start, end)."""
 
-    async def seen() -> list[Any] | None:
+    async def seen() -> tuple[list[Any]] | None:
         try:
             found = [e for e in (await agenda(h, start, end)).events if e.uid == uid]
         except (BusUnavailable, RemoteError):
             return None
-        return found if len(found) == count else None
+        return (found,) if len(found) == count else None  # a tuple: none found is an answer too
 
-    return await eventually(seen, f"{count} occurrence(s) of {uid} in the projection", timeout=60)
+    (found,) = await eventually(seen, f"{count} occurrence(s) of {uid} in the projection", timeout=60)
+    return found
 
 
 async def signals(h: Harness, kind: str) -> list[Any]:

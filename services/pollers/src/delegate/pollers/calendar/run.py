@@ -12,7 +12,7 @@ import logging
 from delegate.contracts import topics
 from delegate.contracts.calendar import CalendarCommand, CalendarReply
 from delegate.contracts.ids import utcnow
-from delegate.runtime.bus import Bus, DomainError
+from delegate.runtime.bus import Bus, BusUnavailable, DomainError
 from delegate.runtime.ledger_client import LedgerClient, LedgerUnavailable
 from delegate.runtime.retry import sleep_unless
 
@@ -61,7 +61,8 @@ async def run_calendar(
                     counts = f"{len(dav.calendars)} calendar(s), {projection.count()} occurrence(s)"
                     health.calendar.ok("synced", counts)
                     next_sync = loop.time() + settings.calendar_poll_s
-                except (CalendarUnavailable, LedgerUnavailable) as exc:
+                except (CalendarUnavailable, LedgerUnavailable, BusUnavailable) as exc:
+                    # the pass is repeated from the stored token: what it published goes out again under the same ids
                     failures += 1
                     health.calendar.failing(str(exc))
                     log.warning("calendar sync failed (%d in a row): %s", failures, exc)
