@@ -365,7 +365,7 @@ export function buildView(tl) {
       // picture) belongs to the span it follows: it joins that span's inner activity instead
       // of standing as a row of its own after it.
       const before = blocks[blocks.length - 1];
-      if (isBookkeepingKind(ev.kind) && before && before.type === "span" && !before.task && before.spanType !== "task") {
+      if (isBookkeepingKind(ev.kind) && before && before.type === "span" && !looksLikeTask(before)) {
         before.items.push({ type: "event", key: `ev:${ev.id}`, event: ev });
         before.innerCount += 1;
         continue;
@@ -457,6 +457,11 @@ export function buildView(tl) {
   markChannels(out);
   markAttached(out, attached);
   return out;
+}
+
+/** A task's span, before markTaskSpan has run: its own bookkeeping stays out of it. */
+function looksLikeTask(b) {
+  return b.spanType === "task" || (!b.opened && b.items.length > 0 && b.items.every((i) => i.type === "event" && i.event.kind.startsWith("task.")));
 }
 
 /**

@@ -187,7 +187,7 @@ async def test_after_a_reminder_a_task_and_a_call_the_chat_stays_open_after_a_re
     events = one_relationship()
     await publish(sys_.nats.url, events)
     for size in ("desktop", "phone"):
-        page = await new_page(sys_, **VIEWPORTS[size])
+        page = await new_page(sys_, bypass_csp=True, **VIEWPORTS[size])
         p = page.page
         await page.wait_event_count(len(rendered_ids(events)))
         await p.reload()
@@ -210,5 +210,10 @@ async def test_after_a_reminder_a_task_and_a_call_the_chat_stays_open_after_a_re
         assert top_level == ["inner.signal"], top_level
         # The newest block is the call, and it is not collapsed: its messages show.
         assert await p.locator("#timeline > section.span").last.get_attribute("data-span-type") == "voice"
+        # The task card with its steps open, the call and the activation pass the audit too.
+        await p.locator("#timeline .task-card-steps > summary").click()
+        await page.expand_activity()
+        findings = await axe_findings(p, f"{size}: a task card, a call, an activation")
+        assert findings == [], [(f["id"], f["nodes"]) for f in findings]
         await page.screenshot(f"one-relationship-{size}")
         page.assert_clean()

@@ -463,3 +463,14 @@ test("a span's title line uses the first full sentence, never a one-letter fragm
   ]);
   assert.equal(buildView(tl)[0].summary, "2 messages · “What time is my train?”");
 });
+
+test("a task's run picture after its card stays out of the card; it folds on its own", () => {
+  const tl = createTimeline();
+  const created = ev("task.created", { span_id: "T", channel: "inner", payload: { task_id: "T", data: { goal: "g" } } });
+  const done = ev("task.finished", { span_id: "T", channel: "inner", payload: { task_id: "T", data: { answer: "a" } } });
+  const art = ev("thoughtflow.artifact", { span_id: null, channel: "inner", payload: {} });
+  addEvents(tl, [created, done, art]);
+  const view = buildView(tl);
+  assert.deepEqual(view.map((b) => b.type), ["span", "activity"]);
+  assert.ok(view[0].task);
+});
