@@ -1,13 +1,10 @@
-"""Follows the ledger's committed events in seq order, exactly once each, across restarts.
+"""The memory service's ledger follower: committed events, in seq order, into the index.
 
-Live notifications (core NATS) are fast but may be lost; the ledger query is the truth. So:
-on start, and whenever a live event skips a seq or nothing arrived for a while, read
-``ledger.cmd.query(after_seq=last_seq)`` until caught up.
-
-Unlike the inner plane's follower there is no separate state file: ``last_seq`` is a row of
-the index, committed in the same transaction as the events it covers (several per
-transaction), so a crash at any instant leaves an index that is exactly the projection of
-the ledger up to its ``last_seq``, and the rest is replayed.
+The loop (live notifications, gaps and catch-ups, dead letters) is the runtime's
+``LedgerFollower``. Unlike the inner plane's there is no separate state file: ``last_seq`` is a
+row of the index, committed in the same transaction as the events it covers (several per
+transaction), so a crash at any instant leaves an index that is exactly the projection of the
+ledger up to its ``last_seq``, and the rest is replayed.
 
 An event whose projection raises is tried again a few times with backoff, then dead-lettered
 (DEAD stream, with the reason) and passed over: one bad event must not wedge the follower,
@@ -18,11 +15,10 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 
-from delegate.contracts import topics
 from delegate.contracts.events import Event
-from delegate.contracts.messages import QueryRequest
 from delegate.contracts.streams import MEMORY_FOLLOWER
-from delegate.runtime.bus import Bus, BusUnavailable, RemoteError
+from delegate.runtime.bus import Bus
+from delegate.runtime.ledger_follower import LedgerFollower as Follower
 from delegate.runtime.retry import Backoff
 
 from .ids import derived_id
@@ -35,7 +31,7 @@ PAGE = 1000  # a catch-up page; also the most events one transaction commits
 DEAD_LETTER_SOURCE = MEMORY_FOLLOWER
 
 
-class LedgerFollower:
+class LedgerFollower(Follower):
     def __init__(
         self,
         bus: Bus,
@@ -44,58 +40,24 @@ class LedgerFollower:
         stop: asyncio.Event,
         on_applied: Callable[[Sequence[Event]], None] = lambda events: None,
     ) -> None:
-        self.bus = bus
+        super().__init__(
+            bus, stop, source=DEAD_LETTER_SOURCE, queue_max=settings.memory_queue_max,
+            resync_s=settings.memory_resync_seconds, page=PAGE,
+        )
         self.index = index
         self.settings = settings
-        self.stop = stop
         self.on_applied = on_applied  # after each committed batch, with the events it applied
-        self.queue: asyncio.Queue[Event] = asyncio.Queue(maxsize=settings.memory_queue_max)
-        self.caught_up = asyncio.Event()  # the first catch-up reached the ledger's newest event
         self.applied = asyncio.Condition()  # notified after every committed batch
-        self.ledger_seq = 0  # the ledger's newest seq as last seen (for the ping's detail)
 
-    async def start(self) -> None:
-        # Subscribe before the first catch-up, so nothing committed in between is missed.
-        await self.bus.subscribe(topics.LEDGER_COMMITTED, self._on_live)
+    @property
+    def last_seq(self) -> int:
+        return self.index.last_seq
 
-    async def _on_live(self, event: Event) -> None:
-        # Waits while the queue is full: the subscription stops taking messages. Nothing
-        # durable is lost that way; a notification NATS drops meanwhile shows up as a gap.
-        await self.queue.put(event)
+    def letter_id(self, event: Event) -> str:
+        # One letter per event, however often a replay of a rebuilt index fails on it.
+        return derived_id("dead-letter", event.id)
 
-    async def run(self) -> None:
-        await self.catch_up()
-        if self.stop.is_set():
-            return
-        self.caught_up.set()
-        log.info("caught up with the ledger at seq %d", self.index.last_seq)
-        while not self.stop.is_set():
-            try:
-                first = await asyncio.wait_for(self.queue.get(), timeout=self.settings.memory_resync_seconds)
-            except TimeoutError:
-                await self.catch_up()
-                continue
-            events = [first]
-            while not self.queue.empty() and len(events) < PAGE:
-                events.append(self.queue.get_nowait())
-            await self._take(events)
-
-    async def _take(self, events: list[Event]) -> None:
-        run: list[Event] = []
-        expected = self.index.last_seq + 1
-        for event in events:
-            if event.seq is None or event.seq < expected:
-                continue  # already applied (replayed by a catch-up, or a duplicate notification)
-            if event.seq != expected:
-                # A gap: notifications were lost (or seqs are not dense); the ledger fills it in.
-                await self._apply(run)
-                await self.catch_up()
-                return
-            run.append(event)
-            expected += 1
-        await self._apply(run)
-
-    async def _apply(self, events: Sequence[Event]) -> None:
+    async def apply_run(self, events: Sequence[Event]) -> None:
         pending = [e for e in events if e.seq is not None and e.seq > self.index.last_seq]
         while pending:
             try:
@@ -126,7 +88,7 @@ class LedgerFollower:
                 return
             except ApplyFailed as again:
                 error = again.cause
-        await self._dead_letter(event, f"projection failed {attempts} times: {error!r}")
+        await self.dead_letter(event, f"projection failed {attempts} times: {error!r}")
         await asyncio.to_thread(self.index.skip, event)
 
     async def _notify(self, events: Sequence[Event]) -> None:
@@ -138,29 +100,3 @@ class LedgerFollower:
             log.exception("a listener failed on events through seq %s", events[-1].seq)
         async with self.applied:
             self.applied.notify_all()
-
-    async def _dead_letter(self, event: Event, reason: str) -> None:
-        # One letter per event, however often a replay of a rebuilt index fails on it.
-        await self.bus.dead_letters.write_data(
-            DEAD_LETTER_SOURCE, topics.LEDGER_COMMITTED.subject, event.model_dump_json().encode(),
-            f"event {event.id} ({event.kind}, seq {event.seq}): {reason}",
-            letter_id=derived_id("dead-letter", event.id),
-        )
-
-    async def catch_up(self) -> None:
-        """Apply everything committed after ``last_seq``; retried until the ledger answers."""
-        backoff = Backoff(initial=0.2, maximum=5.0)
-        while not self.stop.is_set():
-            try:
-                while True:
-                    reply = await self.bus.request(
-                        topics.LEDGER_QUERY, QueryRequest(after_seq=self.index.last_seq, limit=PAGE)
-                    )
-                    self.ledger_seq = max(self.ledger_seq, reply.last_seq)
-                    await self._apply(reply.events)
-                    if not reply.more or not reply.events:
-                        return
-            except (BusUnavailable, RemoteError) as exc:
-                log.warning("ledger catch-up failed (%d), retrying: %s", backoff.failures + 1, exc)
-                if not await backoff.sleep(self.stop):
-                    return

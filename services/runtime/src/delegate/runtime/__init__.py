@@ -30,6 +30,7 @@ __all__ = [
     "hard_stop",
     "lease",
     "ledger_client",
+    "ledger_follower",
     "logs",
     "memory_context",
     "metering",
