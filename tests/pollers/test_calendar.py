@@ -44,6 +44,8 @@ def running(
         "CALDAV_URL": radicale.url, "CALDAV_USERNAME": USER, "CALDAV_PASSWORD": PASSWORD,
         "CALENDAR_CONFIRM_WRITES": "false", "CALENDAR_POLL_S": "0.5", "CALENDAR_UPCOMING_LEAD_S": str(LEAD_S),
         "OWNER_TIMEZONE": "UTC",
+        # the morning agenda a few seconds after the start (the test after midnight would wait a day)
+        "AGENDA_AT": f"{datetime.now(UTC) + timedelta(seconds=5):%H:%M:%S}",
     }
     with module_system(tmp_path_factory.mktemp("calendar"), request, "ledger", "pollers", env=env) as system:
         yield system
@@ -251,3 +253,19 @@ async def test_calendar_upcoming_fires_once_within_a_minute_of_its_lead_time(h: 
     assert signal.payload.event.attendees == ["bo@example.com"] and signal.expires_at == start
     await synced_after(h, owner)
     assert len(await raised()) == 1
+
+
+async def test_the_morning_agenda_is_raised_once_per_day_across_a_restart(
+    h: Harness, owner: Owner, running: System
+) -> None:
+    async def agendas() -> list[Any]:
+        return await signals(h, "calendar.agenda")
+
+    [first] = await eventually(agendas, "the morning agenda", timeout=60)
+    assert first.payload.day == datetime.now(UTC).date().isoformat()
+    running.kill("pollers")
+    running.procs["pollers"].start()
+    running.wait_ready(["pollers"])
+    await synced_after(h, owner)  # the restarted pollers synced (and checked their alerts) since
+    await synced_after(h, owner)
+    assert await agendas() == [first]
