@@ -162,3 +162,33 @@ async def test_the_assistants_own_commitment_falling_due_is_done_by_an_activatio
     assert results and results[0].payload["ok"] is True, "the activation performed it"
     [due] = await probe.ledger_events(kinds=["commitment.due"])
     assert due.payload["commitment_id"] == mine.id
+
+
+async def test_a_birthday_learned_is_offered_as_a_yearly_reminder_never_set_silently(
+    make_system: Any, probe_for: Any, standin: Any, tmp_path: Path
+) -> None:
+    system = make_system(**ENV).start(*SERVICES)
+    probe = await probe_for(system)
+    extraction_answers(standin, "birthday is on 14 March", {
+        "items": [{"type": "fact", "text": "Ana's birthday is on 14 March.", "people": ["Ana"]}],
+        "people": [{"name": "Ana", "relation": "sister", "dates": [{"label": "birthday", "date": "03-14"}]}],
+    })
+    standin.script({"match": {"input_contains": "Learned Ana's birthday"}, "action": "text",
+                    "text": "Ana's birthday is on 14 March: shall I remind you every year?"})
+    said = await probe.send("My sister Ana's birthday is on 14 March.")
+    await probe.answer(said.id)
+
+    async def offered() -> Event | None:
+        found = await probe.ledger_events(kinds=["message"])
+        asks = "shall I remind you every year"
+        return next((e for e in found if e.role == "assistant" and asks in e.payload["text"]), None)
+
+    await poll(offered, "the offer of a yearly reminder", timeout=60)
+    signals = [e for e in await probe.ledger_events(kinds=["inner.signal"])
+               if e.payload["signal_kind"] == "person.date"]
+    assert len(signals) == 1 and signals[0].payload["signal"]["payload"]["date"] == "03-14"
+    assert await probe.ledger_events(kinds=["reminder.set"]) == [], "offered, never set without the owner's yes"
+    # The same date learned again (a restart replaying the events) raises nothing new.
+    events = await probe.ledger_events(kinds=["person.added", "person.updated", "inner.signal"])
+    watch = await watch_on_an_injected_clock(probe.bus, tmp_path / "plane", events, utcnow())
+    assert await watch.tick() == 0
