@@ -11,6 +11,7 @@ import httpx
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+from py_vapid import Vapid02
 
 from delegate.contracts.push import subscription_id
 from delegate.launcher.procs import NatsServer
@@ -141,3 +142,15 @@ async def test_a_local_receiver_is_let_in_only_by_the_explicit_setting(local_gat
     async with httpx.AsyncClient(base_url=local_gateway.http) as c:
         r = await c.post("/api/push/subscriptions", json=browser_json("http://127.0.0.1:9/push/a"), headers=auth())
     assert r.status_code == 201, r.text
+
+
+async def test_a_configured_vapid_key_is_the_one_given_out(nats_server: NatsServer, tmp_path: Path) -> None:
+    """PUSH_VAPID_PRIVATE_KEY (services that share no runtime dir): no key file is made."""
+    mine = Vapid02()
+    mine.generate_keys()
+    settings = gateway_settings(role_url(nats_server, "gateway"), tmp_path,
+                                push_vapid_private_key=mine.private_pem().decode())
+    async with running_gateway(settings) as gw, httpx.AsyncClient(base_url=gw.http) as c:
+        key = (await c.get("/api/push/key", headers=auth())).json()["key"]
+    assert key == public_key(mine)
+    assert not (settings.runtime_data_dir / "push").exists()

@@ -46,7 +46,9 @@ def _unavailable(exc: Exception) -> ApiError:
 @router.get("/key")
 async def vapid_key(settings: SettingsDep) -> dict[str, str]:
     """The VAPID public key a browser subscribes with (``applicationServerKey``)."""
-    return {"key": public_key(load_vapid(settings.runtime_data_dir))}
+    configured = settings.push_vapid_private_key
+    vapid = load_vapid(settings.runtime_data_dir, configured.get_secret_value() if configured else None)
+    return {"key": public_key(vapid)}
 
 
 @router.post("/subscriptions", status_code=201)

@@ -48,6 +48,9 @@ class Settings(ServiceSettings):
     # Web Push: a subscription's endpoint must be https on a public address (real push services
     # are); true lets a local receiver in, for tests and development only.
     push_allow_private_endpoints: bool = False  # PUSH_ALLOW_PRIVATE_ENDPOINTS
+    # The VAPID private key (PEM, or base64url): unset -> made once under RUNTIME_DATA_DIR/push;
+    # set it (the same for the gateway and the pollers) when they share no runtime dir.
+    push_vapid_private_key: SecretStr | None = None  # PUSH_VAPID_PRIVATE_KEY
 
     gateway_session_days: float = Field(default=30.0, gt=0, le=400)
     gateway_session_recheck_s: float = Field(default=15.0, gt=0)  # how soon a signed-out /chat closes

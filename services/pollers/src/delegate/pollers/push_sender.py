@@ -61,7 +61,9 @@ class PushSender:
 
     def vapid(self) -> Vapid02:
         if self._vapid is None:  # made on first use, so a pollers without subscriptions never makes one
-            self._vapid = load_vapid(self.settings.runtime_data_dir)
+            configured = self.settings.push_vapid_private_key
+            self._vapid = load_vapid(self.settings.runtime_data_dir,
+                                     configured.get_secret_value() if configured else None)
         return self._vapid
 
     async def handle(self, event: Event, raw: Msg) -> None:

@@ -4,7 +4,7 @@ from datetime import time
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import Field, field_validator
+from pydantic import Field, SecretStr, field_validator
 
 from delegate.runtime.settings import ServiceSettings
 
@@ -84,6 +84,9 @@ class Settings(ServiceSettings):
     push_ttl_s: float = Field(default=86400.0, ge=0, le=28 * 86400.0)  # PUSH_TTL_S
     push_max_age_s: float = Field(default=3600.0, gt=0)  # PUSH_MAX_AGE_S
     push_allow_private_endpoints: bool = False  # PUSH_ALLOW_PRIVATE_ENDPOINTS
+    # The VAPID private key (PEM, or base64url): unset -> made once under RUNTIME_DATA_DIR/push;
+    # set it (the same for the gateway and the pollers) when they share no runtime dir.
+    push_vapid_private_key: SecretStr | None = None  # PUSH_VAPID_PRIVATE_KEY
 
     # SMS out (Twilio REST): unset account -> SMS off
     twilio_account_sid: str | None = None

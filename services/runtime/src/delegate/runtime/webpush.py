@@ -4,6 +4,7 @@ bucket, and the endpoint check.
 - The VAPID key pair (RFC 8292) is made once and kept at ``RUNTIME_DATA_DIR/push/vapid.pem``
   (mode 0600): the gateway hands out its public half, the pollers sign with it. Two processes
   starting together agree on one key (the file is linked into place, never overwritten).
+  Services that share no runtime dir are given the same key in PUSH_VAPID_PRIVATE_KEY.
 - Subscriptions live in the KV bucket ``PUSH_SUBSCRIPTIONS_BUCKET`` (every gateway sees each
   browser's, the pollers read them when they send).
 - An endpoint must be https on a public address: real push services are, and a subscription
@@ -35,8 +36,13 @@ VAPID_FILE = Path("push") / "vapid.pem"
 KV_TIMEOUT_S = 3.0
 
 
-def load_vapid(runtime_dir: Path) -> Vapid02:
-    """The server's VAPID key, made on first use; readable by this user only."""
+def load_vapid(runtime_dir: Path, configured: str | None = None) -> Vapid02:
+    """The server's VAPID key: the one configured (PUSH_VAPID_PRIVATE_KEY: PEM, or base64url raw
+    or DER, for services that share no runtime dir), else the file, made on first use and
+    readable by this user only."""
+    if configured:
+        text = configured.strip()
+        return Vapid02.from_pem(text.encode()) if "BEGIN" in text else Vapid02.from_string(text)
     path = runtime_dir / VAPID_FILE
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
