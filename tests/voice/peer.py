@@ -72,6 +72,12 @@ async def wait_for(check: Callable[[], T], what: str, timeout: float = 30.0) -> 
         await asyncio.sleep(0.05)
 
 
+# How long the test waits for voice's reply to a prepare or an attach. The gateway waits the
+# contract's 5 s; on a machine loaded by two test workers and more, opening the Realtime session
+# took longer, and the test failed on a wait, not on what it checks (the reply itself).
+REPLY_WAIT_S = 30.0
+
+
 @dataclass
 class Received:
     at: float
@@ -94,7 +100,7 @@ class Caller:
     # ---- the gateway's requests -------------------------------------------------------------
 
     async def prepare(self, kind: VoiceKind = "phone", **fields: Any) -> PrepareReply:
-        reply = await self.bus.request(topics.VOICE_PREPARE, PrepareSession(kind=kind, **fields))
+        reply = await self.bus.request(topics.VOICE_PREPARE, PrepareSession(kind=kind, **fields), timeout=REPLY_WAIT_S)
         if reply.ok:
             assert reply.session_id and reply.token
             self.session_id, self.token = reply.session_id, reply.token
@@ -108,6 +114,7 @@ class Caller:
         reply = await self.bus.request(
             topics.voice_attach(self.session_id),
             AttachSession(token=token or self.token, stream_sid="MZ" + "a" * 32, call_sid="CA" + "b" * 32),
+            timeout=REPLY_WAIT_S,
         )
         if reply.ok and heartbeat:
             self._tasks.append(asyncio.create_task(self._heartbeat()))
