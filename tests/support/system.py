@@ -60,6 +60,12 @@ def run_sync(coro: object) -> object:
     return box.get("value")
 
 
+# How long a start may take before the test fails. Typically a second; but two test workers plus
+# other load on two cores made a gateway's first JetStream setup time out and retry past 30 s.
+# A wait, not a measure: speed is the bench scripts' business.
+READY_WAIT_S = 60.0
+
+
 # Every System this test process made, for the failure report (tests/conftest.py): a test that
 # fails in CI shows what its services logged, not only what the test saw.
 SYSTEMS: list["System"] = []
@@ -164,7 +170,7 @@ class System:
         self.services[key] = name
         return proc
 
-    def wait_ready(self, names: Iterable[str], timeout: float = 30.0) -> None:
+    def wait_ready(self, names: Iterable[str], timeout: float = READY_WAIT_S) -> None:
         run_sync(self._wait_ready(list(names), timeout))
 
     async def _wait_ready(self, names: list[str], timeout: float) -> None:
