@@ -57,7 +57,9 @@ token-rotate: install-run
 
 # The lanes (markers in pyproject.toml): `make test` runs everything but the embeddings lane,
 # on two workers, a test file on one at a time (its module-wide System stays whole): most tests
-# wait on real processes, so this halves the suite on two cores. It ends with the 25 slowest.
+# wait on real processes, so this halves the suite on two cores. The files go longest first
+# (tests/support/schedule.py, from tests/file-seconds.json), so both workers finish together;
+# each run writes its own figures to test-output/file-seconds.json. It ends with the 25 slowest.
 TEST_WORKERS ?= 2
 PYTEST := $(BIN)/python -m pytest
 FAST := not integration and not browser and not slow and not embeddings
