@@ -360,12 +360,26 @@ def measure(mode: str, endpoint: str, args: argparse.Namespace, floor_wanted: bo
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+def start_cpu_seconds(launcher: int) -> float:
+    """The CPU time the stack used so far: every process in the tree, and the children the
+    launcher started and waited for (nats-setup). On a loaded machine the wall time of a start
+    follows the load; its CPU time is what a start costs whatever the load."""
+    try:
+        fields = Path(f"/proc/{launcher}/stat").read_text().rsplit(")", 1)[1].split()
+        waited = (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")  # cutime, cstime
+    except OSError:
+        waited = 0.0
+    return cpu_seconds([p.pid for p in tree(launcher)]) + waited
+
+
 def compare_warm_starts(mode: str, endpoint: str, against: Path, rounds: int, timeout: float) -> None:
-    """Warm starts of this tree and of ``against``'s code, alternately: (median, all) of each."""
+    """Warm starts of this tree and of ``against``'s code, alternately: the wall time and the
+    CPU time to every service ready, median and all, of each."""
     older = os.pathsep.join(str(p) for p in sorted((against / "services").glob("*/src")))
     if not older:
         raise SystemExit(f"--against {against}: no services/*/src there")
     times: dict[str, list[float]] = {"this tree": [], str(against): []}
+    cpu: dict[str, list[float]] = {name: [] for name in times}
     workdirs = {name: Path(tempfile.mkdtemp(prefix="delegate-footprint-warm-")) for name in times}
     try:
         for round_ in range(rounds + 1):  # round 0 is each stack's first start: not a warm one
@@ -383,6 +397,7 @@ def compare_warm_starts(mode: str, endpoint: str, against: Path, rounds: int, ti
                     wait_ready(launcher, runtime, port, timeout, verbose=False)
                     if round_:
                         times[name].append(time.monotonic() - began)
+                        cpu[name].append(start_cpu_seconds(launcher.pid))
                 finally:
                     stop(launcher)
     finally:
@@ -392,7 +407,8 @@ def compare_warm_starts(mode: str, endpoint: str, against: Path, rounds: int, ti
           f"load average {os.getloadavg()[0]:.1f}:")
     for name, samples in times.items():
         print(f"  {name:<40} median {sorted(samples)[len(samples) // 2]:6.2f} s  "
-              f"({', '.join(f'{t:.2f}' for t in samples)})")
+              f"({', '.join(f'{t:.2f}' for t in samples)}); CPU to ready median "
+              f"{sorted(cpu[name])[len(samples) // 2]:5.2f} s ({', '.join(f'{t:.2f}' for t in cpu[name])})")
 
 
 def print_imports(runtime: Path, top: int) -> None:

@@ -15,6 +15,7 @@ import nats
 import nats.errors
 import pytest
 
+from delegate.launcher import private_server
 from delegate.launcher.procs import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -228,3 +229,30 @@ def test_the_token_command_prints_and_rotates_the_stored_token(tmp_path: Path) -
     assert path.read_text().strip() == again.stdout.strip()
     assert path.stat().st_mode & 0o777 == 0o600
     assert [p.name for p in runtime.iterdir()] == ["delegate-token"]  # no temporary file left behind
+
+
+def test_a_warm_start_reuses_the_nats_setup_until_what_it_depends_on_changes(tmp_path: Path) -> None:
+    """The launcher's NATS identities and authorization block come from a child process (the role
+    table is heavy); a warm start takes the kept result instead, while the identities file and
+    the rendering code are unchanged, and the child's again when they are not."""
+    auth_dir = tmp_path / "nats-auth"
+    first = private_server.prepare_in_child(auth_dir)
+    kept = auth_dir / private_server.CACHE
+    assert kept.stat().st_mode & 0o777 == 0o600  # it holds every password
+    assert private_server.prepare_in_child(auth_dir) == first
+
+    # Kept and used: a block marked in the kept file comes back as it is.
+    body = json.loads(kept.read_text())
+    kept.write_text(json.dumps({**body, "authorization": "marked"}))
+    assert private_server.prepare_in_child(auth_dir).authorization == "marked"
+
+    # The identities changed (a role missing, as after an upgrade adds one): the child again.
+    identities = auth_dir / "nats-identities.json"
+    passwords = json.loads(identities.read_text())
+    dropped = sorted(passwords)[0]
+    identities.write_text(json.dumps({r: pw for r, pw in passwords.items() if r != dropped}))
+    again = private_server.prepare_in_child(auth_dir)
+    assert again.authorization != "marked" and dropped in again.passwords
+    assert {r: pw for r, pw in again.passwords.items() if r != dropped} == {
+        r: pw for r, pw in first.passwords.items() if r != dropped
+    }
