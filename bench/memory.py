@@ -57,6 +57,7 @@ from delegate.contracts import topics  # noqa: E402
 from delegate.contracts.events import Message, make_event  # noqa: E402
 from delegate.contracts.ids import new_id  # noqa: E402
 from delegate.contracts.messages import QueryRequest  # noqa: E402
+from delegate.contracts.people import CommitmentsCommand, PeopleCommand  # noqa: E402
 from delegate.memory.prompts import MARK as TURN_MARK  # noqa: E402
 from delegate.runtime.bus import Bus  # noqa: E402
 from tests.support.standin import StandinProcess  # noqa: E402
@@ -182,8 +183,10 @@ async def live_turns(bus: Bus, standin: StandinProcess, n: int) -> float:
     conversation, span = new_id(), new_id()
     turns = []
     for i in range(n):
-        user = make_event(Message(text=f"My locker number at the Alfama gym is {1000 + i}, and I go on Tuesdays."),
-                          conversation_id=conversation, span_id=span, channel="sms", role="user")
+        # a fact, a person and a promise in one turn: people and commitments ride on the same call
+        said = (f"My locker number at the Alfama gym is {1000 + i}, and I go on Tuesdays. My friend Rui{i} goes "
+                f"too. I'll send Rui{i} the class times on Friday.")
+        user = make_event(Message(text=said), conversation_id=conversation, span_id=span, channel="sms", role="user")
         answer = make_event(Message(text="Noted."), conversation_id=conversation, span_id=span, channel="sms",
                             role="assistant", parent_id=user.id)
         await bus.publish(topics.ledger_append("bench"), user)
@@ -202,6 +205,10 @@ async def live_turns(bus: Bus, standin: StandinProcess, n: int) -> float:
     per_turn = len(calls) / n
     print(f"\n## Per-turn extraction: {n} live turns extracted in {time.perf_counter() - t0:.1f} s, "
           f"{len(calls)} model calls ({per_turn:.2f} per turn)")
+    linked = await bus.request(topics.MEMORY_COMMITMENTS, CommitmentsCommand(op="list", state="open", limit=1000))
+    people = await bus.request(topics.MEMORY_PEOPLE, PeopleCommand(op="list", limit=1000))
+    print(f"  with them: {sum('class times' in c.what for c in linked.commitments)} open commitments and "
+          f"{sum(p.name.startswith('Rui') for p in people.people)} people from those {n} turns (no call of their own)")
     return per_turn
 
 

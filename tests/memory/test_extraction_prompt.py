@@ -79,3 +79,12 @@ def test_the_stand_in_answers_the_checkpoint_with_an_episode() -> None:
     assert episode.decisions == ["I will visit her on Sunday."]
     assert episode.open_loops == ["Where can I buy a veil?"]
     assert [i["text"] for i in episode.items] == ["My aunt keeps bees.", "I will visit her on Sunday."]
+
+
+def test_the_stand_in_nominates_people_and_promises_in_the_same_answer() -> None:
+    shown = turn_input(turn("My sister Ana Costa moved to Porto. I'll send Ana the photos on Friday."), [])
+    data = json.loads(memory_writer.write_turn(shown))
+    assert data["people"] == [{"name": "Ana Costa", "relation": "sister"}]
+    assert [i.get("people") for i in data["items"]] == [["Ana Costa"], ["Ana Costa"]]
+    assert data["commitments"] == [{"by": "owner", "what": "send Ana the photos on Friday", "to": None, "due": None,
+                                    "due_text": "send Ana the photos on Friday"}]

@@ -100,7 +100,42 @@ def write_turn(text: str) -> str:
                     if words & _words(fact_text) and facts.key(fact_text) != facts.key(body)
                 ]
             items.append(item)
-    return json.dumps({"items": items}, ensure_ascii=False)
+    answer: dict[str, Any] = {"items": items}
+    said = [t.text for t in turns if t.role == "user"]
+    if people := [p for text in said for p in people_in(text)]:
+        answer["people"] = people
+        for item in items:
+            named = [p["name"] for p in people if p["name"].split()[0].lower() in item["text"].lower()]
+            if named:
+                item["people"] = named
+    if promises := [c for item in items if (c := promise_of(item["text"]))]:
+        answer["commitments"] = promises
+    return json.dumps(answer, ensure_ascii=False)
+
+
+# "my sister Ana Costa", "my colleague Ben": a person the owner names, with the relation (issue #30).
+_RELATIVE = re.compile(
+    r"\b(?i:my) (?P<relation>sister|brother|mother|father|mum|mom|dad|wife|husband|partner|friend|colleague|boss|son"
+    r"|daughter|aunt|uncle|cousin|neighbou?r|doctor)\s+(?P<name>[A-Z][\w'-]+(?:\s+[A-Z][\w'-]+)?)"
+)
+_PROMISE = re.compile(r"^(i'll|i’ll|i will|i promise to)\b\s*(?P<what>.+?)[.!]?$", re.I)
+
+
+def people_in(text: str) -> list[dict[str, Any]]:
+    """The people the owner names with a relation ("my sister Ana"), as a model would nominate them."""
+    found: dict[str, dict[str, Any]] = {}
+    for m in _RELATIVE.finditer(text):
+        name = re.sub(r"'s$", "", m.group("name"))
+        found.setdefault(name, {"name": name, "relation": m.group("relation").lower()})
+    return list(found.values())
+
+
+def promise_of(statement: str) -> dict[str, Any] | None:
+    """"I'll send Ana the photos on Friday." -> the owner's commitment; code reads the due words."""
+    m = _PROMISE.match(statement.strip())
+    if m is None:
+        return None
+    return {"by": "owner", "what": m.group("what"), "to": None, "due": None, "due_text": m.group("what")}
 
 
 def split_turn_input(text: str) -> tuple[list[tuple[str, str]], list[facts.TurnLine]]:
