@@ -33,6 +33,7 @@ their phone or in their mail client, and silence would read as a lost message.
 
 import asyncio
 import logging
+from datetime import datetime
 from typing import Any
 
 from nats.aio.msg import Msg
@@ -55,7 +56,7 @@ from delegate.runtime.working_context import RESPONSES_CHANNELS
 from .activation import Activations
 from .away import AwayEmail
 from .compaction import Compaction
-from .conversation_state import ConversationState, state_from_resume
+from .conversation_state import ConversationState, SpanRef, state_from_resume
 from .core import Deposed
 from .ledger import PAGE, LedgerUnavailable
 from .outbound import REPLY_CHANNELS, NotLeading, Outbound, reply_to_outcome
@@ -116,17 +117,25 @@ class Agent(Activations, AwayEmail, Compaction):
             # Memory is searched while the lease is read and the turn set up: the model request
             # waits only for what is left of the search (a search is read-only, deposed or not).
             self.retrieval.prefetch(msg.id, msg.text)
+        lease_read: asyncio.Task[None] | None = None
         try:
-            await self._confirm_lease(msg, "taking it on")
             reply: Outbound | None = None
             if isinstance(msg, UserInput):
-                reply = await self._user_turn(msg, delivery)
-            elif isinstance(msg, RegenerateInput):
-                reply = await self._regenerate(msg, delivery)
-            elif isinstance(msg, ActivationInput):
-                await self._activation(msg, delivery)
+                # The read that takes it on runs alongside the turn's setup and model request:
+                # the turn publishes nothing, shows no delta and runs no tool before it showed
+                # the lease ours, and stops at once when it did not (one round trip less
+                # before the model request).
+                lease_read = asyncio.create_task(self._confirm_lease(msg, "taking it on"))
+                reply = await self._user_turn(msg, delivery, lease_read)
+                await lease_read  # every path of the turn waited for it; a failure raises here too
             else:
-                await self._idle_check(msg, delivery)
+                await self._confirm_lease(msg, "taking it on")
+                if isinstance(msg, RegenerateInput):
+                    reply = await self._regenerate(msg, delivery)
+                elif isinstance(msg, ActivationInput):
+                    await self._activation(msg, delivery)
+                else:
+                    await self._idle_check(msg, delivery)
             await self._confirm_lease(msg, "acknowledging it")
             if reply is not None:
                 # After the confirm: every event of the turn was acked before a read showed the
@@ -144,6 +153,8 @@ class Agent(Activations, AwayEmail, Compaction):
                     raise
                 raise LedgerUnavailable(str(exc)) from exc
             log.error("input %s: giving up after %d deliveries: %s", msg.id, delivery, exc)
+            if lease_read is not None:
+                await lease_read  # recording the failure is publishing: only once taken on
             if isinstance(msg, UserInput | ActivationInput):
                 failed = await self._give_up(msg)
                 if failed is not None and isinstance(msg, UserInput):
@@ -157,6 +168,8 @@ class Agent(Activations, AwayEmail, Compaction):
         finally:
             beat.cancel()
             self.retrieval.discard_prefetch()
+            if lease_read is not None:
+                _settle_lease_read(lease_read)
 
     async def _confirm_lease(self, msg: Any, doing: str) -> None:
         if self.lease is not None and not await self.lease.confirm():
@@ -185,13 +198,20 @@ class Agent(Activations, AwayEmail, Compaction):
         except (NotLeading, BusUnavailable) as exc:
             log.error("input %s: could not send the failure notice: %s", msg.id, exc)
 
-    async def _user_turn(self, msg: UserInput, delivery: int) -> Outbound | None:
-        """Answer a user message; returns what to send in its channel once the lease is confirmed."""
+    async def _user_turn(self, msg: UserInput, delivery: int, lease_read: "asyncio.Task[None]") -> Outbound | None:
+        """Answer a user message; returns what to send in its channel once the lease is confirmed.
+
+        ``lease_read`` is the read taking it on, still running: what publishes before the turn's
+        own barriers (a redelivery's answer found again, an email deferred) waits for it here.
+        """
         async with self._turn_slot():
+            seen_before = self._seen_before(msg.id, delivery)
+            if seen_before or msg.channel == "email":
+                await lease_read
             # A first delivery cannot have been answered: answering needs a delivery, and the
             # durable consumer counts deliveries across leaders. So only redeliveries look
             # (and what this process settled before: a crashed nats-server can forget the count).
-            if self._seen_before(msg.id, delivery):
+            if seen_before:
                 found = await self._recorded_answers(msg.id, ("message", "turn.failed"), anchored=True)
                 if found:
                     # Published again: a no-op (the same msg_id) when the previous leader got
@@ -212,11 +232,13 @@ class Agent(Activations, AwayEmail, Compaction):
             )
             # The opening events go out while the model request runs: the first delta does not
             # wait for their fsynced PubAcks, everything published after them still does.
-            opening = asyncio.create_task(self._publish_opening(conversation_id, span, msg.ts, user_message))
+            opening = asyncio.create_task(
+                self._publish_opening_after(lease_read, conversation_id, span, msg.ts, user_message)
+            )
             turn = Turn(
                 msg.id, msg.channel, conversation_id, span.id, user_item(msg.text), delivery, opening,
                 supersedes=msg.supersedes, start=self._start_before(msg.supersedes),
-                answer_id=answer_id_for(msg.id),
+                answer_id=answer_id_for(msg.id), lease_read=lease_read,
             )
             try:
                 result = await self._answer(turn)
@@ -226,6 +248,13 @@ class Agent(Activations, AwayEmail, Compaction):
             finally:
                 await settle_opening(opening)
             return reply_to_outcome(result.event, msg.meta) if result.event is not None else None
+
+    async def _publish_opening_after(
+        self, lease_read: "asyncio.Task[None]", conversation_id: str, span: SpanRef, ts: datetime, user_message: Event
+    ) -> None:
+        """The opening events, once the read taking the input on showed the lease ours."""
+        await asyncio.shield(lease_read)  # the turn's own wait for it may be cancelled, not the read
+        await self._publish_opening(conversation_id, span, ts, user_message)
 
     def _start_before(self, turn_id: str | None) -> ChainPoint | None:
         """Where an edit or a regenerate of ``turn_id`` continues: where that turn started.
@@ -386,6 +415,15 @@ class Agent(Activations, AwayEmail, Compaction):
         async with self.lock:
             if s.span is not None and s.span.id != opened.span_id and s.span.type not in VOICE_SPANS:
                 await self._close_span("superseded")
+
+
+def _settle_lease_read(task: "asyncio.Task[None]") -> None:
+    """An input is done with: its lease read stops, and its outcome counts as seen (it was raised
+    where it mattered, or the turn ended before it: then nothing of the turn was published)."""
+    if not task.done():
+        task.cancel()
+    elif not task.cancelled():
+        task.exception()
 
 
 def _meta(user_message: Event) -> dict[str, Any]:

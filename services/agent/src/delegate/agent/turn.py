@@ -55,9 +55,13 @@ class TurnText:
     text; text from responses that already completed in this turn is sent again first.
     """
 
-    def __init__(self, bus: Bus, turn_id: str, attempt: int, live: Callable[[], bool] = lambda: True) -> None:
+    def __init__(
+        self, bus: Bus, turn_id: str, attempt: int, live: Callable[[], bool] = lambda: True,
+        lease_read: "asyncio.Task[None] | None" = None,
+    ) -> None:
         self.bus = bus
         self.live = live
+        self.lease_read = lease_read  # the first delta waits for it (``Turn.lease_read``)
         self.turn_id = turn_id
         self.attempt = attempt
         self.index = 0
@@ -98,6 +102,13 @@ class TurnText:
             await self._emit(self.committed)
 
     async def _emit(self, text: str) -> None:
+        read = self.lease_read
+        if read is not None:
+            if not read.done():
+                await asyncio.wait([read])
+            if read.cancelled() or read.exception() is not None:
+                return  # not ours: ``_stream`` stops the request
+            self.lease_read = None
         if not self.live():
             return  # the lease is in doubt: a successor may be streaming this turn already
         await self.bus.emit(
@@ -190,7 +201,7 @@ class Turns(Spans):
         first = (turn.attempt - 1) * DELTA_ATTEMPTS_PER_TURN_ATTEMPT + (turn.delivery - 1) * ATTEMPTS_PER_DELIVERY + 1
         silence = turn.silence
         if silence is None:
-            return TurnText(self.bus, turn.id, first, live=self.live)
+            return TurnText(self.bus, turn.id, first, live=self.live, lease_read=turn.lease_read)
         # Once an activation chose to say nothing, whatever text follows is not shown live either.
         return TurnText(self.bus, turn.id, first, live=lambda: self.live() and not silence.chosen)
 
@@ -352,8 +363,15 @@ class Turns(Spans):
             )
         )
         stopper = asyncio.ensure_future(turn.stop.wait())
+        lease_read = turn.lease_read
         try:
-            await asyncio.wait([stream, stopper], return_when=asyncio.FIRST_COMPLETED)
+            while True:
+                waiting = [stream, stopper] if lease_read is None else [stream, stopper, lease_read]
+                await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+                if lease_read is None or not lease_read.done() or stream.done() or stopper.done():
+                    break
+                lease_read.result()  # Deposed: the request stops (below) and the input goes back
+                lease_read = None  # ours: only the stream and Stop are left to wait for
         finally:
             stopper.cancel()
             if not stream.done():

@@ -72,6 +72,10 @@ class Turn:
     # What memory is searched for before the model request: None means the user item's text.
     memory_query: str | None = None
     memory_purpose: Purpose = "turn"
+    # The read that shows the lease ours before this input is taken on, when it runs alongside
+    # the turn's setup and model request (a user message): nothing of the turn is published,
+    # shown or run before it succeeds, and the model request is cut short when it fails.
+    lease_read: "asyncio.Task[None] | None" = field(default=None, compare=False)
 
     async def opened(self) -> None:
         if self.opening is not None:
