@@ -19,7 +19,7 @@ from delegate.agent.ledger import Ledger
 from delegate.agent.settings import Settings
 from delegate.agent.toolbox import Toolbox
 from delegate.contracts import topics
-from delegate.contracts.messages import UserInput
+from delegate.contracts.messages import Delta, UserInput
 from delegate.runtime.bus import Bus
 from delegate.runtime.lease import LEASE_KEY, Lease
 from tests.support.standin import TEST_API_KEY, StandinProcess
@@ -98,4 +98,23 @@ async def test_a_leader_deposed_mid_turn_does_not_acknowledge_the_input(rig: Rig
     await rig.depose()
     with pytest.raises(Deposed):
         await asyncio.wait_for(handling, timeout=60)
+    assert rig.agent.lost.is_set()
+
+
+async def test_a_deposed_leader_shows_no_delta_of_the_input(rig: Rig) -> None:
+    # The read taking a user message on runs alongside the model request (issue #27): the
+    # request may start, but no delta goes out and nothing is recorded before the read answers.
+    deltas: list[str] = []
+
+    async def on_delta(delta: Delta) -> None:
+        deltas.append(delta.turn_id)
+
+    await rig.bus.subscribe(topics.AGENT_DELTA, on_delta)
+    await rig.depose()
+    msg, raw = await rig.deliver("hello? say something")
+    with pytest.raises(Deposed):
+        await asyncio.wait_for(rig.agent.on_input(msg, raw), timeout=60)
+    await rig.bus.nc.flush()  # anything the agent emitted before the raise has reached us now
+    assert msg.id not in deltas
+    assert await rig.agent.ledger.get(msg.id) is None
     assert rig.agent.lost.is_set()
