@@ -77,3 +77,12 @@ def test_the_prompt_shows_the_owners_local_time_before_everything_else() -> None
     assert shown.startswith("OWNER'S LOCAL TIME: Sunday 2026-12-06 10:00 (Europe/Lisbon)\n\nKNOWN FACTS")
     assert shown.endswith("user: I'll send Ana the photos on Friday.")
     assert '"commitments"' in TURN_INSTRUCTIONS and '"people"' in TURN_INSTRUCTIONS
+
+
+def test_a_first_name_shared_by_two_people_links_a_fact_to_neither() -> None:
+    costa, silva = known("p1", "Ana Costa"), known("p2", "Ana Silva")
+    items = [{"text": "Ana loves sailing."}, {"text": "Ana Silva moved to Braga."}]
+    linked = link(source_id="x", raw_people=[], raw_commitments=[], items=items, item_facts={0: "f0", 1: "f1"},
+                  turn_ids=["t"], said_at=SUNDAY, zone=LISBON, people=[costa, silva], open_commitments=[],
+                  threshold=0.8)
+    assert [(p.person_id, p.fact_ids) for _, p in linked.events] == [("p2", ["f1"])]  # type: ignore[attr-defined]

@@ -33,12 +33,24 @@ def _event_id(kind: str, source_id: str, index: int) -> str:
     return derived_id(kind, f"{source_id}:{index}")
 
 
-def _named_in(text: str, person: Known | Nominee) -> bool:
-    """Whether ``text`` names the person (a whole name, alias or first name, case and accents aside)."""
+def _named_in(text: str, person: Known | Nominee, *, first_names: bool = True) -> bool:
+    """Whether ``text`` names the person (a whole name or alias, and with ``first_names`` a first
+    name too; case and accents aside)."""
     words = f" {name_key(text)} "
     names = [person.name, *person.aliases]
-    keys = {name_key(n) for n in names} | {name_key(n).split(" ")[0] for n in names if name_key(n)}
+    keys = {name_key(n) for n in names}
+    if first_names:
+        keys |= {name_key(n).split(" ")[0] for n in names if name_key(n)}
     return any(k and f" {k} " in words for k in keys)
+
+
+def named_people(text: str, people: Sequence[Known]) -> list[Known]:
+    """Who ``text`` names: by a whole name or alias; else by a first name only one of them has."""
+    whole = [p for p in people if _named_in(text, p, first_names=False)]
+    if whole:
+        return whole
+    first = [p for p in people if _named_in(text, p)]
+    return first if len(first) == 1 else []  # "Ana" with two Anas known: nobody, not both
 
 
 def item_names(item: Mapping[str, Any]) -> list[str]:
@@ -117,9 +129,10 @@ def link(
     for index, fact_id in item_facts.items():
         item = items[index]
         text = str(item.get("text") or "")
+        in_text = {p.id for p in named_people(text, active)}
         for person in active:
-            named = any(resolve(Nominee(n), [person]) is not None for n in item_names(item))
-            if named or _named_in(text, person):
+            named = any(resolve(Nominee(n), active) is person for n in item_names(item))
+            if named or person.id in in_text:
                 facts_of.setdefault(person.id, [])
                 involved.setdefault(person.id, person)
                 if fact_id not in facts_of[person.id]:
