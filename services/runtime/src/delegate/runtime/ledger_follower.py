@@ -136,10 +136,12 @@ class LedgerFollower(ABC):
                         topics.LEDGER_QUERY, QueryRequest(after_seq=self.last_seq, limit=self.page)
                     )
                     self.ledger_seq = max(self.ledger_seq, reply.last_seq)
+                    if not reply.events:
+                        return  # nothing new: no page, so no ``after_page`` (a state write) either
                     after = self.last_seq
                     await self.apply_run([e for e in reply.events if e.seq is not None and e.seq > after])
                     await self.after_page()
-                    if not reply.more or not reply.events:
+                    if not reply.more:
                         return
             except (BusUnavailable, RemoteError) as exc:
                 log.warning("ledger catch-up failed (%d), retrying: %s", backoff.failures + 1, exc)
