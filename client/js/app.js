@@ -165,6 +165,7 @@ class App {
     if (this.people) this.people.clear();
     if (this.commitments) this.commitments.clear();
     if (this.tasks) this.tasks.clear();
+    if (this.notify) this.notify.signedOut(); // no session, no push subscription (the server's is gone)
     if (this.usage) this.usage.clear();
     if (this.wholeSearch) this.closeSearch();
     if (this.conn) this.conn.stop();

@@ -9,7 +9,7 @@
 // notification and the push for the same event show once.
 
 import { h } from "./dom.js";
-import { disablePush, enablePush, pushSupported, subscribedId } from "./push.js";
+import { disablePush, dropLocal, enablePush, pushSupported, subscribedId } from "./push.js";
 
 // A live event older than this is history arriving late (a reconnect's catch-up), not news.
 const FRESH_MS = 10 * 60 * 1000;
@@ -165,6 +165,13 @@ export class Notifier {
       this.toast("Could not turn notifications off: Delegate is not answering. Try again.", "warn");
     }
     this.updateButton();
+  }
+
+  /** The session ended (signed out here or elsewhere, or expired): the server deleted this
+   * browser's subscription with it, so the browser drops its side too. */
+  signedOut() {
+    this.unread = 0;
+    if (subscribedId()) dropLocal().then(() => this.updateButton());
   }
 
   updateButton() {
