@@ -230,6 +230,16 @@ def session_events(events: list[Event], session_id: str) -> list[Event]:
     return sorted((e for e in events if span and e.span_id == span), key=lambda e: (e.ts, e.id))
 
 
+async def one_session_events(bus: Bus, session_id: str) -> list[Event]:
+    """``session_events`` of one session, asking the ledger for its span only: the voice tests
+    share their Systems, and reading the whole ledger on every poll grew with each test."""
+    starts = await ledger_events(bus, kinds=["session.started"])
+    span = next((e.span_id for e in starts if e.payload.get("session_id") == session_id), None)
+    if span is None:
+        return []
+    return sorted(await ledger_events(bus, span_id=span), key=lambda e: (e.ts, e.id))
+
+
 async def poll_state(bus: Bus, status: str, timeout: float = 15.0) -> VoiceState:
     """The voice state once its status is ``status`` (asked for, not waited on a live subject)."""
     deadline = time.monotonic() + timeout
@@ -246,7 +256,7 @@ async def events_until(bus: Bus, session_id: str, kind: str, timeout: float = 20
     """The session's committed events once one of ``kind`` is among them."""
     deadline = time.monotonic() + timeout
     while True:
-        events = session_events(await ledger_events(bus), session_id)
+        events = await one_session_events(bus, session_id)
         if any(e.kind == kind for e in events):
             return events
         if time.monotonic() > deadline:
