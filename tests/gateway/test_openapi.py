@@ -47,5 +47,7 @@ async def test_the_document_is_the_owners_and_names_every_route_its_bodies_and_e
         "script", "task.finished", "task.failed"}
     assert set(bodies["post", "/api/import"]) == {"application/x-ndjson", "application/json"}
     assert {("post", "/api/messages"), ("patch", "/api/memories/{fact_id}"), ("post", "/sms")} <= set(bodies)
+    push = bodies["post", "/api/push/subscriptions"]["application/json"]["schema"]
+    assert set(push["properties"]) == {"endpoint", "keys", "expirationTime"}
     events = doc["paths"]["/api/tasks/{task_id}/events"]["get"]["responses"]["200"]["content"]
     assert list(events) == ["text/event-stream"]

@@ -16,6 +16,7 @@ from fastapi.openapi.utils import get_openapi
 from pydantic import TypeAdapter
 
 from delegate.contracts import ws
+from delegate.contracts.push import SubscriptionIn
 from delegate.contracts.signals import OWNER_SIGNAL_KINDS, SIGNAL_ADAPTER
 from delegate.contracts.tasks import TaskCreate
 
@@ -96,6 +97,7 @@ def _json_bodies(components: dict[str, Any]) -> dict[tuple[str, str], dict[str, 
         ("post", "/api/tasks"): _task_body(components),
         ("patch", "/api/memories/{fact_id}"): _schema(TypeAdapter(FactEdit), components),
         ("patch", "/api/people/{person_id}"): _schema(TypeAdapter(PersonEdit), components),
+        ("post", "/api/push/subscriptions"): _schema(TypeAdapter(SubscriptionIn), components),
     }
 
 
