@@ -22,7 +22,7 @@ from . import people_index
 from .commands import APPLY_WAIT_S, FactCommands
 from .dedup import similarity
 from .index import MemoryIndex
-from .people import email_key, name_key, phone_key
+from .people import date_ok, email_key, name_key, phone_key
 
 # Words of the agent's that pick an open commitment without its id: at least this similar.
 MATCH_FLOOR = 0.2
@@ -68,6 +68,9 @@ class PeopleCommands:
         for phone in cmd.phones or []:
             if not phone_key(phone):
                 raise DomainError("bad_request", f"phones: {phone[:40]!r} is not a phone number")
+        for d in cmd.dates or []:
+            if not date_ok(d.date):
+                raise DomainError("bad_request", f"dates: {d.date!r} is not MM-DD or YYYY-MM-DD")
         for email in cmd.emails or []:
             if not email_key(email):
                 raise DomainError("bad_request", f"emails: {email[:80]!r} is not an email address")
