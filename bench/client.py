@@ -32,6 +32,7 @@ import re
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -176,7 +177,9 @@ async def main() -> None:
             await page.goto(system.http + "/")
             await page.fill("#token", system.token)
             await page.press("#token", "Enter")
-            await page.wait_for_selector('#conn[data-status="live"]', timeout=30_000)
+            t = time.perf_counter()
+            await page.wait_for_selector('#conn[data-status="live"]', timeout=180_000)
+            print(f"signed in: {time.perf_counter() - t:.1f} s to a live page holding the history")
 
             print(f"1. /chat delta frame -> its text laid out in the page, {args.answers} streamed answers (ms)")
             painted, floor = await frame_to_paint(page, args.answers)

@@ -5,7 +5,7 @@ import { ChatConnection } from "./connection.js";
 import { h, icon } from "./dom.js";
 import { formatNumber, formatPercent, formatTime, fullTime } from "./format.js";
 import { compactionBefore, contextFigures } from "./context.js";
-import { TimelineView } from "./render.js";
+import { TimelineView, updateStream } from "./render.js";
 import { mergeDelivery } from "./channels.js";
 import { searchEvents, toJSON, toMarkdown } from "./search.js";
 import { VoiceUI } from "./voice-ui.js";
@@ -332,7 +332,7 @@ class App {
         break;
       }
       case "delta":
-        if (applyDelta(this.tl, frame)) this.scheduleRender();
+        if (applyDelta(this.tl, frame) && !this.paintDelta(frame.turn_id)) this.scheduleRender();
         break;
       case "state": {
         const { type, ...state } = frame;
@@ -404,6 +404,23 @@ class App {
     };
     requestAnimationFrame(run);
     setTimeout(run, 100); // rAF pauses in background tabs; the timeline must not
+  }
+
+  /**
+   * The common delta: more text for an answer already streaming on the page. Only its bubble
+   * changes, so only it is updated, at once, instead of rebuilding the whole view (which costs
+   * in proportion to the loaded history). False when a full render is needed.
+   */
+  paintDelta(turnId) {
+    if (this.renderQueued) return false; // a full render is coming anyway
+    const s = this.tl.streams.get(turnId);
+    const node = s && document.querySelector(`#timeline article.streaming[data-turn-id="${CSS.escape(turnId)}"]`);
+    if (!node || node._attempt !== s.attempt) return false;
+    const scroller = $("scroller");
+    const atBottom = scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < STICK_PX;
+    updateStream(node, { type: "stream", stream: s });
+    if (atBottom) scroller.scrollTop = scroller.scrollHeight;
+    return true;
   }
 
   renderNow() {
@@ -673,6 +690,8 @@ class App {
     const turn = this.streaming();
     if (!turn || !this.conn) return;
     if (this.conn.send({ type: "stop", turn_id: turn })) {
+      // Stop disables itself (and then goes): focus goes on to the composer, not the page.
+      if (document.activeElement === $("stop-btn")) $("input").focus();
       this.controlInFlight = "stop";
       this.updateControls();
     } else this.toast("Not connected: try again in a moment.", "warn");

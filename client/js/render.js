@@ -354,7 +354,7 @@ function streamNode(item) {
   return node;
 }
 
-function updateStream(node, item) {
+export function updateStream(node, item) {
   const s = item.stream;
   if (node._text === s.text && node._attempt === s.attempt) return;
   node._text = s.text;

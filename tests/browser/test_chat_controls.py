@@ -48,7 +48,7 @@ async def test_stop_generating_keeps_the_partial_answer_marked_stopped(
     delegate: Callable[..., Awaitable[System]], standin: StandinProcess, new_page: NewPage
 ) -> None:
     sys_ = await delegate()
-    standin.script({"action": "slow", "delay_ms": 120, "text": LONG})
+    standin.script({"action": "slow", "delay_ms": 120, "text": LONG}, {"action": "slow", "delay_ms": 120, "text": LONG})
     page = await new_page(sys_)
     p = page.page
 
@@ -74,6 +74,17 @@ async def test_stop_generating_keeps_the_partial_answer_marked_stopped(
     rid = answer["payload"]["response_id"]
     await until(lambda: standin.stored(rid)["response"]["status"] == "incomplete")
     await page.screenshot("chat-controls-stopped")
+    # Stop went away under the click: focus is in the composer, not lost on the page.
+    assert await p.evaluate("() => document.activeElement.id") == "input"
+
+    # Escape stops a streaming answer too (from the composer, with nothing else open).
+    await page.send("Tell me another one")
+    await p.wait_for_selector("#stop-btn:not([hidden])")
+    await page.wait_for("() => (document.querySelector('#timeline .streaming')?.textContent || '').length > 60")
+    await p.focus("#input")
+    await p.keyboard.press("Escape")
+    await page.wait_for("() => document.querySelectorAll('#timeline article.msg-assistant .mark-stopped').length === 2")
+    await p.wait_for_selector("#stop-btn", state="hidden")
     page.assert_clean()
 
 
