@@ -69,7 +69,7 @@ def test_every_stream_has_an_owner_role_and_every_consumer_a_stream() -> None:
     durables = [c.durable for r in ROLES.values() for c in r.consumes]
     assert sorted(durables) == sorted({streams.LEDGER_WRITER, streams.AGENT_WORKER, streams.INNER_BROKER,
                                        streams.INNER_REMINDERS, streams.POLLERS_SMS, streams.POLLERS_EMAIL,
-                                       streams.POLLERS_MEDIA, streams.VOICE_ANSWERED_BY})
+                                       streams.POLLERS_MEDIA, streams.POLLERS_PUSH, streams.VOICE_ANSWERED_BY})
     for role in ROLES.values():
         for consumer in role.consumes:
             assert consumer.stream in names
