@@ -2,10 +2,12 @@
 
 ``make test`` hands whole files to two workers (``--dist loadfile``): a worker that finishes
 takes the next file in line. xdist's own order puts the files with the most tests first, so the
-long restart and failover files, which have few tests each, came last and one worker ran them
-alone while the other sat idle. Here the files are ordered longest first (LPT scheduling: the
-last file to start is a short one), by the seconds each took in a measured run
-(``tests/file-seconds.json``), and xdist keeps that order (``--no-loadscope-reorder``).
+long restart and failover files, which have few tests each, start last, and the run ends when
+the last of them does, one worker idle meanwhile. Here the files are ordered longest first (LPT
+scheduling: the last file to start is a short one), by the seconds each took in a measured run
+(``tests/file-seconds.json``), and xdist keeps that order (``--no-loadscope-reorder``). With
+the per-file times measured so far the two orders end within seconds of each other: a guard
+for the tail, not a large saving.
 
 Every run writes what its files took to ``test-output/file-seconds.json``: copy it over the
 checked-in table after a full run on an idle machine. A file the table does not know yet is
