@@ -245,9 +245,12 @@ class App {
       try {
         const page = await api.timeline();
         if (session !== this.session) return;
+        // Marks for bench/client.py: what a reload spends fetching and what rendering.
+        performance.mark("delegate:timeline-fetched");
         mergePage(this.tl, page);
         this.forceBottom = true;
         this.renderNow();
+        performance.mark("delegate:timeline-rendered");
         return;
       } catch (err) {
         if (session !== this.session) return;
@@ -449,6 +452,18 @@ class App {
     this.announce(fresh);
   }
 
+  /**
+   * Scroll the timeline (and only it) so `node` is in its middle. scrollIntoView would scroll
+   * every ancestor too, the page's own overflow-hidden shell included, moving the top bar and
+   * the composer off screen on a phone.
+   */
+  centerInTimeline(node) {
+    const scroller = $("scroller");
+    const box = scroller.getBoundingClientRect();
+    const r = node.getBoundingClientRect();
+    scroller.scrollTop += r.top - box.top - (box.height - r.height) / 2;
+  }
+
   /** Regenerate goes on the last answer, edit-and-resend on the last message you sent. */
   markLast(blocks) {
     const flat = [];
@@ -557,7 +572,7 @@ class App {
     if (!node) return false; // the caller says so where the person looks
     // Open whatever folds it away: its span, its activity line.
     for (let p = node.parentElement; p; p = p.parentElement) if (p.tagName === "DETAILS") p.open = true;
-    node.scrollIntoView({ block: "center" });
+    this.centerInTimeline(node);
     for (const n of document.querySelectorAll("#timeline .jump-target")) n.classList.remove("jump-target");
     node.classList.add("jump-target");
     clearTimeout(this.jumpTimer);
@@ -826,7 +841,7 @@ class App {
     if (!node) return;
     // Open whatever folds it away: its span, its activity line.
     for (let p = node.parentElement; p; p = p.parentElement) if (p.tagName === "DETAILS") p.open = true;
-    node.scrollIntoView({ block: "center" });
+    this.centerInTimeline(node);
   }
 
   async loadAll() {

@@ -39,7 +39,10 @@ async def shell_fits(page: Page) -> dict[str, Any]:
         """() => {
             const c = document.getElementById('composer').getBoundingClientRect();
             const doc = document.scrollingElement;
+            const app = document.getElementById('app').getBoundingClientRect();
             return {
+                appTop: app.top, appBottom: app.bottom,
+                shellScrolled: document.documentElement.scrollTop + document.body.scrollTop,
                 composerTop: c.top, composerBottom: c.bottom, composerLeft: c.left, composerRight: c.right,
                 height: window.innerHeight, width: window.innerWidth,
                 docScrolls: doc.scrollHeight > doc.clientHeight || doc.scrollWidth > doc.clientWidth,

@@ -61,7 +61,9 @@ async def panels(p: Page) -> list[tuple[str, str]]:
 def assert_fits(fit: dict[str, Any], state: str) -> None:
     assert fit["composerTop"] >= 0 and fit["composerBottom"] <= fit["height"] + 0.5, (state, fit)
     assert fit["composerLeft"] >= 0 and fit["composerRight"] <= fit["width"] + 0.5, (state, fit)
-    assert not fit["docScrolls"] and fit["scrollY"] == 0, (state, fit)
+    assert not fit["docScrolls"] and fit["scrollY"] == 0 and fit["shellScrolled"] == 0, (state, fit)
+    # The shell fills the window exactly: nothing scrolled away above, no gap below the composer.
+    assert abs(fit["appTop"]) < 1 and abs(fit["appBottom"] - fit["height"]) < 1, (state, fit)
 
 
 async def audit_everything(page: ChatPage, label: str) -> list[dict[str, Any]]:
