@@ -80,6 +80,7 @@ async def _store(path: Path, events: list[Event]) -> list[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # ~20 s of CPU; on two cores shared with a busy suite, minutes of wall time
 async def test_every_event_of_a_100k_ledger_round_trips_through_the_typed_union(tmp_path: Path) -> None:
     written = _ledger_of_today(random.Random(28))
     stored = await _store(tmp_path / "ledger.sqlite", written)
