@@ -1,7 +1,7 @@
 """How long ``make run`` takes to stop, and that nothing it started outlives it (issue #27).
 
-    python bench/stops.py                           # 50 rounds of each way to stop, host mode
-    python bench/stops.py --rounds 10 --ways together --mode split
+    python -m bench.stops                           # 50 rounds of each way to stop, host mode
+    python -m bench.stops --rounds 10 --ways together --mode split
 
 Each round starts ``python -m delegate.launcher`` in a temporary directory (in a session of its
 own, like a shell's foreground job), waits until every service answers ready, then stops it

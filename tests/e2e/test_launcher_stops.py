@@ -26,7 +26,7 @@ from delegate.launcher.procs import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-# The stop's own bound is 5 s (STOP_BUDGET_S 4 s + NATS_STOP_S 0.5 s); a hang is forever.
+# The stop's own bound is 5 s (STOP_BUDGET_S 3.5 s + NATS_STOP_S 0.5 s); a hang is forever.
 STOP_BOUND_S = 10.0
 # Rounds of signals arriving together, alternately in one host and split (`make run`'s two
 # modes); LAUNCHER_SIGNAL_ROUNDS=50 runs the issue's full count (or bench/stops.py).

@@ -148,9 +148,9 @@ def test_launcher_runs_the_whole_system_offline_and_stops_on_ctrl_c(tmp_path: Pa
         sent = httpx.post(f"{base}/api/messages", headers=auth, json={"text": "hello launcher", "client_msg_id": "m1"})
         assert sent.status_code == 202
 
-        def answered() -> bool:
+        def answered(count: int = 1) -> bool:
             events = httpx.get(f"{base}/api/timeline", headers=auth, timeout=5).json()["events"]
-            return any(e["kind"] == "message" and e["role"] == "assistant" for e in events)
+            return sum(e["kind"] == "message" and e["role"] == "assistant" for e in events) >= count
 
         _wait(answered, 60, "an assistant answer from the offline stand-in")
         _check_identities(runtime, proc.pid)
@@ -162,6 +162,11 @@ def test_launcher_runs_the_whole_system_offline_and_stops_on_ctrl_c(tmp_path: Pa
         _wait(lambda: any("delegate.ledger" in c and p != ledger[0] for p, c in _children(proc.pid).items()),
               30, "the ledger to be restarted")
         _wait(lambda: _ready(base), 60, "/readyz after the restart")
+        # Answered after the restart: the new ledger commits again (its writer process, whose
+        # imports take seconds on a loaded machine, is up), as it must for the stop's last events.
+        sent = httpx.post(f"{base}/api/messages", headers=auth, json={"text": "still there?", "client_msg_id": "m2"})
+        assert sent.status_code == 202
+        _wait(lambda: answered(2), 60, "an answer after the ledger's restart")
 
         children = _children(proc.pid)
         assert any("nats-server" in cmd for cmd in children.values())

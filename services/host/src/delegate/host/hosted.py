@@ -19,7 +19,7 @@ log = logging.getLogger("delegate.host")
 
 # A run that lasted this long was a success: the next failure starts the backoff afresh.
 HEALTHY_RUN_S = 60.0
-DEFAULT_STOP_GRACE_S = 4.0
+DEFAULT_STOP_GRACE_S = 3.5  # STOP_GRACE_S's default (`delegate.runtime.settings`)
 
 Serve = Callable[[Any, asyncio.Event], Awaitable[None]]
 

@@ -47,7 +47,7 @@ SUPERVISE_EVERY_S = 0.5  # how often the launcher looks at its children (and sho
 # How long the staged stop may take in all before what still runs is SIGKILLed: the services'
 # own STOP_GRACE_S (each also ends itself then: `delegate.runtime.service`), and NATS's share
 # after it. Together they keep the whole stop within 5 s.
-STOP_BUDGET_S = 4.0
+STOP_BUDGET_S = 3.5
 NATS_STOP_S = 0.5
 
 # DELEGATE_PROCESSES: "host" (the default) runs every service in one process
@@ -182,7 +182,7 @@ def host_env(roles: list[str], base: dict[str, str], passwords: dict[str, str] |
 
 
 def stop_budget(env: dict[str, str]) -> float:
-    """The staged stop's budget: STOP_GRACE_S when set (the services' own bound), else 4 s."""
+    """The staged stop's budget: STOP_GRACE_S when set (the services' own bound), else 3.5 s."""
     try:
         return float(env.get("STOP_GRACE_S") or STOP_BUDGET_S)
     except ValueError:

@@ -38,8 +38,9 @@ class ServiceSettings(NatsSettings):
     # STOP_GRACE_S: how long a stop may take from SIGTERM before the process exits regardless
     # (a launcher, compose or an orchestrator waits on it; the stop is crash-safe either way).
     # The agent divides it (`delegate.agent.main`): 40% for a running turn to finish, 35%
-    # for term.ended; a turn cut short is redelivered. 4 s keeps `make run`'s whole stop in 5 s.
-    stop_grace_s: float = Field(default=4.0, gt=0, le=120)
+    # for term.ended; a turn cut short is redelivered. 3.5 s keeps `make run`'s whole stop within
+    # 5 s on a loaded machine (then NATS's share, the exits; 50 rounds measured: bench/stops.py).
+    stop_grace_s: float = Field(default=3.5, gt=0, le=120)
 
     # Which model answers (see `openai`): a real key selects OpenAI (or OPENAI_BASE_URL);
     # without one the offline stand-in at OPENAI_STANDIN_URL answers.
