@@ -72,11 +72,13 @@ def test_every_kind_has_a_payload_model_that_round_trips(kind: str) -> None:
                "scope": "day", "period": "2026-12-06", "detail": "d", "spent_day_usd": 1.5, "spent_month_usd": 9.0,
                "until": "2026-12-07T00:00:00Z", "model": "gpt-5.5", "purpose": "activation",
                "push_id": "p", "subscription_id": "s",
-               "person_id": "p", "commitment_id": "c", "by": "owner", "what": "w", "due": "2026-12-11T09:00:00Z"}
+               "person_id": "p", "commitment_id": "c", "by": "owner", "what": "w", "due": "2026-12-11T09:00:00Z",
+               "calendars": 1, "change": "moved", "op": "create", "contact_uid": "c"}
     overrides = {"term.started": {"type": "agent"}, "inbound.refused": {"reason": "not_owner"},
                  "delivery": {"status": "sent"}, "session.started": {"type": "phone"},
                  "session.ended": {"type": "voice", "reason": "hangup"}, "import.finished": {"status": "done"},
-                 "budget.notice": {"reason": "budget_usd"}, "push.delivery": {"status": "sent"}}
+                 "budget.notice": {"reason": "budget_usd"}, "push.delivery": {"status": "sent"},
+                 "calendar.changed": {"uid": "u"}, "calendar.written": {"uid": "u"}}
     payload = model.model_validate({k: overrides.get(kind, {}).get(k, samples[k]) for k in required})
     role = "user" if kind == "message" else None
     event = make_event(payload, conversation_id="c", span_id="s", channel="text", role=role)
