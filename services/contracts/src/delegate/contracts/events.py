@@ -277,6 +277,22 @@ class PersonUpdated(Payload):
     event_ids: list[str] = Field(default_factory=list, max_length=200)
 
 
+class PersonImported(Payload):
+    """A contact read from the owner's address book (CardDAV): its whole current card. The memory
+    service resolves who it is (the same contact again, else a phone or email match, else a new
+    person) and replaces what the previous import of this contact said with this one; what turns
+    and the owner's edits added stays."""
+
+    KIND: ClassVar[str] = "person.imported"
+    source: str = Field(min_length=1, max_length=200)  # the address book's URL
+    contact_uid: str = Field(min_length=1, max_length=500)  # the vCard's UID
+    name: str = Field(min_length=1, max_length=200)
+    aliases: list[str] = Field(default_factory=list, max_length=20)
+    phones: list[str] = Field(default_factory=list, max_length=20)
+    emails: list[str] = Field(default_factory=list, max_length=20)
+    dates: list[PersonDate] = Field(default_factory=list, max_length=20)
+
+
 class PersonMentioned(Payload):
     """A turn mentions a person: the facts read from it are linked to them (citations kept)."""
 
@@ -807,7 +823,7 @@ PAYLOADS: dict[str, type[Payload]] = {
         InboundRefused, Delivery, MailProgress, AttachmentStored, SessionStarted, SessionEnded, VoiceTiming,
         CallPlaced, CallVoicemail, PushDelivery,
         MemoryFactAdded, MemoryFactCited, MemoryFactEdited, MemoryFactForgotten, ImportStarted, ImportFinished,
-        PersonAdded, PersonUpdated, PersonMentioned, PersonForgotten,
+        PersonAdded, PersonUpdated, PersonImported, PersonMentioned, PersonForgotten,
         CommitmentMade, CommitmentKept, CommitmentDropped, CommitmentDue,
         ThoughtflowArtifact,
         CalendarSynced, CalendarChanged, CalendarProposed, CalendarWritten,

@@ -21,7 +21,7 @@ from delegate.contracts.events import (
     Message,
 )
 
-from . import projection_people
+from . import projection_contacts, projection_people
 
 
 def epoch(ts: datetime) -> float:
@@ -255,6 +255,7 @@ HANDLERS: dict[str, Callable[[sqlite3.Connection, Event], None]] = {
     "import.started": _import_started,
     "import.finished": _import_finished,
     **projection_people.HANDLERS,
+    **projection_contacts.HANDLERS,
 }
 
 

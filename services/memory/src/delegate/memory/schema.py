@@ -1,7 +1,7 @@
 """The index's tables. A projection of ledger events: nothing here is the truth, so a change of
 layout bumps ``VERSION`` and the index is rebuilt by replaying the ledger, never migrated."""
 
-VERSION = 3  # 3: people and commitments (issue #30)
+VERSION = 4  # 3: people and commitments (issue #30); 4: contacts imported from CardDAV
 
 # porter over unicode61: "moved" finds "moving", and accents and case do not matter.
 TOKENIZE = "porter unicode61 remove_diacritics 2"
@@ -161,6 +161,15 @@ CREATE TABLE IF NOT EXISTS commitments (
     seq INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS commitments_state ON commitments (state, due);
+-- contacts (person.imported): which person an address book's card became, and what its last
+-- import said (JSON), so the next import replaces that and keeps what turns and edits added
+CREATE TABLE IF NOT EXISTS person_sources (
+    source TEXT NOT NULL,
+    contact_uid TEXT NOT NULL,
+    person_id TEXT NOT NULL,
+    imported TEXT NOT NULL,
+    PRIMARY KEY (source, contact_uid)
+);
 -- every person.* and commitment.* event applied (read-your-writes for the extractor and commands)
 CREATE TABLE IF NOT EXISTS people_log (event_id TEXT PRIMARY KEY, seq INTEGER NOT NULL);
 

@@ -58,6 +58,10 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
             from .calendar.run import run_calendar
 
             workers["calendar"] = run_calendar(bus, settings, health, stop)
+            if settings.contacts_enabled:
+                from .contacts.run import run_contacts
+
+                workers["contacts"] = run_contacts(bus, settings, stop)
         else:
             log.info("CALDAV_URL unset: the calendar is off")
         tasks: dict[asyncio.Future[object], str] = {asyncio.ensure_future(work): name for name, work in workers.items()}

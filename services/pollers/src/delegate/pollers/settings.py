@@ -132,6 +132,13 @@ class Settings(ServiceSettings):
     # the channel the owner used last
     calendar_reply_via: Literal["sms", "email", "call"] | None = None
 
+    # Contacts from the same server's address books (CardDAV), when CALDAV_URL is set:
+    # CONTACTS_ENABLED turns them off; CONTACTS_ADDRESSBOOKS, a comma list of display names or
+    # URLs (empty: all of the account's); CONTACTS_POLL_S: how often the cards' ETags are compared
+    contacts_enabled: bool = True
+    contacts_addressbooks: str = ""
+    contacts_poll_s: float = Field(default=300.0, gt=0)
+
     @field_validator("agenda_at")
     @classmethod
     def _agenda_at(cls, value: str | None) -> str | None:

@@ -1,0 +1,138 @@
+"""Contacts from a real Radicale address book (CardDAV) become people in memory (issue #30): the
+pollers read the cards and publish ``person.imported``; the memory service resolves who each
+card is; the owner sees them at GET /api/people. An edited card updates its person, and a
+re-sync makes nobody new."""
+
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from delegate.contracts import topics
+from delegate.contracts.messages import QueryRequest
+from delegate.runtime.bus import Bus
+from tests.inner_plane.harness import eventually
+from tests.support.radicale import PASSWORD, USER, Owner, RadicaleServer
+from tests.support.standin import StandinProcess
+from tests.support.system import System, module_system, owner_http, probe_bus
+
+pytestmark = pytest.mark.integration
+
+BOOK = f"{USER}/contacts/"
+MKCOL = ('<?xml version="1.0"?><d:mkcol xmlns:d="DAV:" xmlns:c="urn:ietf:params:xml:ns:carddav"><d:set><d:prop>'
+         "<d:resourcetype><d:collection/><c:addressbook/></d:resourcetype><d:displayname>Contacts</d:displayname>"
+         "</d:prop></d:set></d:mkcol>")
+
+
+def vcard(uid: str, fn: str, n: str, tel: str, email: str, bday: str, nickname: str = "") -> str:
+    lines = ["BEGIN:VCARD", "VERSION:3.0", f"UID:{uid}", f"FN:{fn}", f"N:{n}", f"TEL;TYPE=CELL:{tel}",
+             f"EMAIL:{email}", f"BDAY:{bday}", *([f"NICKNAME:{nickname}"] if nickname else []), "END:VCARD"]
+    return "\r\n".join(lines) + "\r\n"
+
+
+def put(radicale: RadicaleServer, name: str, body: str) -> None:
+    """The owner's phone stores a card, straight on Radicale."""
+    r = httpx.put(radicale.direct_url + BOOK + name, content=body, auth=(USER, PASSWORD),
+                  headers={"Content-Type": "text/vcard; charset=utf-8"}, timeout=10)
+    assert r.status_code in (201, 204), r.text
+
+
+@pytest.fixture(scope="module")
+def radicale(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RadicaleServer]:
+    server = RadicaleServer(tmp_path_factory.mktemp("radicale")).start()
+    Owner(server.direct_url).close()  # the principal and its calendar
+    r = httpx.request("MKCOL", server.direct_url + BOOK, content=MKCOL, auth=(USER, PASSWORD), timeout=10)
+    assert r.status_code == 201, r.text
+    put(server, "ana.vcf", vcard("ana-1", "Ana Costa", "Costa;Ana;;;", "+15550002222", "ana@example.org",
+                                 "1990-04-12", "Aninha"))
+    put(server, "bruno.vcf", vcard("bruno-1", "Bruno Lima", "Lima;Bruno;;;", "+15550003333", "bruno@example.org",
+                                   "--07-30"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def running(
+    tmp_path_factory: pytest.TempPathFactory, radicale: RadicaleServer, request: pytest.FixtureRequest,
+    module_standin: StandinProcess,
+) -> Iterator[System]:
+    env = {
+        "CALDAV_URL": radicale.url, "CALDAV_USERNAME": USER, "CALDAV_PASSWORD": PASSWORD,
+        "CALENDAR_POLL_S": "5", "CONTACTS_POLL_S": "0.5", "MEMORY_RESYNC_SECONDS": "1",
+        "OPENAI_API_KEY": "offline-standin", "OPENAI_BASE_URL": module_standin.base_url,
+    }
+    with module_system(tmp_path_factory.mktemp("contacts"), request, "ledger", "memory", "pollers", "gateway",
+                       env=env, extra_log=module_standin.log_text) as system:
+        yield system
+
+
+@pytest.fixture
+async def http(running: System) -> AsyncIterator[httpx.AsyncClient]:
+    async with owner_http(running, timeout=20) as client:
+        yield client
+
+
+@pytest.fixture
+async def bus(running: System) -> AsyncIterator[Bus]:
+    async with probe_bus(running) as bus:
+        yield bus
+
+
+async def people(http: httpx.AsyncClient) -> dict[str, dict[str, Any]]:
+    r = await http.get("/api/people")
+    assert r.status_code == 200, r.text
+    found: dict[str, dict[str, Any]] = {}
+    for summary in r.json()["people"]:
+        detail = await http.get(f"/api/people/{summary['id']}")
+        assert detail.status_code == 200, detail.text
+        found[summary["name"]] = detail.json()["person"]
+    return found
+
+
+def dates(person: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(d["label"], d["date"]) for d in person["dates"]]
+
+
+async def imports(bus: Bus) -> int:
+    reply = await bus.request(topics.LEDGER_QUERY, QueryRequest(kinds=["person.imported"], limit=1000))
+    return len(reply.events)
+
+
+async def test_cards_become_people_an_edit_updates_and_a_resync_adds_nobody(
+    radicale: RadicaleServer, http: httpx.AsyncClient, bus: Bus
+) -> None:
+    async def both() -> dict[str, dict[str, Any]] | None:
+        found = await people(http)
+        return found if {"Ana Costa", "Bruno Lima"} <= set(found) else None
+
+    found = await eventually(both, "two people from the two cards", timeout=60)
+    assert len(found) == 2
+    ana, bruno = found["Ana Costa"], found["Bruno Lima"]
+    assert ana["phones"] == ["+15550002222"] and ana["emails"] == ["ana@example.org"]
+    assert ("birthday", "1990-04-12") in dates(ana)
+    assert "Aninha" in ana["aliases"]
+    assert bruno["phones"] == ["+15550003333"] and bruno["emails"] == ["bruno@example.org"]
+    assert ("birthday", "07-30") in dates(bruno)
+
+    # the owner's phone edits Ana's card: a new number, the old one gone
+    put(radicale, "ana.vcf", vcard("ana-1", "Ana Costa", "Costa;Ana;;;", "+15550004444", "ana@example.org",
+                                   "1990-04-12", "Aninha"))
+
+    async def edited() -> dict[str, Any] | None:
+        now = await people(http)
+        return now if now.get("Ana Costa", {}).get("phones") == ["+15550004444"] else None
+
+    now = await eventually(edited, "Ana's new number from her edited card", timeout=60)
+    assert set(now) == {"Ana Costa", "Bruno Lima"}
+    assert now["Ana Costa"]["id"] == ana["id"]
+    assert await imports(bus) == 3  # two cards, one edit
+
+    # more sync passes (every 0.5 s) find nothing new: no event, no person
+    passes_before = await imports(bus)
+
+    async def settled() -> bool | None:
+        r = await http.get("/api/people")
+        return True if len(r.json()["people"]) == 2 and await imports(bus) == passes_before else None
+
+    await eventually(settled, "still two people and three imports")
