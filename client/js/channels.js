@@ -241,6 +241,28 @@ function clip(text, n) {
   return one.length > n ? `${one.slice(0, n - 1)}…` : one;
 }
 
+const REFUSED_VERBS = { sms: "texted", email: "emailed", voice: "called", phone: "called" };
+const NOT_ANSWERED = {
+  sms: "only your own number is answered",
+  email: "only your own address is answered",
+  voice: "only your own number is answered",
+  phone: "only your own number is answered",
+};
+
+/**
+ * A refusal from someone memory knows: "Ana Costa (your sister) texted; not answered: only your
+ * own number is answered". Who they are is shown, never obeyed (identity never widens access).
+ */
+function knownSenderText(ev, p) {
+  const channel = (ev && ev.channel) || "";
+  const who = clip(p.person_name, 120) + (p.person_relation ? ` (your ${clip(p.person_relation, 60)})` : "");
+  const verb = REFUSED_VERBS[channel] || "wrote";
+  const why = p.reason === "not_owner"
+    ? NOT_ANSWERED[channel] || "only you are answered"
+    : REFUSED_REASONS[p.reason] || clip(p.reason || "refused", 60);
+  return `${who} ${verb}; not answered: ${why}`;
+}
+
 /**
  * The notice for an `inbound.refused` event: {text, subject, preview, title}.
  * "Refused an SMS from +15550100 (not the owner)".
@@ -250,10 +272,10 @@ export function refusedText(ev) {
   const what = ev && ev.channel === "sms" ? "an SMS" : ev && ev.channel === "email" ? "an email" : "a message";
   const sender = clip(p.sender || "an unknown sender", 120);
   const why = REFUSED_REASONS[p.reason] || clip(p.reason || "refused", 60);
-  const text = `Refused ${what} from ${sender} (${why})`;
+  const text = p.person_name ? knownSenderText(ev, p) : `Refused ${what} from ${sender} (${why})`;
   const subject = p.subject ? clip(p.subject, 140) : "";
   const preview = p.preview ? clip(p.preview, 160) : "";
-  const title = [text, subject ? `Subject: ${subject}` : "", p.detail ? clip(p.detail, 300) : "", "Not answered and not shown to Delegate."]
+  const title = [text, p.person_name ? `From ${sender}` : "", subject ? `Subject: ${subject}` : "", p.detail ? clip(p.detail, 300) : "", "Not answered and not shown to Delegate."]
     .filter(Boolean)
     .join("\n");
   return { text, subject, preview, title };

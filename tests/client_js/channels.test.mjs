@@ -236,6 +236,26 @@ test("a refused sender is a notice with the reason in words", () => {
   assert.deepEqual(searchEvents([mail], "wire money").map((e) => e.id), [mail.id]);
 });
 
+test("a refusal from someone memory knows names them, and is still a refusal", () => {
+  const known = ev("inbound.refused", {
+    span_id: null,
+    channel: "sms",
+    payload: { sender: "+15550002222", reason: "not_owner", preview: "call me", person_id: "p1", person_name: "Ana Costa", person_relation: "sister" },
+  });
+  const r = refusedText(known);
+  assert.equal(r.text, "Ana Costa (your sister) texted; not answered: only your own number is answered");
+  assert.match(r.title, /From \+15550002222/);
+  assert.equal(r.preview, "call me");
+  const mail = ev("inbound.refused", { channel: "email", payload: { sender: "bo@ex.org", reason: "not_owner", person_name: "Bo" } });
+  assert.equal(refusedText(mail).text, "Bo emailed; not answered: only your own address is answered");
+  globalThis.document = fakeDocument();
+  try {
+    assert.match(serialize(refusedNode(known)), /Ana Costa \(your sister\) texted/);
+  } finally {
+    delete globalThis.document;
+  }
+});
+
 test("buildView hangs delivery and attachment events on their message, loaded before or after it", () => {
   const u = userMsg("book it", { channel: "sms", seq: 1, ts: at(1) });
   const a = botMsg("Booked.", u.id, { channel: "sms", seq: 2, ts: at(2), id: OUT });

@@ -120,7 +120,8 @@ async def test_people_list_detail_edit_and_forget(bus: Bus, http: httpx.AsyncCli
 
 async def test_a_known_persons_number_is_still_refused_by_sms(bus: Bus, http: httpx.AsyncClient, running: System,
                                                               module_standin: StandinProcess) -> None:
-    """Identity never widens access: a person the memory knows, with their phone, is not the owner."""
+    """Identity never widens access: a person the memory knows, with their phone, is not the owner;
+    the refusal on the timeline names them."""
     name = f"Dora{new_id()[-5:].lower()}"
     known = await a_person(bus, http, module_standin, name, OTHER_PHONE)
     assert known["phones"] == [OTHER_PHONE]
@@ -138,6 +139,9 @@ async def test_a_known_persons_number_is_still_refused_by_sms(bus: Bus, http: ht
 
     [event] = await eventually(refused, "the refusal in the ledger")
     assert event.payload["reason"] == "not_owner" and event.payload["sender"] == OTHER_PHONE
+    # the timeline says who they are (and nothing more: the message stays refused)
+    assert (event.payload["person_id"], event.payload["person_name"]) == (known["id"], name)
+    assert event.payload["person_relation"] == "friend"
     messages = (await bus.request(topics.LEDGER_QUERY, QueryRequest(kinds=["message"], limit=5000))).events
     assert not [m for m in messages if "PIN" in m.payload.get("text", "")], "nothing of theirs became a turn"
 

@@ -558,6 +558,11 @@ class InboundRefused(Payload):
     external_id: str | None = Field(default=None, max_length=998)  # MessageSid / Message-ID
     subject: str | None = Field(default=None, max_length=998)
     preview: str = Field(default="", max_length=500)
+    # who the sender is, when memory knows the number or address (shown, never obeyed: identity
+    # never widens access); absent when nobody matches or memory did not answer in time
+    person_id: str | None = Field(default=None, max_length=64)
+    person_name: str | None = Field(default=None, max_length=200)
+    person_relation: str | None = Field(default=None, max_length=200)
 
 
 DeliveryStatus = Literal[

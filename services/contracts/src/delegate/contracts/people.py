@@ -56,10 +56,11 @@ class PersonDetail(Person):
 
 
 class PeopleCommand(BusModel):
-    """``list``, ``get``, ``edit`` (the owner's PATCH: the lists given replace the person's), ``forget``.
-    ``request_id`` makes a change idempotent."""
+    """``list``, ``get``, ``edit`` (the owner's PATCH: the lists given replace the person's), ``forget``,
+    ``match`` (the active person with one of ``phones`` or ``emails``, or none: who a refused
+    sender is). ``request_id`` makes a change idempotent."""
 
-    op: Literal["list", "get", "edit", "forget"]
+    op: Literal["list", "get", "edit", "forget", "match"]
     person_id: str | None = Field(default=None, max_length=64)
     name: str | None = Field(default=None, min_length=1, max_length=200)
     aliases: list[str] | None = Field(default=None, max_length=20)

@@ -33,6 +33,7 @@ from delegate.runtime.bus import BusUnavailable
 from .deps import ContextDep, GatewayContext
 from .errors import ApiError
 from .phone import e164, same_number
+from .refused_sender import who
 from .spool import Outgoing, SpoolUnavailable
 from .twilio_signature import signed_form
 
@@ -122,7 +123,8 @@ async def inbound_sms(request: Request, ctx: ContextDep) -> Response:
     media = _media(form)
     assert settings.owner_phone is not None  # checked above, before the signature
     if not same_number(sender, settings.owner_phone):
-        await record(ctx, [refusal(sid, sender, body)], "the refusal")
+        known = await who(ctx.bus, phone=sender)
+        await record(ctx, [refusal(sid, sender, body, known)], "the refusal")
         log.info("refused sms %s from a number that is not the owner's", sid)
         return twiml_ok()
 
@@ -146,9 +148,10 @@ async def inbound_sms(request: Request, ctx: ContextDep) -> Response:
     return twiml_ok()
 
 
-def refusal(sid: str, sender: str, body: str) -> Outgoing:
+def refusal(sid: str, sender: str, body: str, known: dict[str, str | None] | None = None) -> Outgoing:
     event = make_event(
-        InboundRefused(sender=sender, reason="not_owner", external_id=sid, preview=body[:PREVIEW_CHARS]),
+        InboundRefused(sender=sender, reason="not_owner", external_id=sid, preview=body[:PREVIEW_CHARS],
+                       **(known or {})),
         id=f"refused:sms:{sid}", conversation_id=None, span_id=None, channel="sms",
     )
     return Outgoing.publish(LEDGER, event, msg_id=event.id)

@@ -41,6 +41,9 @@ class PeopleCommands:
         db = self.index.reader()
         if cmd.op == "list":
             return PeopleReply(people=people_index.list_people(db, now=now, zone=self.zone, limit=cmd.limit))
+        if cmd.op == "match":
+            found = people_index.match(db, phones=cmd.phones or [], emails=cmd.emails or [])
+            return PeopleReply(person=self._person(found, now) if found else None)
         person = self._person(cmd.person_id, now)
         if cmd.op == "get":
             return PeopleReply(person=person)

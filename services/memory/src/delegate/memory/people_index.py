@@ -7,7 +7,7 @@ from zoneinfo import ZoneInfo
 
 from delegate.contracts.people import Commitment, KeyDate, Mention, Person, PersonDetail, PersonFact
 
-from .people import Known
+from .people import Known, Nominee, resolve
 from .records import from_epoch
 
 UPCOMING_DAYS = 60
@@ -24,6 +24,13 @@ def known_people(db: sqlite3.Connection) -> list[Known]:
         )
         for r in db.execute("SELECT * FROM people ORDER BY seq")
     ]
+
+
+def match(db: sqlite3.Connection, phones: list[str], emails: list[str]) -> str | None:
+    """The active person with one of these phones or emails (exact, as ``people.resolve``)."""
+    nominee = Nominee(name="", phones=phones, emails=emails)
+    found = resolve(nominee, [p for p in known_people(db) if p.status == "active"])
+    return found.id if found else None
 
 
 def next_occurrence(value: str, today: date, zone: ZoneInfo) -> datetime | None:
