@@ -374,17 +374,26 @@ function sameDay(a, b) {
   return a.getFullYear() === b.getFullYear() && a.getMonth() === b.getMonth() && a.getDate() === b.getDate();
 }
 
+// One formatter each, made once: toLocale*String(…, options) builds a new Intl.DateTimeFormat
+// on every call, and a timeline of 5,000 events asks for three times that many times (its
+// first render spent most of its time there).
+const TIME = new Intl.DateTimeFormat(undefined, { hour: "numeric", minute: "2-digit" });
+const WEEKDAY = new Intl.DateTimeFormat(undefined, { weekday: "short" });
+const DAY_MONTH = new Intl.DateTimeFormat(undefined, { day: "numeric", month: "short" });
+const DAY_MONTH_YEAR = new Intl.DateTimeFormat(undefined, { day: "numeric", month: "short", year: "numeric" });
+const FULL = new Intl.DateTimeFormat(undefined, {
+  year: "numeric", month: "numeric", day: "numeric", hour: "numeric", minute: "numeric", second: "numeric",
+});
+
 /** "14:05" today, "Tue 14:05" this week, "3 Mar 14:05" this year, else with the year. */
 export function formatTime(ts, now = new Date()) {
   const d = toDate(ts);
   if (!d) return "";
-  const time = d.toLocaleTimeString(undefined, { hour: "numeric", minute: "2-digit" });
+  const time = TIME.format(d);
   if (sameDay(d, now)) return time;
   const days = (now - d) / 86400000;
-  if (days >= 0 && days < 6) return `${d.toLocaleDateString(undefined, { weekday: "short" })} ${time}`;
-  const opts = { day: "numeric", month: "short" };
-  if (d.getFullYear() !== now.getFullYear()) opts.year = "numeric";
-  return `${d.toLocaleDateString(undefined, opts)} ${time}`;
+  if (days >= 0 && days < 6) return `${WEEKDAY.format(d)} ${time}`;
+  return `${(d.getFullYear() !== now.getFullYear() ? DAY_MONTH_YEAR : DAY_MONTH).format(d)} ${time}`;
 }
 
 /** A span's time range: "14:05–14:32", or both ends in full when they fall on different days. */
@@ -393,11 +402,11 @@ export function formatRange(start, end, now = new Date()) {
   const b = toDate(end);
   if (!a) return "";
   if (!b || b - a < 60000) return formatTime(a, now);
-  const tail = sameDay(a, b) ? b.toLocaleTimeString(undefined, { hour: "numeric", minute: "2-digit" }) : formatTime(b, now);
+  const tail = sameDay(a, b) ? TIME.format(b) : formatTime(b, now);
   return `${formatTime(a, now)}–${tail}`;
 }
 
 export function fullTime(ts) {
   const d = toDate(ts);
-  return d ? d.toLocaleString() : "";
+  return d ? FULL.format(d) : "";
 }
