@@ -32,6 +32,7 @@ from .sync import CalendarSync, derived_id
 
 log = logging.getLogger(__name__)
 MAX_SLOTS = 20
+VOICE_CHANNELS = ("phone", "browser_voice")
 
 
 class CalendarDesk:
@@ -125,7 +126,10 @@ class CalendarDesk:
         found = await self.ledger.get(cmd.proposal_id)
         if found is None or found.kind != CalendarProposed.KIND:
             raise DomainError("not_found", f"there is no calendar proposal {cmd.proposal_id!r}")
-        if cmd.channel == "inner" or not cmd.turn_id:
+        # a voice session's tool calls answer no message event (the owner's words are its audio):
+        # there the model's hearing of the yes is all there is; elsewhere a turn must name its message
+        spoken = cmd.channel in VOICE_CHANNELS
+        if cmd.channel == "inner" or (not cmd.turn_id and not spoken):
             raise DomainError("denied", "only the owner's own yes confirms a calendar write, not an activation")
         if found.parent_id is not None and cmd.turn_id == found.parent_id:
             raise DomainError("denied", "the owner has not answered the proposal yet: ask them first")
