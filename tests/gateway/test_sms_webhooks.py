@@ -237,6 +237,7 @@ async def test_a_stranger_is_refused_in_the_ledger_once_and_never_reaches_the_ag
     assert event.payload == {
         "sender": "+44 20 7946 0000", "reason": "not_owner", "detail": "", "external_id": message_sid,
         "subject": None, "preview": body[:200],
+        "person_id": None, "person_name": None, "person_relation": None,  # nobody memory knows (none runs here)
     }
     assert await rig.agent_inputs() == []
     assert len(await rig.gateway_appends()) == 1  # JetStream dropped the repeat by its message id

@@ -28,6 +28,7 @@ from delegate.runtime.bus import BusUnavailable
 from .deps import ContextDep, GatewayContext
 from .errors import ApiError
 from .phone import e164, same_number
+from .refused_sender import who
 from .settings import Settings
 from .spool import Outgoing, SpoolUnavailable
 from .twilio_signature import signed_form
@@ -142,8 +143,10 @@ async def incoming_call(request: Request, ctx: ContextDep) -> Response:
 
 
 async def _refuse(ctx: GatewayContext, call_sid: str, caller: str) -> None:
+    known = await who(ctx.bus, phone=caller)  # named on the timeline, refused all the same
     event = make_event(
-        InboundRefused(sender=caller[:998] or "unknown", reason="not_owner", external_id=call_sid, preview="(a call)"),
+        InboundRefused(sender=caller[:998] or "unknown", reason="not_owner", external_id=call_sid, preview="(a call)",
+                       **known),
         id=f"refused:phone:{call_sid}", conversation_id=None, span_id=None, channel="phone",
     )
     try:
