@@ -60,8 +60,10 @@ ROOT = Path(__file__).resolve().parents[2]
 def started_system(tmp_path_factory: pytest.TempPathFactory, shared_standin: StandinProcess) -> Iterator[System]:
     # shared_standin (tests/conftest.py) is reset by ``phone_system`` once the previous call has ended
     system = System(tmp_path_factory.mktemp("phone"), env=agent_env(shared_standin, **voice_env()))
-    yield system.start(*SERVICES)
-    system.stop()
+    try:
+        yield system.start(*SERVICES)
+    finally:  # a start that fails (not ready in time) must not leave its processes running
+        system.stop()
 
 
 @pytest.fixture
