@@ -31,4 +31,7 @@ async def test_mail_from_a_known_persons_address_is_refused_and_never_reaches_th
                                 message_id="<ana1@example.org>"))
     (refused,) = await rig.wait_events("inbound.refused", 1)
     assert (refused.payload["reason"], refused.payload["sender"]) == ("not_owner", FRIEND)
+    # the timeline names her (and nothing more)
+    assert (refused.payload["person_id"], refused.payload["person_name"], refused.payload["person_relation"]) == (
+        "p-ana", "Ana Costa", "sister")
     assert await rig.agent_inputs() == []

@@ -172,7 +172,8 @@ ROLES: dict[str, Role] = {
                 # deliveries), read from the events appended to the ledger
                 Consumer("LEDGER", streams.POLLERS_PUSH, topics.LEDGER_APPEND_ANY),
             ),
-            requests=(topics.LEDGER_GET, topics.LEDGER_QUERY),
+            # memory: who a refused mail's sender is, to name them on the timeline (never to let them in)
+            requests=(topics.LEDGER_GET, topics.LEDGER_QUERY, topics.MEMORY_PEOPLE),
             serves=(topics.POLLERS_STATE, topics.POLLERS_CALENDAR, topics.PINGS["pollers"]),
             buckets=(s.PUSH_SUBSCRIPTIONS_BUCKET,),  # the subscriptions it sends to (and drops when gone)
             watches=(("LEDGER", streams.LEDGER_WRITER),),  # waits until the ledger has caught up

@@ -24,11 +24,11 @@ from delegate.contracts import subjects, topics
 from delegate.contracts.events import InboundRefused, make_event
 from delegate.contracts.voice import HangupIn, PrepareSession
 from delegate.runtime.bus import BusUnavailable
+from delegate.runtime.known_sender import who
 
 from .deps import ContextDep, GatewayContext
 from .errors import ApiError
 from .phone import e164, same_number
-from .refused_sender import who
 from .settings import Settings
 from .spool import Outgoing, SpoolUnavailable
 from .twilio_signature import signed_form

@@ -29,11 +29,11 @@ from delegate.contracts.channels import MediaFetch
 from delegate.contracts.events import Delivery, DeliveryStatus, InboundRefused, make_event
 from delegate.contracts.messages import UserInput
 from delegate.runtime.bus import BusUnavailable
+from delegate.runtime.known_sender import who
 
 from .deps import ContextDep, GatewayContext
 from .errors import ApiError
 from .phone import e164, same_number
-from .refused_sender import who
 from .spool import Outgoing, SpoolUnavailable
 from .twilio_signature import signed_form
 

@@ -19,6 +19,7 @@ from delegate.contracts import topics
 from delegate.contracts.events import InboundRefused, MailProgress, make_event
 from delegate.contracts.messages import UserInput
 from delegate.runtime.bus import Bus, BusUnavailable
+from delegate.runtime.known_sender import who
 from delegate.runtime.retry import Backoff, sleep_unless
 
 from . import mail_auth, mime
@@ -207,6 +208,8 @@ class Inbox:
             external_id=mail.message_id,
             subject=mail.subject[:998] or None,
             preview=" ".join(mail.full_text.split())[:500],
+            # named on the timeline when memory knows the address; refused all the same
+            **(await who(self.bus, email=mail.sender) if reason == "not_owner" else {}),
         )
         event = make_event(payload, id=refused_id, conversation_id=None, span_id=None, channel="email")
         await self.progress.append(event)

@@ -1,9 +1,10 @@
-"""Who a refused sender is, for the timeline only: the memory service is asked which known person
-has the number or address (``memory.cmd.people`` op ``match``). The answer names the person on
-the ``inbound.refused`` event and changes nothing else: the message is refused all the same
-(identity never widens access).
+"""Who a refused sender is, for the timeline only (the gateway's SMS and calls, the pollers'
+mail): the memory service is asked which known person has the number or address
+(``memory.cmd.people`` op ``match``). The answer names the person on the ``inbound.refused``
+event and changes nothing else: the message is refused all the same (identity never widens
+access).
 
-Bounded and optional: a memory service that is down or slow costs the webhook at most
+Bounded and optional: a memory service that is down or slow costs the caller at most
 ``WHO_WAIT_S`` and the refusal is recorded without a name.
 """
 
@@ -11,7 +12,8 @@ import logging
 
 from delegate.contracts import topics
 from delegate.contracts.people import PeopleCommand
-from delegate.runtime.bus import Bus
+
+from .bus import Bus
 
 log = logging.getLogger(__name__)
 WHO_WAIT_S = 2.0
