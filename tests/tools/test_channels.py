@@ -41,9 +41,11 @@ def _req(name: str, **arguments: Any) -> ToolCallRequest:
 
 @pytest.fixture
 def ledger_system(tmp_path: Path) -> Iterator[System]:
-    system = System(tmp_path / "sys").start("ledger")
-    yield system
-    system.stop()
+    system = System(tmp_path / "sys")
+    try:
+        yield system.start("ledger")
+    finally:  # a start that fails must not leave its processes running
+        system.stop()
 
 
 @pytest.fixture
