@@ -159,9 +159,12 @@ export function innerSummary(ev, figures = null) {
       if (kind.startsWith("task.")) {
         return { label: `Task ${kind.slice(5)}`, text: clip(p.task_id || "", 40), tone: kind === "task.failed" ? "warn" : "" };
       }
-      return { label: kind || "Event", text: "", tone: "" };
+      // Never a raw kind: what it is in words, or a plain "Background step".
+      return { label: KIND_WORDS[kind] || "Background step", text: "", tone: "" };
   }
 }
+
+const KIND_WORDS = { "thoughtflow.artifact": "Run picture", "push.delivery": "Notification", "calendar.synced": "Calendar synced" };
 
 const OUTCOME_WORDS = { completed: "completed", failed: "failed", nothing_to_do: "nothing to do", ignored: "ignored" };
 

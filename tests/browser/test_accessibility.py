@@ -215,6 +215,8 @@ async def test_after_a_reminder_a_task_and_a_call_the_chat_stays_open_after_a_re
         # The task card with its steps open, the call and the activation pass the audit too.
         await p.locator("#timeline .task-card-steps > summary").click()
         await page.expand_activity()
+        # Opened, the folded rows name what they are in words too ("Run picture"), never a kind.
+        assert "thoughtflow" not in await p.locator("#timeline").inner_text()
         findings = await axe_findings(p, f"{size}: a task card, a call, an activation")
         assert findings == [], [(f["id"], f["nodes"]) for f in findings]
         await page.screenshot(f"one-relationship-{size}")

@@ -39,7 +39,9 @@ test("inner summaries read as activity, not speech", () => {
   assert.equal(s("tool.call", { name: "hotels.book", arguments: { name: "Casa", nights: 3 } }).text, "Hotels book: Casa, 3");
   assert.equal(s("tool.result", { name: "notes", ok: false, error_code: "timeout" }).tone, "warn");
   assert.equal(s("task.created", { task_id: "t1" }).label, "Task created");
-  assert.equal(s("something.new", {}).label, "something.new");
+  // A kind this client has no words for is never shown raw.
+  assert.equal(s("something.new", {}).label, "Background step");
+  assert.equal(s("thoughtflow.artifact", {}).label, "Run picture");
 });
 
 test("calls read as calls: who, how long, and why one ended early", () => {
