@@ -142,3 +142,11 @@ def test_make_run_installs_only_the_runtime_packages() -> None:
         meta = tomllib.loads((ROOT / "services" / member / "pyproject.toml").read_text())
         for dep in meta["project"]["dependencies"]:
             assert not re.match(r"(pytest|playwright|hypothesis|ruff|mypy)\b", dep), (member, dep)
+
+
+def test_no_bench_script_shadows_a_standard_module() -> None:
+    # `python bench/x.py` puts bench/ first on sys.path: a bench/calendar.py broke every bench.
+    import sys
+
+    shadowing = [p.name for p in (ROOT / "bench").glob("*.py") if p.stem in sys.stdlib_module_names]
+    assert shadowing == []

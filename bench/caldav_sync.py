@@ -1,6 +1,6 @@
 """The calendar against a real Radicale holding 2,000 events over two years, recurring ones included.
 
-    .venv/bin/python bench/calendar.py [--changes 30] [--agendas 500]
+    .venv/bin/python bench/caldav_sync.py [--changes 30] [--agendas 500]
 
 Starts Radicale (tests/support/radicale.py), nats-server, the ledger and the pollers (as
 ``make run`` starts them) with CALENDAR_POLL_S=1, loads the calendar in one PUT of the whole
