@@ -45,7 +45,7 @@ def radicale(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RadicaleServe
     r = httpx.request("MKCOL", server.direct_url + BOOK, content=MKCOL, auth=(USER, PASSWORD), timeout=10)
     assert r.status_code == 201, r.text
     put(server, "ana.vcf", vcard("ana-1", "Ana Costa", "Costa;Ana;;;", "+15550002222", "ana@example.org",
-                                 "1990-04-12", "Aninha"))
+                                 "1990-04-12", "Aninha"))  # one: Radicale keeps a NICKNAME's first item only
     put(server, "bruno.vcf", vcard("bruno-1", "Bruno Lima", "Lima;Bruno;;;", "+15550003333", "bruno@example.org",
                                    "--07-30"))
     yield server

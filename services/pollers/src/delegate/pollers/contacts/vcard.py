@@ -7,11 +7,14 @@ reads the 3.0 and 4.0 cards phones and servers write), not by hand: folded lines
 parameters and encodings are its job.
 """
 
+import io
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import vobject
+from vobject.base import getLogicalLines, parseLine
+from vobject.icalendar import stringToTextValues
 
 MAX_LIST = 20
 MAX_NAME = 200
@@ -51,6 +54,20 @@ def birthday(raw: str) -> str | None:
     return f"{year}-{month}-{day}" if year else f"{month}-{day}"
 
 
+def nicknames(text: str) -> list[str]:
+    """NICKNAME is a list ("Nana,Aninha"), but vobject decodes text properties as single values
+    (the first item only); its own line reader and list splitter read every item."""
+    found: list[str] = []
+    try:
+        for line, number in getLogicalLines(io.StringIO(text)):
+            name, _, value, _ = parseLine(line, number)
+            if name.upper() == "NICKNAME":
+                found.extend(stringToTextValues(value))
+    except Exception:  # readOne already read the card; a line it tolerated is not worth failing on
+        return found
+    return found
+
+
 def parse(text: str) -> Card:
     try:
         card = vobject.readOne(text)
@@ -67,8 +84,7 @@ def parse(text: str) -> Card:
         whole = _clean(" ".join(p for p in (getattr(n, "given", ""), getattr(n, "additional", ""),
                                               getattr(n, "family", "")) if isinstance(p, str) and p))
         names.append(whole)
-    for nick in _values(card, "nickname"):
-        names.extend(_clean(n) for n in (nick if isinstance(nick, list) else str(nick).split(",")))
+    names.extend(_clean(n) for n in nicknames(text))
     names = list(dict.fromkeys(n for n in names if n))
     if not names:
         raise BadCard(f"card {uid[:80]!r} has no name")
