@@ -15,6 +15,8 @@ import logging
 import os
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from delegate.contracts.events import PersonImported, make_event
 from delegate.runtime.bus import Bus, BusUnavailable
 from delegate.runtime.ledger_client import LedgerClient, LedgerUnavailable
@@ -65,14 +67,15 @@ class ContactsSync:
                 etag = etags[href]
                 try:
                     card = parse(texts.get(href, ""))
-                except BadCard as exc:
-                    log.warning("contacts: skipping %s: %s", href, exc)
+                    payload = PersonImported(
+                        source=book[:200], contact_uid=card.uid, name=card.name, aliases=card.aliases,
+                        phones=card.phones, emails=card.emails, dates=card.dates,
+                    )
+                except (BadCard, ValidationError) as exc:
+                    # one odd card is skipped (until it changes), never a worker that crashes on every start
+                    log.warning("contacts: skipping %s: %s", href, str(exc)[:300])
                     self.seen[href] = etag
                     continue
-                payload = PersonImported(
-                    source=book[:200], contact_uid=card.uid, name=card.name, aliases=card.aliases,
-                    phones=card.phones, emails=card.emails, dates=card.dates,
-                )
                 event = make_event(payload, id=import_id(href, etag), conversation_id=None, span_id=None,
                                    channel="inner")
                 await self.ledger.publish(event)
