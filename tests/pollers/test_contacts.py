@@ -136,3 +136,25 @@ async def test_cards_become_people_an_edit_updates_and_a_resync_adds_nobody(
         return True if len(r.json()["people"]) == 2 and await imports(bus) == passes_before else None
 
     await eventually(settled, "still two people and three imports")
+
+
+async def test_a_pollers_crash_before_it_kept_the_etags_imports_nothing_twice(
+    running: System, http: httpx.AsyncClient, bus: Bus
+) -> None:
+    """SIGKILL, and the ETags file lost as if the crash came between the publish and its write:
+    the restarted sync publishes every card again under the same event ids, which the ledger
+    stores once; no new person either."""
+    etags = running.runtime / "contacts" / "etags.json"
+
+    async def kept() -> bool:
+        return etags.exists()
+
+    await eventually(kept, "the contacts sync to keep its ETags")
+    before = await imports(bus)
+    names = set(await people(http))
+    running.kill("pollers")
+    etags.unlink()
+    running.restart("pollers")
+    await eventually(kept, "the restarted sync to read every card again", timeout=60)
+    assert await imports(bus) == before
+    assert set(await people(http)) == names
