@@ -28,6 +28,7 @@ __all__ = [
     "bus",
     "calendar_now",
     "hard_stop",
+    "known_sender",
     "lease",
     "ledger_client",
     "ledger_follower",
