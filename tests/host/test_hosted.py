@@ -2,7 +2,8 @@
 exception (or by the SystemExit that ended its own process) is started again with backoff and
 touches no other; every line a service logs, from its tasks and threads too, carries its name;
 SIGTERM's stop goes in the launcher's order (every service together, the ledger last); each
-service starts as soon as it is loaded.
+service starts as soon as ``serve_all`` is handed it; the host imports every service before
+the first one runs.
 
 No process here: what runs is ``delegate.host``'s real code (``Hosted``, ``serve_all``); the
 services in one real host process are tests/e2e/test_host_mode.py's.
@@ -16,7 +17,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from delegate.host.host import Refused, serve_all
+from delegate.host.host import Refused, loaded, serve_all
 from delegate.host.hosted import Hosted
 from delegate.runtime.logs import ServiceName
 from delegate.runtime.settings import ServiceSettings
@@ -118,8 +119,8 @@ async def test_the_stop_takes_every_service_together_and_the_ledger_last() -> No
 
 
 async def test_each_service_runs_as_soon_as_it_is_loaded() -> None:
-    """The host starts a service while the next one's code is still being imported: here the
-    second is loaded only once the first runs, which a host that loaded all first never does."""
+    """``serve_all`` starts a service as soon as it is handed it: here the second is handed
+    over only once the first runs."""
     settings = ServiceSettings()
     started: list[str] = []
     stopped: list[str] = []
@@ -182,3 +183,15 @@ async def test_a_stop_while_loading_starts_no_more_services() -> None:
     stopping.set()
     await asyncio.wait_for(host, 10)
     assert started == ["ledger"]
+
+
+async def test_every_service_is_imported_before_the_first_one_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A refusal by the second service's settings comes before the first is handed over: no
+    import runs on the host's worker thread while a service runs (a library one service
+    imported lazily was seen half-initialized by another in a host)."""
+    monkeypatch.setenv("COMPACT_THRESHOLD", "5")  # below the API's minimum: the agent refuses
+    into: list[Hosted] = []
+    with pytest.raises(Refused):
+        async for _ in loaded(["ledger", "agent"], into):
+            pass
+    assert into == []

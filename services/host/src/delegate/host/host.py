@@ -6,10 +6,12 @@ it a service: its own NATS connection and identity, settings, durable consumers,
 log name (``hosted``). What a process of its own did for it, the host does: a service that
 fails is restarted here with backoff; SIGTERM stops every service within its stop grace.
 
-Importing every service's code is most of a start (seconds on a loaded machine), so each
-service starts as soon as its own module is imported: the imports go on in a thread while
-the services already loaded connect, create their consumers and catch up (the ledger first,
-whose writer process then starts on the other core).
+Every service's code is imported on a worker thread (the loop stays free for signals), all of
+it before the first service runs: a service importing a library lazily on the loop while the
+thread imports another service's code can see that library half-initialized (Python accepts a
+partially initialized module to break a concurrent circular import; a host test met
+"partially initialized module 'httpx'"). Starting each service as soon as its own module was
+imported saved nothing measurable on a warm start here, so the race is not worth it.
 """
 
 import asyncio
@@ -45,13 +47,16 @@ def _load(name: str) -> Hosted:
         raise Refused(exc.code if isinstance(exc.code, int) else 1) from None
 
 
+def _load_all(names: list[str]) -> list[Hosted]:
+    return [_load(name) for name in names]
+
+
 async def loaded(names: list[str], into: list[Hosted]) -> AsyncIterator[Hosted]:
-    """Each named service once its module is imported and its settings read, in ``names``'s
-    order (also appended to ``into``); the import runs on a worker thread so that the loop
-    serves the services started before it meanwhile. A refused setting raises ``Refused``."""
-    loop = asyncio.get_running_loop()
-    for name in names:
-        hosted = await loop.run_in_executor(None, _load, name)
+    """Each named service, its module imported and its settings read, in ``names``'s order
+    (also appended to ``into``), once every one of them is imported: no import runs on the
+    worker thread while a service runs on the loop. A refused setting raises ``Refused``."""
+    every = await asyncio.get_running_loop().run_in_executor(None, _load_all, names)
+    for hosted in every:
         into.append(hosted)
         yield hosted
 
