@@ -22,6 +22,9 @@ log = logging.getLogger(__name__)
 MAX_EVENTS = 8  # bounded like the capsule: the agenda tool has the rest
 FRESH_S = 30.0
 ASK_TIMEOUT_S = 1.0
+# After a failed ask, the next one waits this long: with the pollers away, every turn would
+# otherwise wait its bound for them.
+RETRY_S = 5.0
 
 
 class CalendarNow:
@@ -66,6 +69,7 @@ class CalendarNow:
             )
         except (BusUnavailable, RemoteError) as exc:
             log.debug("today's calendar not available: %r", exc)
+            self._at = time.monotonic() - FRESH_S + RETRY_S  # what was known stays in use
             return
         self._events, self._more, self._at = list(reply.events), reply.more, time.monotonic()
 
