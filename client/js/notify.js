@@ -9,11 +9,11 @@
 // notification and the push for the same event show once.
 
 import { h } from "./dom.js";
+import { PREF_KEYS, readPref, writePref } from "./prefs.js";
 import { disablePush, dropLocal, enablePush, pushSupported, subscribedId } from "./push.js";
 
 // A live event older than this is history arriving late (a reconnect's catch-up), not news.
 const FRESH_MS = 10 * 60 * 1000;
-const OFFERED_KEY = "delegate.notify.offered";
 const UNREAD = /^\(\d+\) /;
 const clip = (text, n = 180) => (text.length > n ? `${text.slice(0, n - 1)}…` : text);
 
@@ -106,12 +106,8 @@ export class Notifier {
    * browser's own question comes only after they choose to). */
   offer() {
     if (permission() !== "default") return;
-    try {
-      if (localStorage.getItem(OFFERED_KEY)) return;
-      localStorage.setItem(OFFERED_KEY, "1");
-    } catch {
-      /* storage blocked: offer anyway, once per page */
-    }
+    if (readPref(PREF_KEYS.notifyOffered)) return;
+    writePref(PREF_KEYS.notifyOffered, "1"); // storage blocked: offered anyway, once per page
     if (document.getElementById("notify-offer")) return;
     const yes = h("button", { type: "button", class: "primary", text: "Notify me" });
     const no = h("button", { type: "button", class: "ghost", text: "Not now" });

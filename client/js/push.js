@@ -7,8 +7,7 @@
 // its side too).
 
 import { api, HttpError } from "./api.js";
-
-const ID_KEY = "delegate.push.subscription";
+import { PREF_KEYS, readPref, writePref } from "./prefs.js";
 
 export const workerSupported = () => "serviceWorker" in navigator && window.isSecureContext;
 export const pushSupported = () => workerSupported() && "PushManager" in window && "Notification" in window;
@@ -30,20 +29,12 @@ function keyBytes(b64url) {
 
 /** The push subscription the server knows for this browser, or null. */
 export function subscribedId() {
-  try {
-    return localStorage.getItem(ID_KEY);
-  } catch {
-    return null;
-  }
+  return readPref(PREF_KEYS.pushSubscription);
 }
 
 function remember(id) {
-  try {
-    if (id) localStorage.setItem(ID_KEY, id);
-    else localStorage.removeItem(ID_KEY);
-  } catch {
-    /* storage blocked: the server still has it; turning off finds it by the endpoint */
-  }
+  // Storage blocked: the server still has it; turning off finds it by the endpoint.
+  writePref(PREF_KEYS.pushSubscription, id || null);
 }
 
 /** Subscribes this browser (permission must already be granted). Throws when the browser has

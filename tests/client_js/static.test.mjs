@@ -33,7 +33,19 @@ test("everything is served by the gateway: no CDN, no remote scripts or styles",
 test("the token never touches storage or URLs", () => {
   for (const path of files(CLIENT).filter((p) => p.endsWith(".js"))) {
     const text = readFileSync(path, "utf8");
-    assert.ok(!/localStorage|sessionStorage|document\.cookie/.test(text), path);
+    // prefs.js alone stores anything: the non-secret flags it names, checked below.
+    if (!path.endsWith("/js/prefs.js")) assert.ok(!/localStorage|sessionStorage|document\.cookie/.test(text), path);
     assert.ok(!/[?&]token=/.test(text), path);
+  }
+});
+
+test("the only stored keys are prefs.js's non-secret flags", async () => {
+  const { PREF_KEYS } = await import("../../client/js/prefs.js");
+  assert.deepEqual(Object.values(PREF_KEYS), ["delegate.notify.offered", "delegate.push.subscription"]);
+  for (const path of files(CLIENT).filter((p) => p.endsWith(".js") && !p.endsWith("/js/prefs.js"))) {
+    const text = readFileSync(path, "utf8");
+    for (const match of text.matchAll(/(?:readPref|writePref)\(([^,)]+)/g)) {
+      assert.match(match[1].trim(), /^PREF_KEYS\.\w+$/, `${path}: a stored key must be one of PREF_KEYS`);
+    }
   }
 });
