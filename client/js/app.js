@@ -24,6 +24,7 @@ import {
   applyDelta,
   buildView,
   createTimeline,
+  drawStart,
   mergePage,
   updatePending,
 } from "./timeline.js";
@@ -49,6 +50,9 @@ const ERROR_TEXT = {
 const STICK_PX = 80;
 const SPOKEN = new Set(["phone", "browser_voice"]);
 const JUMP_MARK_MS = 2500; // how long a jumped-to event stays marked
+// A reload draws the blocks holding the newest this many items first, then older ones in
+// chunks of as many per task: 5,000 events drawn at once kept the page busy for seconds.
+const DRAW_CHUNK_ITEMS = 150;
 
 function newClientId() {
   if (globalThis.crypto && typeof crypto.randomUUID === "function") {
@@ -85,6 +89,9 @@ class App {
     this.loadingOlder = false;
     this.renderQueued = false;
     this.forceBottom = false;
+    this.undrawn = 0; // the oldest blocks not drawn yet (a reload draws the newest first)
+    this.drawn = []; // the blocks of the last render
+    this.drawTimer = null;
     this.freshLive = [];
     this.shownBlocks = 0; // blocks on screen after the last render
     this.noticeTimer = null;
@@ -249,7 +256,10 @@ class App {
         performance.mark("delegate:timeline-fetched");
         mergePage(this.tl, page);
         this.forceBottom = true;
+        clearTimeout(this.drawTimer);
+        this.undrawn = drawStart(buildView(this.tl), DRAW_CHUNK_ITEMS);
         this.renderNow();
+        if (this.undrawn) this.drawTimer = setTimeout(() => this.drawOlderChunk(), 0);
         performance.mark("delegate:timeline-rendered");
         return;
       } catch (err) {
@@ -432,7 +442,9 @@ class App {
     const atBottom = scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < STICK_PX;
     const blocks = buildView(this.tl);
     this.markLast(blocks);
-    this.view.render(blocks);
+    if (this.search.query) this.undrawn = 0; // search marks matches among the drawn nodes
+    this.view.render(this.undrawn ? blocks.slice(Math.min(this.undrawn, blocks.length)) : blocks);
+    this.drawn = blocks;
     this.applyState(null);
     if (this.search.query) this.runSearch(false);
     // What is shown, not what is held: hidden bookkeeping alone (the agent's session start on a
@@ -450,6 +462,42 @@ class App {
     }
     this.forceBottom = false;
     this.announce(fresh);
+  }
+
+  /**
+   * Draw the next older chunk above what is drawn, keeping what the person reads where it is
+   * (at the bottom it stays at the bottom).
+   */
+  drawOlderChunk() {
+    this.drawTimer = null;
+    if (!this.undrawn) return;
+    if (this.renderQueued) this.renderNow(); // the blocks of the last render are current
+    // The last render's blocks: building the view again for every chunk would cost as much as
+    // the chunk itself on a long history.
+    const blocks = this.drawn;
+    this.undrawn = drawStart(blocks.slice(0, Math.min(this.undrawn, blocks.length)), DRAW_CHUNK_ITEMS);
+    this.keepPosition(() => this.view.render(blocks.slice(this.undrawn)));
+    if (this.undrawn) this.drawTimer = setTimeout(() => this.drawOlderChunk(), 0);
+  }
+
+  /** Everything drawn now: what looks for an event's node (search, a jump, "Load older") needs it. */
+  drawAll() {
+    clearTimeout(this.drawTimer);
+    this.drawTimer = null;
+    if (!this.undrawn) return;
+    this.undrawn = 0;
+    this.keepPosition(() => this.renderNow());
+  }
+
+  /** Run `change` (which inserts above the reading position) and grow the scroll offset by what it added. */
+  keepPosition(change) {
+    const scroller = $("scroller");
+    const height = scroller.scrollHeight;
+    const top = scroller.scrollTop;
+    const atBottom = height - top - scroller.clientHeight < STICK_PX;
+    change();
+    // The scroller does no scroll anchoring of its own (overflow-anchor: none): both cases are ours.
+    scroller.scrollTop = atBottom ? scroller.scrollHeight : top + (scroller.scrollHeight - height);
   }
 
   /**
@@ -537,6 +585,7 @@ class App {
     try {
       const page = await api.timeline(this.tl.cursor);
       if (session !== this.session) return;
+      this.drawAll();
       const scroller = $("scroller");
       // Keep what the person is reading exactly where it is: grow the scroll offset by
       // whatever was inserted above it.
@@ -568,6 +617,7 @@ class App {
       if (this.tl.cursor === before) return false; // an error: loadOlder told the person
     }
     if (this.renderQueued) this.renderNow();
+    this.drawAll();
     const node = this.tl.byId.has(id) ? document.querySelector(`#timeline [data-event-id="${CSS.escape(id)}"]`) : null;
     if (!node) return false; // the caller says so where the person looks
     // Open whatever folds it away: its span, its activity line.
@@ -800,6 +850,7 @@ class App {
 
   runSearch(jump = true) {
     const query = $("search-input").value.trim();
+    if (query) this.drawAll(); // marks and jumps find matches among the drawn nodes
     const hits = searchEvents(this.tl.order, query);
     const prevId = this.search.hits[this.search.index] && this.search.hits[this.search.index].id;
     let index = hits.findIndex((e) => e.id === prevId);
@@ -988,7 +1039,9 @@ class App {
     bar.dataset.menu = open ? "open" : "closed";
     $("menu-btn").setAttribute("aria-expanded", String(open));
     if (open && focusFirst) {
-      const first = [...$("actions").querySelectorAll("button")].find((b) => !b.disabled && b.offsetParent !== null);
+      // On a wide screen the menu holds only the less-used actions; on a phone, all of them.
+      const folded = getComputedStyle($("actions-more")).display === "contents" ? $("actions") : $("actions-more");
+      const first = [...folded.querySelectorAll("button")].find((b) => !b.disabled && b.offsetParent !== null);
       if (first) first.focus();
     } else if (!open && was && $("actions").contains(document.activeElement)) {
       // A focused action is about to disappear with the menu: keep focus on the menu.

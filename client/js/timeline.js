@@ -682,6 +682,22 @@ export function firstSentence(text) {
   return one.length >= 2 ? one : null;
 }
 
+/**
+ * Where drawing starts when only the newest blocks are drawn: the index of the oldest block
+ * among the newest that together hold at least `items` items (a span counts its items).
+ * A reload draws these first, so the last messages are on screen at once, and the older
+ * blocks above them in later tasks.
+ */
+export function drawStart(blocks, items) {
+  let held = 0;
+  let k = blocks.length;
+  while (k > 0 && held < items) {
+    k -= 1;
+    held += blocks[k].type === "span" ? Math.max(1, blocks[k].items.length) : 1;
+  }
+  return k;
+}
+
 /** The ids of every committed event, for tests and for duplicate checks. */
 export function eventIds(tl) {
   return tl.order.map((ev) => ev.id);

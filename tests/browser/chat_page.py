@@ -93,6 +93,13 @@ class ChatPage:
         await self.page.fill("#input", text)
         await self.page.keyboard.press("Enter")
 
+    async def action(self, button: str) -> None:
+        """Press a top-bar action (`#export-btn`): folded in the labelled menu, it opens the menu first
+        (on a phone every action is there; on a wide screen the less-used ones)."""
+        if not await self.page.locator(button).is_visible():
+            await self.page.click("#menu-btn")
+        await self.page.click(button)
+
     async def expand_activity(self) -> int:
         """Open every folded "inner activity" line (a turn's context management); returns how many."""
         return await self.page.evaluate(

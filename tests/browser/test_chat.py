@@ -120,7 +120,7 @@ async def test_sign_in_send_and_watch_the_answer_stream(
     await page.screenshot("conversation")
 
     # Signing out clears the session: a reload lands on the sign-in page again.
-    await p.click("#signout-btn")
+    await page.action("#signout-btn")
     await p.wait_for_selector("#signin:not([hidden])")
     await p.reload()
     await p.wait_for_selector("#signin:not([hidden])")

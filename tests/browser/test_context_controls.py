@@ -44,7 +44,6 @@ async def test_compact_now_and_end_conversation(
     )
     page = await new_page(sys_)
     p = page.page
-    btn = p.locator("#compact-btn")
 
     await page.send("Remember: I drink tea, not coffee.")
     await page.wait_for_text("#timeline article.msg-assistant[data-event-id]", "Noted: tea")
@@ -59,7 +58,7 @@ async def test_compact_now_and_end_conversation(
 
     # Compact now: disabled while it runs, the compaction lands as inner-plane activity, enabled again.
     await p.evaluate(WATCH_BUTTON)
-    await btn.click()
+    await page.action("#compact-btn")
     await page.wait_for("() => document.getElementById('compact-label').textContent === 'Compacting…'")
     compacted = p.locator('#timeline .inner[data-kind="context.compacted"]')
     await compacted.wait_for(state="attached")
@@ -106,13 +105,13 @@ async def test_compact_now_and_end_conversation(
 
     # End conversation asks first; Cancel changes nothing.
     before = await page.event_ids()
-    await p.click("#end-btn")
+    await page.action("#end-btn")
     dialog = p.locator("#end-dialog")
     await dialog.wait_for(state="visible")
     await dialog.locator("button[value=cancel]").click()
     await dialog.wait_for(state="hidden")
     assert await p.locator("#timeline .divider").count() == 0
-    await p.click("#end-btn")
+    await page.action("#end-btn")
     await dialog.locator("#end-confirm").click()
     await p.wait_for_selector('#timeline .divider[data-kind="conversation.ended"]')
     # Defect 6: a fresh conversation has nothing summarized; the chip must not say otherwise.
@@ -152,7 +151,7 @@ async def test_a_failed_compact_says_so(
     await page.send("Remember: I drink tea, not coffee.")
     await page.wait_for_text("#timeline article.msg-assistant[data-event-id]", "Noted: tea")
     await page.wait_for("() => !document.getElementById('compact-btn').disabled")
-    await p.click("#compact-btn")
+    await page.action("#compact-btn")
     # Accepted is said as in progress, never as done; the failure comes back and is said plainly.
     await page.wait_for_text("#toasts", "Compacting…")
     await page.wait_for_text("#toasts", "Compact failed")

@@ -123,7 +123,7 @@ async def test_the_commitments_panel_groups_due_soon_open_and_done_and_follows_c
         await until(three, "the commitments in the memory index")
         page = await new_page(sys_)
         p = page.page
-        await p.click("#commitments-btn")
+        await page.action("#commitments-btn")
         await page.wait_for_text("#commitments-soon li", "send Ana the photos")
         assert "You → Ana" in await p.locator("#commitments-soon li").inner_text()
         open_row = p.locator(f"#commitments-open li[data-commitment-id='{later}']")

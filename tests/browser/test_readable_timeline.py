@@ -145,7 +145,7 @@ async def test_folded_activity_tables_code_copy_search_and_export(
     assert await p.locator("#timeline .search-hit").count() == 0
 
     # Export: a real download, as Markdown and as JSON.
-    await p.click("#export-btn")
+    await page.action("#export-btn")
     async with p.expect_download() as md_info:
         await p.click("#export-md")
     md_download = await md_info.value
@@ -155,7 +155,7 @@ async def test_folded_activity_tables_code_copy_search_and_export(
     md = md_path.read_text()
     assert md.startswith("# Delegate timeline")
     assert "What is the plan for the Lisbon trip?" in md and "| Day | City | Hotel |" in md and CODE in md
-    await p.click("#export-btn")
+    await page.action("#export-btn")
     await page.screenshot("export-dialog")
     async with p.expect_download() as json_info:
         await p.click("#export-json")

@@ -40,7 +40,7 @@ async def test_sign_out_revokes_the_session_and_everywhere_ends_every_tab(
     assert state_status(sys_, cookie_a) == 200
 
     # "Sign out": the sign-in page, and the cookie, even if someone kept a copy, is dead.
-    await a.page.click("#signout-btn")
+    await a.action("#signout-btn")
     await a.page.wait_for_selector("#signin:not([hidden])", timeout=WAIT_MS)
     assert state_status(sys_, cookie_a) == 401
     await a.page.reload()
@@ -52,13 +52,13 @@ async def test_sign_out_revokes_the_session_and_everywhere_ends_every_tab(
     cookie_a, cookie_b = await session_cookie(a), await session_cookie(b)
     assert cookie_a != cookie_b
     # It asks first: Cancel keeps every session; confirming signs them all out.
-    await a.page.click("#signout-all-btn")
+    await a.action("#signout-all-btn")
     dialog = a.page.locator("#signout-all-dialog")
     await dialog.wait_for(state="visible")
     await dialog.locator("button[value=cancel]").click()
     await dialog.wait_for(state="hidden")
     assert state_status(sys_, cookie_a) == state_status(sys_, cookie_b) == 200
-    await a.page.click("#signout-all-btn")
+    await a.action("#signout-all-btn")
     await dialog.locator("#signout-all-confirm").click()
     await a.page.wait_for_selector("#signin:not([hidden])", timeout=WAIT_MS)
     await a.wait_for_text("#signin-error", "every browser")

@@ -50,7 +50,7 @@ async def test_the_usage_panel_draws_30_days_and_a_known_days_total(
     # The topbar: today's spend next to the working-memory gauge (today's seeded turn: $0.10).
     await page.wait_for_text("#spend-today", "Today: $0.10")
 
-    await p.click("#usage-btn")
+    await page.action("#usage-btn")
     await page.wait_for("() => document.querySelectorAll('#usage-chart g.spend-bar').length === 30")
     bars = p.locator("#usage-chart g.spend-bar")
     assert await bars.first.get_attribute("data-day") < today

@@ -12,6 +12,7 @@ import {
   foldTurns,
   isFoldedKind,
   createTimeline,
+  drawStart,
   eventIds,
   firstSentence,
   isHiddenKind,
@@ -473,4 +474,15 @@ test("a task's run picture after its card stays out of the card; it folds on its
   const view = buildView(tl);
   assert.deepEqual(view.map((b) => b.type), ["span", "activity"]);
   assert.ok(view[0].task);
+});
+
+test("drawStart: the newest blocks holding enough items are drawn first, a span counting its items", () => {
+  const span = (n) => ({ type: "span", items: Array.from({ length: n }, () => ({})) });
+  const one = { type: "event" };
+  const blocks = [span(40), one, span(30), one, span(0), span(25)];
+  // From the newest: 25, 1 (an empty span still counts), 1, 30 = 57 >= 50: drawing starts at index 2.
+  assert.equal(drawStart(blocks, 50), 2);
+  assert.equal(drawStart(blocks, 25), 5);
+  assert.equal(drawStart(blocks, 1000), 0); // not enough: everything
+  assert.equal(drawStart([], 10), 0);
 });
