@@ -71,8 +71,9 @@ async def test_on_debian_nats_2_9_the_inner_plane_refuses_and_readyz_says_why(tm
         bus = await Bus.connect(system.nats.url, "test")
         try:
             # Neither made the streams it owns: no REMINDERS stream whose schedules never fire.
-            # (The gateway's sessions bucket needs nothing new.)
-            assert [info.config.name for info in await bus.js.streams_info()] == ["KV_gateway_sessions"]
+            # (The gateway's sign-in sessions and push subscriptions buckets need nothing new.)
+            names = sorted(info.config.name for info in await bus.js.streams_info())
+            assert names == ["KV_gateway_sessions", "KV_push_subscriptions"], names
         finally:
             await bus.close()
     finally:

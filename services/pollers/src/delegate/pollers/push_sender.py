@@ -25,10 +25,8 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
-import aiohttp
 from nats.aio.msg import Msg
 from py_vapid import Vapid02
-from pywebpush import WebPushException, webpush_async
 
 from delegate.contracts.events import Event, PushDelivery, PushStatus, make_event
 from delegate.contracts.push import Notice, PushSubscription
@@ -104,6 +102,11 @@ class PushSender:
             await check_endpoint(sub.endpoint, self.settings.push_allow_private_endpoints)
         except EndpointRefused as exc:
             return "failed", None, f"endpoint refused: {exc}"
+        # Loaded with the first push, not at start: pywebpush sends with aiohttp, which the
+        # pollers otherwise start without (~11 MB; tests/runtime/test_lean_imports.py).
+        import aiohttp
+        from pywebpush import WebPushException, webpush_async
+
         headers: dict[str, str | int | float] = {"Topic": pid, "Urgency": "normal"}
         try:
             response: Any = await webpush_async(
