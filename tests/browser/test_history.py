@@ -87,3 +87,58 @@ async def test_load_older_across_span_boundaries(
     assert signals == SPANS
     await page.screenshot("load-older")
     page.assert_clean()
+
+
+# Before the app's script: how many span blocks the timeline holds after each change to it.
+DRAWN_SPANS = """
+document.addEventListener('DOMContentLoaded', () => {
+  const timeline = document.getElementById('timeline');
+  window.__drawnSpans = [];
+  new MutationObserver(() => window.__drawnSpans.push(timeline.querySelectorAll(':scope > section.span').length))
+    .observe(timeline, {childList: true});
+});
+"""
+AT_BOTTOM = """() => { const s = document.getElementById('scroller');
+                       return s.scrollHeight - s.scrollTop - s.clientHeight < 4; }"""
+
+
+async def test_a_reload_draws_the_newest_first_then_the_rest_above_it(
+    delegate: Callable[..., Awaitable[System]], new_page: Callable[..., Awaitable[ChatPage]]
+) -> None:
+    # 12 spans of 30 messages, all in the first page: more than the 150 items drawn first.
+    sys_ = await delegate(env={"TIMELINE_HISTORY_EVENT_LIMIT": "1000"})
+    events = long_history(12, 30)
+    oldest = next(e for e in events if e.kind == "span.opened")
+    # A word said once, in the oldest span: what search is asked for right after a reload.
+    events.append(make_event(Message(text="The zanzibar itinerary, first draft."), conversation_id=None,
+                             span_id=oldest.span_id, channel="text", role="user",
+                             ts=oldest.ts + timedelta(milliseconds=1)))
+    await publish(sys_.nats.url, events)
+    page = await new_page(sys_, viewport={"width": 1000, "height": 700})
+    p = page.page
+    everything = sorted(rendered_ids(ledger_events(sys_)))
+    await page.wait_event_count(len(everything))
+
+    await p.context.add_init_script(DRAWN_SPANS)
+    await p.reload()
+    await page.wait_event_count(len(everything))
+    drawn = await p.evaluate("() => window.__drawnSpans")
+    # The first drawing held the newest spans only (150 items: five spans of 30), the rest came above.
+    assert drawn[0] == 5 and drawn[-1] == 12 and drawn == sorted(drawn), drawn
+    spans = await p.eval_on_selector_all("#timeline section.span", "ns => ns.map(n => n.dataset.spanId)")
+    assert spans == [e.span_id for e in events if e.kind == "span.opened"]
+    shown = await page.event_ids()
+    assert sorted(shown) == everything  # nothing twice, nothing missing
+    # Drawing above kept the newest messages in view: the timeline is still at its bottom.
+    assert await p.evaluate(AT_BOTTOM)
+
+    # Search right after a reload finds the oldest message, drawn or not yet, and shows it.
+    await p.reload()
+    await page.wait_for("() => document.querySelectorAll('#timeline section.span').length > 0")
+    await p.click("#search-btn")
+    await p.fill("#search-input", "zanzibar")
+    await page.wait_for_text("#search-count", "1 of 1")
+    current = p.locator("#timeline .search-current")
+    assert "zanzibar itinerary" in await current.inner_text()
+    await current.wait_for(state="visible")
+    page.assert_clean()
