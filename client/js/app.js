@@ -179,6 +179,10 @@ class App {
     this.conn = null;
     this.tl = createTimeline();
     this.view.clear();
+    clearTimeout(this.drawTimer); // the older chunks of a signed-out session are not drawn
+    this.drawTimer = null;
+    this.undrawn = 0;
+    this.drawn = [];
     this.shownBlocks = 0;
     $("boot").hidden = true;
     $("app").hidden = true;
