@@ -51,16 +51,22 @@ class Resource:
     ics: str
 
 
+def dav_client(settings: Settings, auth: AuthBase | None = None) -> Any:
+    """The server's WebDAV client (calendars and address books share it): a bearer ``auth``
+    (OAuth2) or the configured user and password; TLS required for an https URL."""
+    url = settings.caldav_url or ""
+    options: dict[str, Any] = {"url": url, "timeout": TIMEOUT_S, "require_tls": url.startswith("https:")}
+    if auth is not None:
+        options["auth"] = auth
+    else:
+        options.update(username=settings.caldav_username or None, password=settings.caldav_password or None)
+    return caldav.DAVClient(**options)  # type: ignore[operator]
+
+
 class CalDav:
     def __init__(self, settings: Settings, auth: AuthBase | None = None) -> None:
         self.settings = settings
-        url = settings.caldav_url or ""
-        options: dict[str, Any] = {"url": url, "timeout": TIMEOUT_S, "require_tls": url.startswith("https:")}
-        if auth is not None:
-            options["auth"] = auth
-        else:
-            options.update(username=settings.caldav_username or None, password=settings.caldav_password or None)
-        self.client = caldav.DAVClient(**options)  # type: ignore[operator]
+        self.client = dav_client(settings, auth)
         self.calendars: dict[str, Any] = {}  # url -> caldav Calendar
         self.names: dict[str, str] = {}  # url -> display name
         self.write_url: str | None = None

@@ -11,11 +11,10 @@ from typing import Any
 from urllib.parse import urljoin, urlsplit
 from xml.sax.saxutils import escape
 
-import caldav
 from caldav.lib import error as dav_error
 from niquests.auth import AuthBase
 
-from ..calendar.server import TIMEOUT_S, CalendarUnavailable
+from ..calendar.server import CalendarUnavailable, dav_client
 from ..settings import Settings
 
 DAV = "{DAV:}"
@@ -30,13 +29,7 @@ LIST_BODY = ('<?xml version="1.0"?><d:propfind xmlns:d="DAV:"><d:prop><d:resourc
 class CardDav:
     def __init__(self, settings: Settings, auth: AuthBase | None = None) -> None:
         self.settings = settings
-        url = settings.caldav_url or ""
-        options: dict[str, Any] = {"url": url, "timeout": TIMEOUT_S, "require_tls": url.startswith("https:")}
-        if auth is not None:
-            options["auth"] = auth
-        else:
-            options.update(username=settings.caldav_username or None, password=settings.caldav_password or None)
-        self.client = caldav.DAVClient(**options)  # type: ignore[operator]
+        self.client = dav_client(settings, auth)
 
     def close(self) -> None:
         self.client.close()
