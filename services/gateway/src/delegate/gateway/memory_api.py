@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from delegate.contracts import topics
 from delegate.contracts.events import FactType
 from delegate.contracts.memory import MemoryFactsCommand, MemoryFactsReply, MemorySearchRequest
+from delegate.contracts.topics import Query, Rep, Req
 from delegate.runtime.bus import Bus, BusUnavailable, RemoteError
 
 from .bodies import read_json
@@ -45,13 +46,18 @@ def unavailable(exc: BusUnavailable) -> ApiError:
     return ApiError(503, "memory_unavailable", "the memory service is not answering")
 
 
-async def ask_facts(bus: Bus, cmd: MemoryFactsCommand) -> MemoryFactsReply:
+async def ask_memory(bus: Bus, query: Query[Req, Rep], cmd: Req) -> Rep:
+    """The memory service's answer, its refusals as the HTTP errors they are."""
     try:
-        return await bus.request(topics.MEMORY_FACTS, cmd)
+        return await bus.request(query, cmd)
     except BusUnavailable as exc:
         raise unavailable(exc) from exc
     except RemoteError as exc:
         raise ApiError(STATUS.get(exc.code, 502), exc.code, exc.message) from exc
+
+
+async def ask_facts(bus: Bus, cmd: MemoryFactsCommand) -> MemoryFactsReply:
+    return await ask_memory(bus, topics.MEMORY_FACTS, cmd)
 
 
 def parse_limit(value: str | None) -> int:

@@ -21,14 +21,14 @@ from delegate.contracts.people import (
     PeopleCommand,
     PeopleReply,
 )
-from delegate.runtime.bus import Bus, BusUnavailable, RemoteError
+from delegate.runtime.bus import Bus
 
 from .bodies import read_json
 from .deps import BusDep, require_owner
 from .errors import ApiError
 from .http import parse_body
 from .idempotency import idempotency_key
-from .memory_api import STATUS, unavailable
+from .memory_api import ask_memory
 
 router = APIRouter(prefix="/api", dependencies=[Depends(require_owner)])
 
@@ -55,21 +55,11 @@ class PersonEdit(BaseModel):
 
 
 async def ask_people(bus: Bus, cmd: PeopleCommand) -> PeopleReply:
-    try:
-        return await bus.request(topics.MEMORY_PEOPLE, cmd)
-    except BusUnavailable as exc:
-        raise unavailable(exc) from exc
-    except RemoteError as exc:
-        raise ApiError(STATUS.get(exc.code, 502), exc.code, exc.message) from exc
+    return await ask_memory(bus, topics.MEMORY_PEOPLE, cmd)
 
 
 async def ask_commitments(bus: Bus, cmd: CommitmentsCommand) -> CommitmentsReply:
-    try:
-        return await bus.request(topics.MEMORY_COMMITMENTS, cmd)
-    except BusUnavailable as exc:
-        raise unavailable(exc) from exc
-    except RemoteError as exc:
-        raise ApiError(STATUS.get(exc.code, 502), exc.code, exc.message) from exc
+    return await ask_memory(bus, topics.MEMORY_COMMITMENTS, cmd)
 
 
 def check_id(person_id: str) -> None:
