@@ -28,7 +28,8 @@ COPY services/memory services/memory
 COPY services/tasks services/tasks
 COPY services/pollers services/pollers
 COPY services/openai-standin services/openai-standin
-RUN pip install -c constraints.txt \
+# urllib3-future from its sdist without its urllib3 override (see the Makefile's note).
+RUN URLLIB3_NO_OVERRIDE=1 PIP_NO_BINARY=urllib3-future pip install -c constraints.txt \
       ./services/contracts ./services/runtime ./services/ledger ./services/gateway ./services/agent \
       ./services/voice ./services/inner-plane ./services/memory ./services/tasks ./services/pollers \
       ./services/openai-standin

@@ -7,6 +7,14 @@ EDITABLES := $(foreach m,$(MEMBERS),$(if $(wildcard services/$(m)/pyproject.toml
 
 .PHONY: install install-run install-embeddings run test test-fast test-embeddings check-system lint lint-imports typecheck bench token token-rotate clean
 
+# caldav's HTTP library (niquests) brings urllib3-future, whose wheel installs a .pth that copies
+# itself over urllib3 at every interpreter start; requests (twilio, schemathesis) then runs on the
+# fork and schemathesis breaks on its pool manager. Built from its sdist with this variable set,
+# urllib3-future installs as `urllib3_future` only, beside the real urllib3 (the fork's own README,
+# "Notes / Frequently Asked Questions"). tests/test_install.py checks the result.
+export URLLIB3_NO_OVERRIDE := 1
+export PIP_NO_BINARY := urllib3-future
+
 # Two installs: running needs only the members and their runtime packages (`make run`);
 # testing adds the tooling of requirements-dev.txt (pytest, Playwright, hypothesis, ruff, mypy).
 # pip runs without -q: a first install takes a while, and its progress shows.
