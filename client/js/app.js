@@ -734,7 +734,7 @@ class App {
     const working = !!(s && (s.busy || s.compacting));
     btn.disabled = !s || working || this.compactInFlight;
     $("compact-label").textContent = this.compactInFlight || (s && s.compacting) ? "Compacting…" : "Compact now";
-    btn.title = working ? "Disabled while a response or compaction is running" : "Compact the model's working context now";
+    btn.title = working ? "Disabled while a response or compaction is running" : "Summarize older messages now, so the conversation takes less context";
     btn.setAttribute("aria-busy", String(this.compactInFlight || !!(s && s.compacting)));
     // Actions that need the bus wait while it is away.
     const away = !this.conn || this.conn.status !== "live";

@@ -48,7 +48,8 @@ export function innerSummary(ev, figures = null) {
     case "context.usage": {
       const pct = p.compact_threshold ? (100 * p.input_tokens) / p.compact_threshold : null;
       const share = pct === null ? "" : ` · ${formatPercent(pct)} full`;
-      return { label: "Context check", text: `working context holds ${formatNumber(p.input_tokens)} tokens${share}`, tone: "" };
+      // The meter's words ("Context used"), so a row and the meter read as the same thing.
+      return { label: "Context used", text: `${formatNumber(p.input_tokens)} tokens${share}`, tone: "" };
     }
     case "context.compacted": {
       if (p.status === "failed") return { label: "Summary failed", text: p.detail || p.message || "older messages were not summarized", tone: "warn" };
@@ -220,25 +221,38 @@ export function reminderLateness(sp) {
   return Number.isFinite(late) && late > grace ? durationWords(late) : "";
 }
 
-const DECISION_WORDS = { act: "Acting", hold: "Waiting", drop: "Dropped", coalesce: "Batched" };
+const DECISION_WORDS = { act: "Acting", hold: "Waiting", drop: "Skipped", coalesce: "Handled together" };
+// Every reason services/inner-plane writes (attention.py, budget.py, runtime/spend.py), and the
+// older names earlier versions wrote, as the owner would say it. The payload's `detail` is for
+// the expanded row: it is written for the logs ("held before: wake_gap").
 const REASON_WORDS = {
-  duplicate: "a duplicate",
-  expired: "expired",
+  ready: "",
+  urgent: "it is urgent",
+  coalesced: "with a related signal",
   quiet_hours: "quiet hours",
-  budget: "interruption budget used up",
-  min_gap: "too soon after the last one",
+  budget: "today's interruptions are used up",
   wake_gap: "too soon after the last one",
+  min_gap: "too soon after the last one",
+  budget_usd: "the spending limit is reached",
+  runaway: "too many background calls in a minute",
+  owner_mid_turn: "for your turn to end",
   mid_turn: "for your turn to end",
-  late: "too late",
-  stale: "out of date",
+  duplicate: "the same came in just before",
+  expired: "it expired",
+  late: "it came too late, and the reminder says to skip it then",
+  stale: "it was out of date",
 };
 
-/** An `inner.decision` row, small and muted, in the owner's words: "Waiting (quiet hours until 07:00)". */
+/**
+ * An `inner.decision` row, small and muted, in the owner's words: "Waiting (quiet hours until
+ * 07:00)". A reason or decision this client does not know reads as a plain phrase, never a code.
+ */
 export function decisionSummary(p) {
-  const word = DECISION_WORDS[p.decision] || p.decision || "decided";
-  let why = String(p.detail || REASON_WORDS[p.reason] || String(p.reason || "").replace(/_/g, " "));
-  if (p.until && !/\buntil\b/i.test(why)) why = `${why} until ${formatTime(p.until)}`.trim();
-  if (p.decision === "hold" && !p.until && !why) why = "until your turn ends";
+  const word = DECISION_WORDS[p.decision] || "Decided what to do about it";
+  const known = Object.prototype.hasOwnProperty.call(REASON_WORDS, p.reason);
+  let why = known ? REASON_WORDS[p.reason] : "";
+  if (p.until) why = `${why} until ${formatTime(p.until)}`.trim();
+  if (p.decision === "hold" && !p.until && !why) why = "for the right moment";
   return { label: "Decision", text: why ? `${word} (${clip(why, 140)})` : word, tone: "", variant: "decision" };
 }
 

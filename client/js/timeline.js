@@ -543,7 +543,7 @@ function activityItem(turnKey, events) {
 }
 
 const ACTIVITY_WORDS = [
-  ["context.usage", "context check", "context checks"],
+  ["context.usage", "context used", "context-used readings"],
   ["model.usage", "model call", "model calls"],
   ["context.compacted", "summary of older messages", "summaries of older messages"],
   ["context.capsule", "what I keep in mind", "updates of what I keep in mind"],
@@ -561,7 +561,7 @@ const ACTIVITY_WORDS = [
 
 const OTHER_WORDS = { "thoughtflow.artifact": "run picture", "inner.signal": "signal" };
 
-/** "3 background steps: memory lookup, context check, what I keep in mind": plain words, no jargon. */
+/** "3 background steps: memory lookup, context used, what I keep in mind": plain words, no jargon. */
 export function activitySummary(events) {
   const counts = new Map();
   for (const ev of events) {

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from delegate.contracts.events import ContextCapsule, ContextUsage, Event, MemoryRetrieved
+from delegate.contracts.events import ContextCapsule, ContextUsage, Event, InnerDecision, InnerSignal, MemoryRetrieved
 from delegate.contracts.ids import utcnow
 from tests.support.standin import StandinProcess
 from tests.support.system import System
@@ -73,7 +73,7 @@ async def test_folded_activity_tables_code_copy_search_and_export(
     folds = p.locator("#timeline .activity")
     assert await folds.count() == 2
     first = folds.first
-    assert "3 background steps: memory lookup, context check, what I keep in mind" in await first.inner_text()
+    assert "3 background steps: memory lookup, context used, what I keep in mind" in await first.inner_text()
     folded_kinds = ["memory.retrieved", "context.usage", "context.capsule"]
     for kind in folded_kinds:
         assert not await p.locator(f'#timeline .inner[data-kind="{kind}"]').first.is_visible()
@@ -318,4 +318,70 @@ async def test_search_all_history_loads_older_pages(
     await current.wait_for()
     assert "Span 0 message 4" in await current.inner_text()
     await page.screenshot("search-all-history")
+    page.assert_clean()
+
+
+# Every decision reason services/inner-plane writes (attention.py, budget.py, runtime/spend.py),
+# the "due" an older broker wrote, and one this client has never heard of.
+DECISIONS = [
+    ("act", "ready"),
+    ("act", "urgent"),
+    ("act", "due"),
+    ("coalesce", "coalesced"),
+    ("hold", "quiet_hours"),
+    ("hold", "budget"),
+    ("hold", "wake_gap"),
+    ("hold", "budget_usd"),
+    ("hold", "runaway"),
+    ("hold", "owner_mid_turn"),
+    ("drop", "duplicate"),
+    ("drop", "expired"),
+    ("drop", "late"),
+    ("drop", "some_future_code"),
+]
+
+
+async def test_context_and_decisions_read_in_plain_words(
+    delegate: Callable[..., Awaitable[System]], new_page: NewPage
+) -> None:
+    sys_ = await delegate()
+    s = Script(utcnow() - timedelta(hours=2))
+    s.open_conversation()
+    s.span("interaction")
+    s.user("How full is the conversation?")
+    s.assistant("About a twentieth.")
+    s.usage(9_100)
+    s.close()
+    signal = s.inner(InnerSignal(source="timer", type="reminder.due", data={"note": "stretch"}), span_id=None)
+    for decision, reason in DECISIONS:
+        until = s.now + timedelta(hours=1) if decision == "hold" and reason != "owner_mid_turn" else None
+        # The detail is written for the logs, codes and all: the row must not show it.
+        s.inner(
+            InnerDecision(decision=decision, reason=reason, detail=f"held before: {reason}", until=until),
+            span_id=None,
+            parent_id=signal.id,
+        )
+    await publish(sys_.nats.url, s.events)
+    page = await new_page(sys_)
+    p = page.page
+    await page.wait_event_count(len(rendered_ids(s.events)))
+    assert await page.expand_activity() >= 2
+    text = await p.locator("#timeline").inner_text()
+    # The rows say what the meter says: "Context used", never the model's "working context".
+    assert "Context used" in text and "9,100 tokens" in text
+    assert "working context" not in text.lower() and "context check" not in text.lower()
+    titles = await p.eval_on_selector_all(
+        "[title], [aria-label]", "ns => ns.map(n => n.title + ' ' + (n.getAttribute('aria-label') || ''))"
+    )
+    assert not [t for t in titles if "working context" in t.lower()]
+    # Every decision in words: no code, no "(due)", no log detail.
+    rows = await p.locator("#timeline .inner-decision .inner-text").all_inner_texts()
+    assert len(rows) == len(DECISIONS), rows
+    for (decision, reason), row in zip(DECISIONS, rows, strict=True):
+        assert "_" not in row and f"({reason}" not in row and "held" not in row, (decision, reason, row)
+    assert rows[0] == "Acting" and rows[2] == "Acting"
+    assert rows[4].startswith("Waiting (quiet hours until ")
+    assert rows[9] == "Waiting (for your turn to end)"
+    assert rows[-1] == "Skipped"
+    await page.screenshot("decisions-in-words")
     page.assert_clean()

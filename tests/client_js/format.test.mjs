@@ -20,7 +20,7 @@ test("percentages stay honest at the edges", () => {
 
 test("inner summaries read as activity, not speech", () => {
   const s = (kind, payload, ts) => innerSummary({ kind, payload, ts });
-  assert.equal(s("context.usage", { input_tokens: 12000, compact_threshold: 200000 }).text, "working context holds 12,000 tokens · 6% full");
+  assert.equal(s("context.usage", { input_tokens: 12000, compact_threshold: 200000 }).text, "12,000 tokens · 6% full");
   assert.match(s("context.compacted", { trigger: "manual", input_tokens_before: 9000, input_tokens_after: 1200 }).text, /on request · 9,000 → 1,200/);
   // The "before" figure from the usage rows wins over the payload's own.
   assert.match(innerSummary({ kind: "context.compacted", payload: { trigger: "auto", input_tokens_before: 9000, input_tokens_after: 1200 } }, { before: 8800 }).text, /8,800 → 1,200/);

@@ -15,7 +15,7 @@ test("search finds every word, case- and accent-insensitive, never bookkeeping",
   assert.deepEqual(searchEvents(events, "sister").map((e) => e.id), [u.id, a.id]);
   assert.deepEqual(searchEvents([userMsg("Café crème")], "cafe creme").length, 1);
   assert.deepEqual(searchEvents(events, "term").length, 0);
-  assert.deepEqual(searchEvents(events, "context check").map((e) => e.id), [usage.id]);
+  assert.deepEqual(searchEvents(events, "context used").map((e) => e.id), [usage.id]);
   assert.deepEqual(searchEvents(events, "   "), []);
   // "Quoted phrases" match whole, in order.
   assert.deepEqual(searchEvents(events, '"lives in lisbon"').map((e) => e.id), [u.id]);

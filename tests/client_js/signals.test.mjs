@@ -59,12 +59,39 @@ test("a decision is small and says why: held until, dropped as a duplicate, acte
   const held = decisionSummary({ decision: "hold", reason: "quiet_hours", until });
   assert.equal(held.text, `Waiting (quiet hours until ${formatTime(until)})`);
   assert.equal(held.variant, "decision");
-  assert.equal(decisionSummary({ decision: "hold", reason: "quiet_hours", detail: "quiet hours until 07:00", until }).text, "Waiting (quiet hours until 07:00)");
-  assert.equal(decisionSummary({ decision: "drop", reason: "duplicate" }).text, "Dropped (a duplicate)");
-  assert.equal(decisionSummary({ decision: "drop", reason: "late", detail: "skipped: 2 h late" }).text, "Dropped (skipped: 2 h late)");
-  assert.equal(decisionSummary({ decision: "act", reason: "urgent", detail: "urgent: bypasses quiet hours" }).text, "Acting (urgent: bypasses quiet hours)");
-  assert.equal(decisionSummary({ decision: "coalesce", reason: "related_burst" }).text, "Batched (related burst)");
+  assert.equal(decisionSummary({ decision: "drop", reason: "duplicate" }).text, "Skipped (the same came in just before)");
+  // The detail is for the logs: the row says the reason in its own words.
+  assert.equal(decisionSummary({ decision: "drop", reason: "late", detail: "late by 7200 s (grace 60 s)" }).text, "Skipped (it came too late, and the reminder says to skip it then)");
+  assert.equal(decisionSummary({ decision: "act", reason: "urgent", detail: "woke the agent with 1 signal(s)" }).text, "Acting (it is urgent)");
+  assert.equal(decisionSummary({ decision: "act", reason: "ready", detail: "woke the agent; held before: wake_gap" }).text, "Acting");
+  assert.equal(decisionSummary({ decision: "coalesce", reason: "coalesced" }).text, "Handled together (with a related signal)");
   assert.equal(innerSummary({ kind: "inner.decision", payload: { decision: "hold", reason: "mid_turn" } }).text, "Waiting (for your turn to end)");
+});
+
+// Every reason services/inner-plane writes (attention.py, budget.py, runtime/spend.py).
+const INNER_PLANE_REASONS = {
+  act: ["ready", "urgent"],
+  coalesce: ["coalesced"],
+  hold: ["quiet_hours", "budget", "wake_gap", "budget_usd", "runaway", "owner_mid_turn"],
+  drop: ["duplicate", "expired", "late"],
+};
+
+test("every decision reason the inner plane writes reads as words; an unknown one never shows raw", () => {
+  const until = "2026-01-06T07:00:00Z";
+  for (const [decision, reasons] of Object.entries(INNER_PLANE_REASONS)) {
+    for (const reason of reasons) {
+      const { text } = decisionSummary({ decision, reason, detail: `held before: ${reason}`, until: decision === "hold" ? until : null });
+      assert.ok(!text.includes("_") && !text.includes(`(${reason}`) && !text.includes("held"), `${decision}/${reason}: ${text}`);
+      // Its own words, not the generic phrase an unknown reason gets ("ready" needs none).
+      const generic = decisionSummary({ decision, reason: "unknown_reason", until: decision === "hold" ? until : null }).text;
+      if (reason !== "ready") assert.notEqual(text, generic, `${decision}/${reason}`);
+      assert.match(text, /^(Acting|Handled together|Waiting|Skipped)\b/, `${decision}/${reason}: ${text}`);
+    }
+  }
+  assert.equal(decisionSummary({ decision: "hold", reason: "quiet_hours", until }).text, `Waiting (quiet hours until ${formatTime(until)})`);
+  assert.equal(decisionSummary({ decision: "act", reason: "due" }).text, "Acting");
+  assert.equal(decisionSummary({ decision: "hold", reason: "some_new_gate" }).text, "Waiting (for the right moment)");
+  assert.equal(decisionSummary({ decision: "defer_maybe", reason: "x_y" }).text, "Decided what to do about it");
 });
 
 test("activation outcomes: nothing to do is an outcome, with its reason; where the answer went", () => {

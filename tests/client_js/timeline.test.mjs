@@ -322,12 +322,12 @@ test("context management folds into one activity line per turn, after the answer
   );
   // Nothing is lost: every folded event is in its turn's line, in timeline order.
   assert.deepEqual(span.items[3].events.map((e) => e.id), [rec.id, use1.id, cap.id]);
-  assert.equal(span.items[3].summary, "3 background steps: memory lookup, context check, what I keep in mind");
+  assert.equal(span.items[3].summary, "3 background steps: memory lookup, context used, what I keep in mind");
   assert.ok(isFoldedKind("inner.signal") && isFoldedKind("checkpoint") && !isFoldedKind("tool.result") && !isFoldedKind("message"));
   // Activity before the first question keeps its own line, keyed by the span.
   const early = foldTurns([{ type: "event", key: "ev:x", event: use1 }], "Z");
   assert.equal(early[0].key, "act:Z:start");
-  assert.match(activitySummary([use1, use2, { ...use1, kind: "context.compacted", payload: { status: "failed" } }]), /3 background steps: 2 context checks, summary of older messages · one failed/);
+  assert.match(activitySummary([use1, use2, { ...use1, kind: "context.compacted", payload: { status: "failed" } }]), /3 background steps: 2 context-used readings, summary of older messages · one failed/);
 });
 
 test("a channel badge where the channel changes, and on every SMS and email", () => {
