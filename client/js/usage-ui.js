@@ -108,6 +108,16 @@ export class UsagePanel {
   drawChart(bars) {
     const chart = $("usage-chart");
     chart.replaceChildren();
+    // Nothing spent: say so, instead of an empty box of invisible bars.
+    const calls = bars.reduce((sum, b) => sum + b.calls, 0);
+    const empty = !bars.some((b) => b.usd > 0);
+    chart.toggleAttribute("hidden", empty); // an SVG element has no `hidden` property
+    $("usage-empty").hidden = !empty;
+    $("usage-day").hidden = empty; // "$0.00 · 0 calls" and a legend of nothing add no news
+    $("usage-legend").hidden = empty;
+    setText($("usage-empty-text"), calls
+      ? `${calls} model ${calls === 1 ? "call" : "calls"} in these days, none with a known price.`
+      : "What Delegate's model calls cost shows here, day by day, once it answers or works on its own.");
     for (const bar of barLayout(bars, CHART_W, CHART_H)) {
       const label = `${bar.day}: ${money(bar.usd)}`;
       const group = svg("g", { class: "spend-bar", tabindex: "0", "data-day": bar.day, "aria-label": label });
@@ -127,7 +137,7 @@ export class UsagePanel {
     const legend = $("usage-legend");
     legend.replaceChildren(...PURPOSES.map(([key, words, colour]) => h("li", { "data-purpose": key },
       h("span", { class: "spend-swatch", "aria-hidden": "true" }, svg("svg", { width: 10, height: 10 },
-        svg("rect", { width: 10, height: 10, fill: colour }))), words)));
+        svg("rect", { width: 10, height: 10, fill: colour, "data-purpose": key }))), words)));
   }
 
   showDay(bar) {

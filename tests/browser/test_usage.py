@@ -16,10 +16,43 @@ from .seed import publish
 pytestmark = [pytest.mark.browser, pytest.mark.integration]
 
 
-def call(purpose: UsagePurpose, at: datetime, cost: float | None, *, span: str | None = None,
-         channel: Channel = "text") -> Event:
-    payload = ModelUsage(model="gpt-5.5", purpose=purpose, cause_id=span, input_tokens=1200, cached_tokens=200,
-                         output_tokens=90, cost_usd=cost)
+# The activation segment's fill, the legend swatch's, and the theme's --spend-activation (as rgb()).
+THEME_FILLS = """(day) => {
+    const probe = document.createElement('span');
+    probe.style.color = getComputedStyle(document.documentElement).getPropertyValue('--spend-activation');
+    document.body.appendChild(probe);
+    const theme = getComputedStyle(probe).color;
+    probe.remove();
+    const bar = document.querySelector(`#usage-chart g[data-day="${day}"] rect[data-purpose="activation"]`);
+    const swatch = document.querySelector('#usage-legend rect[data-purpose="activation"]');
+    return {theme, bar: getComputedStyle(bar).fill, swatch: getComputedStyle(swatch).fill};
+}"""
+
+# The empty state's box against the panel it sits on and the theme's own tokens.
+EMPTY_LOOK = """() => {
+    const box = getComputedStyle(document.getElementById('usage-empty'));
+    const root = getComputedStyle(document.documentElement);
+    const probe = document.createElement('span');
+    document.body.appendChild(probe);
+    const rgb = (v) => { probe.style.color = root.getPropertyValue(v); return getComputedStyle(probe).color; };
+    const out = {background: box.backgroundColor, text: box.color, surface2: rgb('--surface-2'), fg: rgb('--text')};
+    probe.remove();
+    return out;
+}"""
+
+
+def call(
+    purpose: UsagePurpose, at: datetime, cost: float | None, *, span: str | None = None, channel: Channel = "text"
+) -> Event:
+    payload = ModelUsage(
+        model="gpt-5.5",
+        purpose=purpose,
+        cause_id=span,
+        input_tokens=1200,
+        cached_tokens=200,
+        output_tokens=90,
+        cost_usd=cost,
+    )
     return make_event(payload, conversation_id=None, span_id=span, channel=channel, ts=at, id=new_id())
 
 
@@ -38,13 +71,14 @@ def seeded() -> tuple[list[Event], str, str]:
     return events, known.date().isoformat(), today.isoformat()
 
 
+@pytest.mark.parametrize("scheme", ["light", "dark"])
 async def test_the_usage_panel_draws_30_days_and_a_known_days_total(
-    delegate: Callable[..., Awaitable], new_page: Callable[..., Awaitable[ChatPage]]
+    delegate: Callable[..., Awaitable], new_page: Callable[..., Awaitable[ChatPage]], scheme: str
 ) -> None:
     sys_ = await delegate()
     events, known_day, today = seeded()
     await publish(sys_.nats.url, events)
-    page = await new_page(sys_)
+    page = await new_page(sys_, color_scheme=scheme)
     p = page.page
 
     # The topbar: today's spend next to the working-memory gauge (today's seeded turn: $0.10).
@@ -61,6 +95,10 @@ async def test_the_usage_panel_draws_30_days_and_a_known_days_total(
     assert purposes == ["activation", "task_step", "web_search"]
     heights = await known.locator("rect[data-purpose]").evaluate_all("rs => rs.map(r => r.getBBox().height)")
     assert all(h > 0 for h in heights)
+    # Its colours are the theme's (the stylesheet's --spend-*), the legend's swatches the same.
+    fills = await p.evaluate(THEME_FILLS, known_day)
+    assert fills["bar"] == fills["theme"] == fills["swatch"], fills
+    assert await p.locator("#usage-empty").is_hidden()
 
     # Hovering the day shows its total and its split; its label says the total too.
     await known.hover()
@@ -78,5 +116,27 @@ async def test_the_usage_panel_draws_30_days_and_a_known_days_total(
     assert await runs.nth(1).inner_text() == "Activations · 2 calls · $0.26"
     await runs.nth(1).hover()
     await page.wait_for_text("#usage-top .spend-calls li", "gpt-5.5 · Web search · 1,200 in / 90 out · $0.01")
-    await page.screenshot("usage-panel")
+    await page.screenshot(f"usage-panel-{scheme}")
+    page.assert_clean()
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+async def test_with_no_spend_the_panel_says_so_in_the_themes_colours(
+    delegate: Callable[..., Awaitable], new_page: Callable[..., Awaitable[ChatPage]], scheme: str
+) -> None:
+    sys_ = await delegate()
+    page = await new_page(sys_, color_scheme=scheme)
+    p = page.page
+    await page.wait_for_text("#spend-today", "Today: $0.00")
+    await page.action("#usage-btn")
+    await p.locator("#usage-empty").wait_for(state="visible")
+    assert (await p.locator("#usage-empty").inner_text()).startswith("No spend yet")
+    # No empty box of invisible bars in its place.
+    assert await p.locator("#usage-chart").is_hidden()
+    assert await p.locator("#usage-legend").is_hidden() and await p.locator("#usage-day").is_hidden()
+    look = await p.evaluate(EMPTY_LOOK)
+    assert look["background"] == look["surface2"] and look["text"] == look["fg"], look
+    dark = scheme == "dark"
+    assert look["background"] == ("rgb(36, 38, 43)" if dark else "rgb(239, 238, 233)"), look
+    await page.screenshot(f"usage-empty-{scheme}")
     page.assert_clean()
