@@ -1,0 +1,158 @@
+"""The daily line with the real agent doing the work (issue #29, "What must be shown"): gateway,
+ledger, agent, inner plane and the OpenAI stand-in, no part played by the test.
+
+The agent records an activation's ``model.usage`` beside its call and its ``activation.outcome``
+after the answer; the broker takes the next signal once the outcome is committed. If the usage
+event could commit after the outcome, a burst at a line just above one activation's cost would
+run a second activation before the spend reached the line. Periods are short (BUDGET_PERIOD_S),
+so "the next day" comes within the test.
+"""
+
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+
+from delegate.contracts import topics
+from delegate.contracts.events import Event
+from delegate.contracts.signals import ScriptPayload, ScriptSignal
+from tests.support.standin import StandinProcess
+from tests.support.system import System
+
+from .harness import Harness, eventually, plane_env
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+PERIOD_S = 60.0
+MIN_LEFT_S = 40.0  # the burst, two SIGKILLs and their checks fit in what is left of a period
+BASE = {
+    "OPENAI_MODEL": "gpt-5.5",  # priced in the shipped table
+    "OWNER_TIMEZONE": "UTC",
+    "INNER_DAILY_BUDGET": "1000",
+    "INNER_MIN_WAKE_GAP_S": "0",
+    "INNER_COALESCE_S": "0.2",
+    "IDLE_SPAN_SECONDS": "600",
+    "COMPACT_THRESHOLD": "1000000",
+    "CAPSULE_THRESHOLD": "0.9",
+    "BUDGET_PERIOD_S": str(PERIOD_S),
+    "BUDGET_BACKGROUND_CALLS_PER_MIN": "1000",
+}
+
+
+@pytest.fixture
+async def h(system: System, standin: StandinProcess) -> AsyncIterator[Harness]:
+    system.extra_env.update(plane_env(standin, **BASE))
+    system.start("ledger", "agent", "inner-plane", "gateway")
+    harness = await Harness.connect(system)
+    yield harness
+    await harness.close()
+
+
+def period_of(ts: float) -> int:
+    return int(ts // PERIOD_S)
+
+
+async def a_period_after(last: int) -> float:
+    """Wait for a period later than ``last`` with MIN_LEFT_S of it left; its end (epoch s)."""
+
+    async def fresh() -> float | None:
+        now = time.time()
+        end = (period_of(now) + 1) * PERIOD_S
+        return end if period_of(now) > last and end - now >= MIN_LEFT_S else None
+
+    return await eventually(fresh, "a fresh budget period", 2 * PERIOD_S + 5)
+
+
+async def outcomes(h: Harness) -> list[Event]:
+    return await h.events(kinds=["activation.outcome"])
+
+
+async def activation_usage(h: Harness) -> list[Event]:
+    return [e for e in await h.events(kinds=["model.usage"]) if e.payload["purpose"] == "activation"]
+
+
+async def decisions_of(h: Harness, signal: ScriptSignal) -> list[tuple[str, str]]:
+    return [
+        (d.payload["decision"], d.payload["reason"])
+        for d in await h.events(kinds=["inner.decision"])
+        if d.parent_id == signal.id
+    ]
+
+
+async def test_a_burst_at_a_line_just_above_one_activation_runs_one_with_the_real_agent(
+    system: System, h: Harness
+) -> None:
+    # Activations without a line: what one costs with this model and stand-in. The first reads
+    # the whole prompt uncached (several times dearer); later ones read it cached: the last one
+    # is what the burst's will cost.
+    for n in range(3):
+        await h.bus.publish(
+            topics.INNER_SIGNAL, ScriptSignal(source=f"measure-{n}", payload=ScriptPayload(text=f"measure {n}"))
+        )
+
+        async def done(count: int = n + 1) -> list[Event] | None:
+            found = await activation_usage(h)
+            return found if len(found) >= count and len(await outcomes(h)) >= count else None
+
+        await eventually(done, f"measuring activation {n}", 60.0)
+    measured = await activation_usage(h)
+    assert len(measured) == 3, "one model call per activation"
+    cost = measured[-1].payload["cost_usd"]
+    assert cost > 0
+    line = round(cost * 1.3, 6)  # just above one activation's cost
+
+    # A fresh period, the line drawn (the inner plane restarted with it, SIGKILL).
+    last = max(period_of(e.ts.timestamp()) for e in measured)
+    system.extra_env["BUDGET_DAILY_USD"] = str(line)
+    system.kill("inner-plane")
+    period_end = await a_period_after(last)
+    system.start("inner-plane")
+    before = {e.id for e in await outcomes(h)}
+
+    burst = [ScriptSignal(source=f"burst-{n}", payload=ScriptPayload(text=f"look at {n}")) for n in range(10)]
+    for s in burst:
+        await h.bus.publish(topics.INNER_SIGNAL, s)
+
+    async def settled() -> bool:
+        kinds = [await decisions_of(h, s) for s in burst]
+        return all(("hold", "budget_usd") in k or any(d == "act" for d, _ in k) for k in kinds)
+
+    await eventually(settled, "one activation and nine held with budget_usd", 60.0)
+    acted = [s for s in burst if any(d == "act" for d, _ in await decisions_of(h, s))]
+    assert len(acted) == 1, f"{len(acted)} activations ran at a line just above one's cost"
+    for s in burst:
+        if s not in acted:
+            assert [r for _, r in await decisions_of(h, s)] == ["budget_usd"]
+
+    async def told() -> list[Event] | None:
+        return await h.events(kinds=["budget.notice"]) or None
+
+    [notice] = await eventually(told, "the owner told of the line")
+    assert notice.payload["reason"] == "budget_usd" and notice.payload["channel"] == "timeline"
+    assert notice.payload["daily_limit_usd"] == pytest.approx(line)
+
+    # SIGKILL the ledger and the inner plane (its state file lost): the spend is the ledger's.
+    async def ran_in_period() -> list[Event] | None:
+        found = [e for e in await activation_usage(h) if period_of(e.ts.timestamp()) == period_of(period_end - 1)]
+        return found if len(await outcomes(h)) > len(before) else None
+
+    [spent] = await eventually(ran_in_period, "the burst's activation answered")
+    system.kill("ledger")
+    system.start("ledger")
+    system.kill("inner-plane")
+    (system.runtime / "inner-plane" / "state.json").unlink()
+    system.start("inner-plane")
+    await h.processed((await h.events(kinds=["inner.decision"]))[-1].seq or 0)
+    assert time.time() < period_end, "the test ran past its period: too slow to show the hold"
+    assert len([e for e in await outcomes(h) if e.id not in before]) == 1
+    assert len(await h.events(kinds=["budget.notice"])) == 1
+    assert spent.payload["cost_usd"] < line
+
+    # The next period: the held signals run again, one activation, then the line holds again.
+    async def next_period() -> list[Event] | None:
+        found = await h.events(kinds=["budget.notice"])
+        return found if len(found) == 2 else None
+
+    notices = await eventually(next_period, "the line reached again in the next period", PERIOD_S + 60)
+    assert notices[0].payload["period"] != notices[1].payload["period"]
+    assert len([e for e in await outcomes(h) if e.id not in before]) == 2
