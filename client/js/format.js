@@ -138,9 +138,19 @@ export function innerSummary(ev, figures = null) {
     case "session.ended": {
       const what = p.type === "phone" ? "Phone call" : "Voice call";
       const took = Number.isFinite(p.duration_s) ? ` · ${callLength(p.duration_s)}` : "";
-      const ok = ["hangup", "caller_hangup"].includes(p.reason);
-      return { label: what, text: `${ok ? "ended" : `ended: ${CALL_END_WORDS[p.reason] || p.reason}`}${took}`, tone: ok ? "" : "warn" };
+      // A call we placed that Twilio reports as never picked up ends as a hang-up too: say so.
+      const missed = p.reason === "hangup" ? UNANSWERED_WORDS[p.detail] : undefined;
+      const ok = ["hangup", "caller_hangup"].includes(p.reason) && !missed;
+      const why = missed || CALL_END_WORDS[p.reason] || p.reason;
+      return { label: what, text: `${ok ? "ended" : `ended: ${why}`}${took}`, tone: ok ? "" : "warn" };
     }
+    case "call.placed":
+      return { label: "Called you", text: clip(p.reason || "", 80), tone: "" };
+    case "call.voicemail":
+      // The same words went out by SMS either way.
+      return p.action === "spoken"
+        ? { label: "Voicemail left", text: clip(p.text, 80), tone: "" }
+        : { label: "Machine answered", text: `hung up; texted you: ${clip(p.text, 60)}`, tone: "" };
     case "voice.timing": {
       const ms = p.speech_stopped_to_first_audio_ms ?? p.start_to_first_audio_ms;
       const when = p.start_to_first_audio_ms != null ? "greeting started" : "answer started";
@@ -309,6 +319,9 @@ const CALL_END_WORDS = {
   superseded: "taken over",
   error: "an error",
 };
+
+// Twilio's final CallStatus of a call nobody picked up (a session.ended hang-up's detail).
+const UNANSWERED_WORDS = { "no-answer": "not answered", busy: "the line was busy", failed: "the call failed", canceled: "cancelled" };
 
 function callLength(seconds) {
   const s = Math.max(0, Math.round(seconds));

@@ -59,6 +59,25 @@ test("calls read as calls: who, how long, and why one ended early", () => {
   assert.equal(s("voice.timing", { start_to_first_audio_ms: 80 }).text, "greeting started after 80 ms");
 });
 
+test("a call to the owner says why it was placed, and what happened when nobody picked up", () => {
+  const s = (kind, payload) => innerSummary({ kind, payload });
+  const placed = s("call.placed", { call_sid: "CA1", reason: "The nightly build failed.", voicemail: "Hello…" });
+  assert.deepEqual([placed.label, placed.text], ["Called you", "The nightly build failed."]);
+  const left = s("call.voicemail", { action: "spoken", answered_by: "machine_end_beep",
+    text: "Hello, this is your assistant. I called because: The nightly build failed." });
+  assert.equal(left.label, "Voicemail left");
+  assert.match(left.text, /^Hello, this is your assistant\. I called because: The nightly build/);
+  const hung = s("call.voicemail", { action: "hung_up", answered_by: "machine_start",
+    text: "I called you and reached your voicemail. The nightly build failed." });
+  assert.equal(hung.label, "Machine answered");
+  assert.match(hung.text, /^hung up; texted you: I called you and reached your voicemail/);
+  // Twilio's final status of a call nobody answered, not a plain "ended".
+  const missed = s("session.ended", { type: "phone", reason: "hangup", detail: "no-answer", duration_s: 64 });
+  assert.deepEqual([missed.text, missed.tone], ["ended: not answered · 1 min 4 s", "warn"]);
+  assert.equal(s("session.ended", { type: "phone", reason: "hangup", detail: "busy" }).text, "ended: the line was busy");
+  assert.equal(s("session.ended", { type: "phone", reason: "hangup", detail: "completed" }).text, "ended");
+});
+
 test("capsule text appears only in the expanded detail, preformatted", () => {
   const rows = innerDetail({ kind: "context.capsule", payload: { text: "Facts: likes tea", reason: "compaction", through_seq: 9 } });
   const capsule = rows.find((r) => r[0] === "Capsule");
