@@ -26,7 +26,7 @@ from delegate.contracts.events import (
 from delegate.contracts.ids import new_id, utcnow
 from tests.support.system import System
 
-from .audit import axe_findings, shell_fits
+from .audit import axe_findings, in_audit_world, shell_fits
 from .chat_page import ChatPage, rendered_ids
 from .seed import Script, demo_timeline, publish
 
@@ -36,7 +36,10 @@ NewPage = Callable[..., Awaitable[ChatPage]]
 VIEWPORTS = {
     "desktop": {"viewport": {"width": 1280, "height": 860}},
     "phone": {
-        "viewport": {"width": 390, "height": 844}, "device_scale_factor": 2, "is_mobile": True, "has_touch": True,
+        "viewport": {"width": 390, "height": 844},
+        "device_scale_factor": 2,
+        "is_mobile": True,
+        "has_touch": True,
     },
 }
 DIALOGS = {"end-btn": "end-dialog", "export-btn": "export-dialog", "signout-all-btn": "signout-all-dialog"}
@@ -134,12 +137,45 @@ async def test_axe_finds_nothing_serious_in_any_state(
     sys_ = await delegate()
     events = demo_timeline()
     await publish(sys_.nats.url, events)
-    # bypass_csp: the page's own policy (script-src 'self') would refuse the audit's script tag.
-    page = await new_page(sys_, color_scheme=scheme, bypass_csp=True, **VIEWPORTS[size])
+    page = await new_page(sys_, color_scheme=scheme, **VIEWPORTS[size])
     await page.wait_event_count(len(rendered_ids(events)))
     findings = await audit_everything(page, f"{size}-{scheme}")
     said = [f"{f['state']}: {f['impact']} {f['id']} ({f['help']}) {f['nodes']}" for f in findings]
     assert findings == [], "\n".join(said)
+    page.assert_clean()
+
+
+async def test_the_audit_sees_the_page_under_its_own_content_security_policy(
+    delegate: Callable[..., Awaitable[System]], new_page: NewPage
+) -> None:
+    sys_ = await delegate()
+    page = await new_page(sys_)
+    p = page.page
+    # The page's policy is in force in this context (no bypass_csp): it refuses an inline script.
+    refused = await p.evaluate(
+        """() => new Promise((done) => {
+            document.addEventListener('securitypolicyviolation', (e) => done(e.violatedDirective), {once: true});
+            const s = document.createElement('script');
+            s.textContent = 'window.__inlineRan = true';
+            document.head.appendChild(s);
+            s.remove();
+            if (window.__inlineRan) done('ran');
+        })"""
+    )
+    assert refused.startswith("script-src"), refused
+    page.console_errors.clear()  # the refusal is reported on the console, as it should be
+    assert await axe_findings(p, "main view") == []
+    # axe lives beside the page, not in it: the page's globals are its own.
+    assert await p.evaluate("() => typeof window.axe") == "undefined"
+    assert await in_audit_world(p, "typeof axe.run") == "function"
+    # And it sees what the page shows: a planted image without a text alternative is caught.
+    await p.evaluate(
+        """() => { const i = document.createElement('img'); i.id = 'planted'; i.src = '/favicon.svg';
+                   document.getElementById('timeline').appendChild(i); }"""
+    )
+    found = await axe_findings(p, "planted image")
+    assert [f["id"] for f in found] == ["image-alt"], found
+    await p.evaluate("() => document.getElementById('planted').remove()")
     page.assert_clean()
 
 
@@ -189,7 +225,7 @@ async def test_after_a_reminder_a_task_and_a_call_the_chat_stays_open_after_a_re
     events = one_relationship()
     await publish(sys_.nats.url, events)
     for size in ("desktop", "phone"):
-        page = await new_page(sys_, bypass_csp=True, **VIEWPORTS[size])
+        page = await new_page(sys_, **VIEWPORTS[size])
         p = page.page
         await page.wait_event_count(len(rendered_ids(events)))
         await p.reload()
