@@ -136,6 +136,30 @@ async def test_a_machine_answer_leaves_a_voicemail_and_sends_one_sms(
     assert twilio.bodies(to=OWNER) == [SMS]
 
 
+async def test_with_voicemail_off_a_machine_answer_hangs_up_at_once_and_sends_one_sms(
+    make_system: Callable[..., System], connect: Any, twilio: TwilioStandin, standin: StandinProcess
+) -> None:
+    """VOICE_CALL_ON_MACHINE=hangup: nothing is said to the machine; the call is ended over REST,
+    the record says so, and the reason still reaches the owner by SMS, once."""
+    system = make_system(
+        "voice", "gateway", "pollers", PUBLIC_BASE_URL=PUBLIC, VOICE_CALL_ON_MACHINE="hangup",
+        **twilio.env(owner_phone=OWNER),
+    )
+    bus, _, call_sid, session_id = await answered_call(system, connect, twilio, "machine-hangup")
+
+    assert (await asyncio.to_thread(twilio.answered_by, call_sid, "machine_end_silence")).status_code == 204
+    await wait_for(lambda: any(u.get("Status") == "completed" for u in twilio.call_updates), "the hang-up")
+    events = await events_until(bus, session_id, "span.closed")
+    voicemail = next(e for e in events if e.kind == "call.voicemail")
+    assert (voicemail.payload["action"], voicemail.payload["answered_by"]) == ("hung_up", "machine_end_silence")
+    assert voicemail.payload["text"] == SMS
+    ended = next(e for e in events if e.kind == "session.ended")
+    assert ended.payload["detail"] == "a machine answered"
+    await _settled(bus, call_sid)
+    assert twilio.bodies(to=OWNER) == [SMS]
+    assert said_exactly(standin) == []  # no voicemail was asked of the model
+
+
 async def test_the_voicemail_sms_goes_once_across_a_sigkill_of_voice(
     make_system: Callable[..., System], connect: Any, twilio: TwilioStandin
 ) -> None:
