@@ -1,14 +1,18 @@
 """A service starts without aiohttp: nats-py and the OpenAI SDK would each pull it in (~11 MB a
 process, for transports Delegate never uses), and Twilio still gets it when it asks. Nor does
 httpx bring its command-line client (click, rich, pygments: ~5.5 MB) where nothing needs click.
+A host (every service in one process) loads them as lean, and what a service only needs after
+its start (the OpenAI SDK, a third of a host's start) is not imported before it is ready.
 
 Each check runs in a fresh interpreter importing the service's ``__main__`` as a module, which is
 what ``python -m`` runs before its ``if __name__ == "__main__"`` block starts the service.
 """
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -17,10 +21,10 @@ pytestmark = pytest.mark.integration  # starts processes
 SERVICES = ["agent", "gateway", "ledger", "inner_plane", "memory", "tasks", "voice", "pollers"]
 
 
-def modules_after(code: str) -> dict[str, bool]:
-    names = ("nats", "openai", "aiohttp", "httpx", "rich", "pygments")
+def modules_after(code: str, env: dict[str, str] | None = None) -> dict[str, bool]:
+    names = ("nats", "openai", "aiohttp", "httpx", "rich", "pygments", "fastapi", "pydantic.v1")
     probe = code + f"\nimport json, sys\nprint(json.dumps({{m: m in sys.modules for m in {names!r}}}))"
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
@@ -30,6 +34,22 @@ def test_a_service_starts_without_unused_extras(service: str) -> None:
     loaded = modules_after(f"import importlib; importlib.import_module('delegate.{service}.__main__')")
     assert loaded["nats"] and not loaded["aiohttp"], loaded
     assert not loaded["rich"] and not loaded["pygments"], loaded  # httpx's CLI (the pollers load httpx)
+
+
+def test_a_host_loads_every_service_as_lean(tmp_path: Path) -> None:
+    """What ``python -m delegate.host --services all,openai-standin`` imports before its first
+    service runs: each service's code and settings, as the host loads them."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "NATS_", "DATABASE_"))}
+    env.update(RUNTIME_DATA_DIR=str(tmp_path), OPENAI_API_KEY="sk-never-sent")
+    loaded = modules_after(
+        "from delegate.host.catalog import parse\n"
+        "from delegate.host.host import _load_all\n"
+        "assert len(_load_all(parse('all,openai-standin'))) == 9\n",
+        env,
+    )
+    assert loaded["nats"] and loaded["httpx"] and loaded["fastapi"], loaded  # what they do use
+    assert not loaded["aiohttp"], loaded  # nats-py's and the OpenAI SDK's unused transports
+    assert not loaded["rich"] and not loaded["pygments"], loaded  # httpx's CLI, though uvicorn loads click
 
 
 def test_httpx_works_without_its_command_line_client() -> None:

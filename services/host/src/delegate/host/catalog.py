@@ -17,6 +17,13 @@ MODULES: dict[str, str] = {
 # services instead of in a process of its own.
 EXTRAS: dict[str, str] = {"openai-standin": "delegate.openai_standin.main"}
 
+# The services whose code needs click (uvicorn imports it): imported outside the guard against
+# unused extras (``delegate.runtime.without_unused_extras``), after every other service (the
+# order above), so httpx and the OpenAI SDK, imported under it first, leave out what they
+# would load when click and aiohttp are importable: httpx's command-line client (rich,
+# pygments) and the SDK's aiohttp transport, a fifth of a host's start.
+NEEDS_CLICK = frozenset({"gateway", "openai-standin"})
+
 # The launcher's order (delegate.launcher.run.STOP_STAGES), kept inside the host: every
 # service together, then the ledger, which commits what the others sent.
 LAST_TO_STOP = ("ledger",)

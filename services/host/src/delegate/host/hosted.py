@@ -1,19 +1,21 @@
 """One service inside a host: its own settings, stop, log name and restarts."""
 
 import asyncio
+import contextlib
 import importlib
 import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from delegate.runtime import without_unused_extras
 from delegate.runtime.logs import SERVICE_NAME
 from delegate.runtime.retry import Backoff
 from delegate.runtime.settings import ServiceSettings
 from delegate.runtime.settings_check import load_settings
 from delegate.runtime.settings_source import password_variable
 
-from .catalog import module_of
+from .catalog import NEEDS_CLICK, module_of
 
 log = logging.getLogger("delegate.host")
 
@@ -45,7 +47,9 @@ class Hosted:
     def load(cls, name: str, environ: Mapping[str, str] = os.environ) -> "Hosted":
         """Import the service's module and read its settings, once, here at the edge; a setting
         it refuses raises ``SettingsRefused`` (the host exits EX_CONFIG, as the service would)."""
-        module = importlib.import_module(module_of(name))
+        # As its own ``__main__`` imports it: the SDKs it uses without their unused parts.
+        with contextlib.nullcontext() if name in NEEDS_CLICK else without_unused_extras():
+            module = importlib.import_module(module_of(name))
         factory = module.Settings
         overrides = identity(name, environ)
         settings = load_settings(name, lambda: factory(**overrides))
