@@ -18,13 +18,13 @@ import pytest
 from delegate.contracts import streams, topics
 from delegate.contracts.budget import BudgetReply
 from delegate.contracts.channels import OutboundSms
-from delegate.contracts.events import ActivationOutcome, Checkpoint, Event, Message, ModelUsage
+from delegate.contracts.events import ActivationOutcome, Checkpoint, ContextUsage, Event, Message, ModelUsage
 from delegate.contracts.messages import ActivationInput
 from delegate.contracts.signals import ScriptPayload, ScriptSignal
 from tests.support.standin import StandinProcess
 from tests.support.system import System, module_system
 
-from .harness import MEMORY_MARK, Harness, early_in_a_period, eventually, model_requests, plane_env
+from .harness import CAPSULE_MARK, MEMORY_MARK, Harness, early_in_a_period, eventually, model_requests, plane_env
 from .harness import restart_plane as restart_with
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -65,6 +65,11 @@ async def h(running: System) -> AsyncIterator[Harness]:
 
 def restart_plane(system: System, *, keep_state: bool = True, **env: str) -> None:
     restart_with(system, BASE, keep_state=keep_state, **env)
+
+
+async def plane_logged(system: System, text: str) -> bool:
+    """Whether the inner plane logged ``text``: a held worker says so once it has looked."""
+    return text in system.procs["inner-plane"].log_text()
 
 
 async def activations(h: Harness) -> list[ActivationInput]:
@@ -248,6 +253,8 @@ async def test_memory_extraction_waits_at_its_cap_and_runs_once_the_cap_is_raise
     cp = await h.append(Checkpoint(after_seq=(ask.seq or 1) - 1, through_seq=said.seq or 0),
                         conversation_id="c-mem", span_id="s-mem", channel="inner")
     await h.processed(cp.seq or 0)
+    await eventually(lambda: plane_logged(running, f"memory extraction of checkpoint {cp.id} waits"),
+                     "the extraction held")
     state = json.loads((running.runtime / "inner-plane" / "state.json").read_text())
     assert [c["id"] for c in state["checkpoints"]] == [cp.id], "the checkpoint is kept while extraction waits"
     line = await budget(running)
@@ -263,3 +270,36 @@ async def test_memory_extraction_waits_at_its_cap_and_runs_once_the_cap_is_raise
 
     assert len(await eventually(extracted, "the deferred extraction")) == 1
     assert len(model_requests(standin, MEMORY_MARK)) == 1
+
+
+async def test_a_capsule_refresh_waits_at_its_cap_and_runs_once_the_cap_is_raised(
+    running: System, h: Harness, standin: StandinProcess
+) -> None:
+    # Only the capsule's own cap, already spent today: a crossing of the capsule line asks for a
+    # refresh, which waits (kept in the state, no model call) and runs once after the cap is raised.
+    caps = {"BUDGET_DAILY_USD": "", "BUDGET_PERIOD_S": "0", "BUDGET_RUNAWAY_PAUSE_S": "1"}
+    restart_plane(running, **caps, BUDGET_CAPSULE_DAILY_USD="0.001")
+    await h.append(ModelUsage(model="gpt-5.5", purpose="capsule", input_tokens=5000, cost_usd=0.002),
+                   conversation_id=None, span_id=None, channel="inner")
+    ask = await h.append(Message(text="I moved to Lisbon"), conversation_id="c-cap", span_id="s-cap",
+                         channel="text", role="user")
+    await h.append(Message(text="noted"), conversation_id="c-cap", span_id="s-cap", channel="text",
+                   role="assistant", parent_id=ask.id)
+    # plane_env's lines: COMPACT_THRESHOLD 1000 x CAPSULE_THRESHOLD 0.5, crossed at 500 input tokens.
+    crossing = await h.append(ContextUsage(input_tokens=800, compact_threshold=1000), conversation_id="c-cap",
+                              span_id="s-cap", channel="text")
+    await h.processed(crossing.seq or 0)
+    await eventually(lambda: plane_logged(running, "capsule refresh (threshold) waits"), "the refresh held")
+    state = json.loads((running.runtime / "inner-plane" / "state.json").read_text())
+    assert state["capsule_request"]["trigger_seq"] == crossing.seq, "the request is kept while the refresh waits"
+    assert model_requests(standin, CAPSULE_MARK) == []
+    assert await h.events(conversation_id="c-cap", kinds=["context.capsule"]) == []
+
+    restart_plane(running, **caps, BUDGET_CAPSULE_DAILY_USD="100")
+
+    async def refreshed() -> list[Event]:
+        return await h.events(conversation_id="c-cap", kinds=["context.capsule"])
+
+    [capsule] = await eventually(refreshed, "the deferred capsule refresh")
+    assert capsule.payload["through_seq"] >= (crossing.seq or 0)
+    assert len(model_requests(standin, CAPSULE_MARK)) == 1
