@@ -111,6 +111,27 @@ async def test_an_owner_answering_after_the_prepare_timeout_talks(
     assert any(e.kind == "message" and e.role == "assistant" for e in events)
 
 
+async def test_a_call_nobody_answers_ends_its_session_at_once_and_the_owner_can_call_back(
+    make_system: Callable[..., System], connect: Any, twilio: TwilioStandin
+) -> None:
+    """The other half of holding the session for the ring: Twilio's final no-answer status ends it
+    then, not at the hold's backstop (here 20 s + the 60 s ring), so the voice lock is free and
+    the owner calling back right after the missed call is connected, not refused busy."""
+    system = make_system("voice", "gateway", PUBLIC_BASE_URL=PUBLIC, **twilio.env(owner_phone=OWNER))
+    twilio.callbacks_to(system.http)
+    bus, caller = await connect(system)
+    call_sid, session_id, _ = await place_call(system, bus, twilio, "missed-1")
+
+    await asyncio.to_thread(twilio.end_call, call_sid, "no-answer")  # its completed callback, via the gateway
+    events = await events_until(bus, session_id, "span.closed", timeout=15)
+    ended = next(e for e in events if e.kind == "session.ended")
+    assert (ended.payload["reason"], ended.payload["detail"]) == ("hangup", "no-answer")
+    assert not any(e.kind == "message" for e in events)  # nobody talked
+
+    callback = await caller.prepare("phone", caller=OWNER)  # the owner calls back
+    assert callback.ok, callback
+
+
 async def test_a_machine_answer_leaves_a_voicemail_and_sends_one_sms(
     make_system: Callable[..., System], connect: Any, twilio: TwilioStandin, standin: StandinProcess
 ) -> None:
