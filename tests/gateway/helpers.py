@@ -1,6 +1,7 @@
 """Gateway test helpers: a real uvicorn serving ``create_app`` in-process, WebSocket and stream readers."""
 
 import asyncio
+import contextlib
 import json
 import socket
 import time
@@ -69,8 +70,11 @@ def gateway_context(gw: Gateway) -> Any:
 
 
 @asynccontextmanager
-async def running_gateway(settings: Settings, *, wait_for_bus: bool = True) -> AsyncIterator[Gateway]:
-    """The production app on a real uvicorn (same event loop as the test), connected to the bus."""
+async def running_gateway(
+    settings: Settings, *, wait_for_bus: bool = True, served: dict[str, Any] | None = None
+) -> AsyncIterator[Gateway]:
+    """The production app on a real uvicorn (same event loop as the test), connected to the bus.
+    ``served``: uvicorn options to change (the WebSocket keepalive, say)."""
     config = uvicorn_config(
         create_app(settings),
         settings,
@@ -78,6 +82,7 @@ async def running_gateway(settings: Settings, *, wait_for_bus: bool = True) -> A
         lifespan="on",
         ws_max_size=WS_MAX_MESSAGE_BYTES,
         timeout_graceful_shutdown=2,
+        **(served or {}),
     )
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
@@ -222,7 +227,10 @@ class StallingClient:
                     frames.append(json.loads(bytes(event.data)))
             if self.proto.close_rcvd is not None:
                 self.close_code = self.proto.close_rcvd.code
-                await self._flush()  # our half of the closing handshake
+                # Our half of the closing handshake; a server that failed the connection (a
+                # keepalive timeout) has closed its side without waiting for it.
+                with contextlib.suppress(ConnectionError):
+                    await self._flush()
         return frames
 
     def close(self) -> None:

@@ -308,3 +308,31 @@ async def test_a_client_ahead_of_the_ledger_still_gets_every_new_event(
         await produce(bus, [user_event("new")])
         every = [e.seq for e in await committed(bus, 2)]
         assert seqs(await recv_until(conn, through(every[-1]))) == every[1:]
+
+
+async def test_a_client_that_stops_reading_is_closed_1011_by_the_keepalive_not_cut_with_1006(
+    ledger: System, bus: Bus, tmp_path: Path
+) -> None:
+    """The probe (issue #32): a /chat client that stopped reading, and so answering pings, was cut
+    after the keepalive (~40 s) and saw 1006, no close code. Reading again, it must find every
+    frame it was sent, then a documented close code (1011: the keepalive failed)."""
+    assert ledger.nats is not None
+    settings = gateway_settings(role_url(ledger.nats, "gateway"), tmp_path / "gateway")
+    # The first ping 5 s after connecting, unanswered after 2 more: the frames are sent before.
+    async with running_gateway(settings, served={"ws_ping_interval": 5.0, "ws_ping_timeout": 2.0}) as gw:
+        hub = gateway_context(gw).hub
+        stalled = await StallingClient(f"{gw.ws}/chat?token={TOKEN}").open()
+        try:
+            await stalled.send({"type": "hello", "after_seq": 0})
+            await until(lambda: len(hub.clients) == 1, what="the client to attach")
+            # From here on it reads nothing (so it answers no ping) while the timeline moves on:
+            # ~1.2 MB, more than its socket buffers, fewer frames than would make it lag.
+            big = "x" * 60_000
+            await produce(bus, [user_event(f"{i} {big}") for i in range(20)])
+            every = [e.seq for e in await committed(bus, 20)]
+            await until(lambda: not hub.clients, timeout=30, what="the gateway to end the silent client")
+            got = await stalled.drain()
+            assert stalled.close_code == 1011
+            assert seqs(got) == every
+        finally:
+            stalled.close()
