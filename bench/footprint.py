@@ -59,7 +59,11 @@ MODES = ("split", "host")
 ENDPOINTS = ("offline", "key")
 SERVICES = ("ledger", "agent", "inner-plane", "memory", "tasks", "voice", "pollers", "gateway")
 # Settings the bench must not inherit from the shell: it measures a fresh, offline stack.
-INHERITED = ("OPENAI_", "TWILIO_", "IMAP_", "SMTP_", "NATS_", "DELEGATE_", "MEMORY_", "RUNTIME_DATA_DIR")
+# PYTHONDONTWRITEBYTECODE too: with it (some shells and CI set it) every start compiles
+# Delegate's own modules again (~0.15 s of CPU a host start), which no warm start of
+# ``make run`` does (its first start writes the bytecode; an image's pip install compiles it).
+INHERITED = ("OPENAI_", "TWILIO_", "IMAP_", "SMTP_", "NATS_", "DELEGATE_", "MEMORY_", "RUNTIME_DATA_DIR",
+             "PYTHONDONTWRITEBYTECODE")
 IDLE_WINDOW_S = 2.0
 IDLE_CPU_S = 0.05  # the whole tree, per window: timers and heartbeats, nothing more
 
