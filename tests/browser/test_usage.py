@@ -7,11 +7,11 @@ from datetime import UTC, datetime, time, timedelta
 
 import pytest
 
-from delegate.contracts.events import Channel, Event, ModelUsage, UsagePurpose, make_event
+from delegate.contracts.events import ActivationOutcome, Channel, Event, ModelUsage, UsagePurpose, make_event
 from delegate.contracts.ids import new_id, utcnow
 
 from .chat_page import ChatPage
-from .seed import publish
+from .seed import Script, publish
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration]
 
@@ -139,4 +139,64 @@ async def test_with_no_spend_the_panel_says_so_in_the_themes_colours(
     dark = scheme == "dark"
     assert look["background"] == ("rgb(36, 38, 43)" if dark else "rgb(239, 238, 233)"), look
     await page.screenshot(f"usage-empty-{scheme}")
+    page.assert_clean()
+
+
+async def test_an_activation_shows_its_cost_and_the_panel_leads_to_it(
+    delegate: Callable[..., Awaitable], new_page: Callable[..., Awaitable[ChatPage]]
+) -> None:
+    sys_ = await delegate()
+    s = Script(utcnow() - timedelta(hours=3))
+    s.open_conversation()
+    s.span("activation", channel="inner")
+    span_id = s.span_id
+    s.inner(
+        ModelUsage(
+            model="gpt-5.5", purpose="activation", cause_id=span_id, input_tokens=1200, output_tokens=90, cost_usd=0.25
+        )
+    )
+    s.assistant("The parcel is at the post office until Friday.", channel="inner")
+    s.inner(
+        ModelUsage(
+            model="gpt-5.5",
+            purpose="web_search",
+            cause_id="ws-1",
+            input_tokens=300,
+            output_tokens=20,
+            web_search_calls=1,
+            cost_usd=0.0125,
+        )
+    )
+    s.inner(ActivationOutcome(status="completed", summary="told the owner"))
+    s.close()
+    for n in range(6):  # newer turns, so the activation is out of view
+        s.span("interaction", gap=600)
+        for i in range(6):
+            s.user(f"Later {n}.{i}: " + "something else, to push the activation up and away. " * 3)
+            s.assistant(f"Answer {n}.{i}: noted.")
+        s.close()
+    await publish(sys_.nats.url, s.events)
+    page = await new_page(sys_)
+    p = page.page
+
+    # The activation's own cost, in its head: both calls, the search's fee included.
+    cost = p.locator(f"#timeline [data-span-id='{span_id}'] .span-cost")
+    await cost.wait_for(state="attached")
+    assert await cost.inner_text() == "$0.26 · 2 model calls"
+
+    # The Usage panel's costliest run leads to that activation on the timeline.
+    await page.action("#usage-btn")
+    run = p.locator(f"#usage-top button.spend-run[data-span='{span_id}']")
+    await run.wait_for()
+    await run.click()
+    await page.wait_for(
+        """span => {
+      const box = document.getElementById('scroller').getBoundingClientRect();
+      const n = document.querySelector('#timeline .jump-target');
+      if (!n || !n.closest(`[data-span-id="${span}"]`)) return false;
+      const r = n.getBoundingClientRect();
+      return r.bottom > box.top && r.top < box.bottom;
+    }""",
+        span_id,
+    )
     page.assert_clean()
