@@ -75,7 +75,7 @@ async def test_compact_now_and_end_conversation(
     # The row's "before" figure is the usage rows' own (one source for chips and rows).
     usage_tokens = await p.eval_on_selector_all(
         '#timeline .inner[data-kind="context.usage"]',
-        "ns => ns.map(n => n.querySelector('.inner-text').textContent.match(/holds ([\\d,]+)/)[1])",
+        "ns => ns.map(n => n.querySelector('.inner-text').textContent.match(/^([\\d,]+) tokens/)[1])",
     )
     assert usage_tokens[-1] in await compacted.locator(".inner-text").inner_text()
     # Inner-plane activity never looks like speech: not an article, no bubble.
@@ -88,7 +88,7 @@ async def test_compact_now_and_end_conversation(
     await capsule.wait_for(state="attached", timeout=60_000)
     await page.wait_for("() => document.getElementById('capsule').dataset.active === 'true'")
     # The refresh was announced live while it ran, and the notice is gone now that it is done.
-    assert "Refreshing capsule…" in await p.evaluate("() => window.__notices")
+    assert "Updating what I keep in mind…" in await p.evaluate("() => window.__notices")
     assert await p.locator("#live-notice").is_hidden()
     capsule_text = await capsule.evaluate("n => n.querySelector('pre').textContent")
     assert capsule_text and not await p.eval_on_selector_all(
