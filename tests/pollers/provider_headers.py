@@ -59,6 +59,19 @@ def gmail_forged_below(domain: str = OWNER_DOMAIN) -> list[str]:
     ]
 
 
+def gmail_unsigned_forged_below(domain: str = OWNER_DOMAIN, *forged: str) -> list[str]:
+    """Gmail's whole verdict on unsigned mail from a domain without a DMARC record (the folder's
+    alice@gmail.com/forged-authres-added@example.com, sent from delta.blinzeln.de): one header,
+    ``spf`` and nothing else. Below it the sender's own headers, as in that sample, but written
+    with Gmail's id and naming the methods Gmail's header lacks."""
+    return [
+        "mx.google.com;\r\n"
+        "       spf=neutral (google.com: 89.22.108.212 is neither permitted nor denied by best guess record"
+        f" for domain of mallory@{domain}) smtp.mailfrom=mallory@{domain}",
+        *(f"mx.google.com; {clause}" for clause in forged),
+    ]
+
+
 def fastmail(domain: str = OWNER_DOMAIN, local: str = OWNER_LOCAL, mx: str = "mx3") -> list[str]:
     by = f"{mx}.messagingengine.com"
     return [

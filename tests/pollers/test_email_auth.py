@@ -147,6 +147,21 @@ def test_a_forged_pass_below_the_providers_own_verdict_is_refused() -> None:
     assert not mail_auth.check([OWNER], forged_dkim, OWNER, "mx.google.com").ok
 
 
+def test_a_forged_verdict_below_gmails_is_refused_where_gmail_wrote_no_dkim_or_dmarc() -> None:
+    # A domain without a DMARC record, mail the forger did not sign: Gmail's one header says only
+    # spf. A forged dkim=pass or dmarc=pass under Gmail's id adds a method that header lacks; it is
+    # still the sender's, not Gmail's (every provider's stamp ends with its SPF verdict).
+    for forged in (
+        ["dkim=pass header.i=@example.com header.s=fm2 header.b=9iLihtf9"],
+        ["dmarc=pass (p=NONE sp=NONE dis=NONE) header.from=example.com"],
+        ["dkim=pass header.d=example.com", "dmarc=pass header.from=example.com"],
+    ):
+        verdict = mail_auth.check([OWNER], providers.gmail_unsigned_forged_below("example.com", *forged), OWNER,
+                                  "mx.google.com")
+        assert (verdict.ok, verdict.reason) == (False, "unauthenticated"), forged
+        assert verdict.detail == "owner address without authentication: spf=neutral"
+
+
 def test_dkim_alignment_reads_header_i_when_header_d_is_absent() -> None:
     assert mail_auth.check([OWNER], providers.gmail_dkim_only("example.com"), OWNER, "mx.google.com").ok
     assert mail_auth.check(["owner@mail.example.com"], providers.gmail_dkim_only("example.com"),

@@ -8,8 +8,13 @@ provider's stamp counts: the topmost Authentication-Results header whose authser
 trusted (RFC 8601 §5; Mailman trusts "the most recent" header the same way), together with
 the headers right below it that the same provider wrote at the same time (Fastmail writes
 four, iCloud one per check). That run ends at the first header from an untrusted id or one
-that reports a method the run already has: a second ``dmarc=`` is not the provider's, which
-writes each check once.
+that reports a method the run already has (a second ``dmarc=`` is not the provider's, which
+writes each check once), and it ends with the header that gives the provider's SPF verdict:
+Gmail and Microsoft write one header, Fastmail and iCloud put SPF in the last of theirs (every
+receiving sample in deltachat-core-rust's test-data/message/dkimchecks-2022-09-28 does). Without
+that end, a sender's header under the provider's id could add what the provider did not write:
+Gmail's whole verdict on unsigned mail from a domain without DMARC is ``spf=…``, so a forged
+``dkim=pass`` or ``dmarc=pass`` below it repeats no method.
 
 The run must say dmarc=pass, or dkim=pass for a signing domain aligned with the owner's
 (``header.d``, or the domain of ``header.i`` where only that is given, as Gmail writes it) —
@@ -126,6 +131,8 @@ def provider_stamp(values: list[str], trusted: TrustedIds) -> list[Stamp]:
             break
         run.append(stamp)
         methods |= found
+        if "spf" in found:  # the provider's last word: below it is not the provider's
+            break
     return run
 
 
