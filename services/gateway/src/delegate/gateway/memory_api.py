@@ -31,6 +31,7 @@ router = APIRouter(prefix="/api", dependencies=[Depends(require_owner)])
 MAX_ID = 64
 MAX_QUERY = 4000
 MAX_LIMIT = 100
+MAX_FACTS = 1000  # GET /api/memories?limit=
 DEFAULT_LIMIT = 10
 # What the memory service's error codes mean at the HTTP edge; anything else is its failure (502).
 STATUS = {"bad_request": 400, "not_found": 404, "conflict": 409, "unavailable": 503, "timeout": 504}
@@ -115,8 +116,8 @@ async def list_facts(bus: BusDep, include_retired: str | None = None, limit: str
             size = int(limit)
         except ValueError as exc:
             raise ApiError(400, "bad_limit", "limit must be a whole number") from exc
-        if not 1 <= size <= 1000:
-            raise ApiError(400, "bad_limit", "limit must be between 1 and 1000")
+        if not 1 <= size <= MAX_FACTS:
+            raise ApiError(400, "bad_limit", f"limit must be between 1 and {MAX_FACTS}")
     reply = await ask_facts(bus, MemoryFactsCommand(op="list", include_retired=retired, limit=size))
     return {"facts": [f.model_dump(mode="json") for f in reply.facts]}
 

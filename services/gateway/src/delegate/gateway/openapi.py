@@ -9,7 +9,7 @@ models the handlers parse with, so the fuzzer in CI (schemathesis) checks the ga
 what it says, not against what FastAPI guessed.
 """
 
-from typing import Any
+from typing import Any, get_args
 
 from fastapi import Depends, FastAPI
 from fastapi.openapi.utils import get_openapi
@@ -19,11 +19,12 @@ from delegate.contracts import ws
 from delegate.contracts.push import SubscriptionIn
 from delegate.contracts.signals import OWNER_SIGNAL_KINDS, SIGNAL_ADAPTER
 from delegate.contracts.tasks import TaskCreate
+from delegate.contracts.usage import UsageGroup
 
 from .deps import require_owner
-from .http import SignIn
-from .memory_api import FactEdit
-from .people_api import PersonEdit
+from .http import MAX_PAGE, SignIn
+from .memory_api import MAX_FACTS, MAX_LIMIT, MAX_QUERY, FactEdit
+from .people_api import STATES, PersonEdit
 from .signals_api import SERVER_FIELDS
 
 REF = "#/components/schemas/{model}"
@@ -52,6 +53,37 @@ MEDIA: dict[tuple[str, str], tuple[str, str]] = {
     ("post", "/sms"): ("200", "text/xml"),
 }
 SIGN_IN = "/api/session"  # the one /api route without the owner's token
+
+
+def _whole(low: int, high: int) -> dict[str, Any]:
+    return {"type": "integer", "minimum": low, "maximum": high}
+
+
+# Query parameters as the handlers check them. They take them as text (to answer with their own
+# error, not FastAPI's 422), so FastAPI documents any string; the bounds are said here, from the
+# same constants, and a required one is marked so.
+BOOLEAN = {"type": "boolean"}  # also 1/0/yes/no (reminders_api.parse_bool)
+QUERY: dict[tuple[str, str], dict[str, tuple[dict[str, Any], bool]]] = {
+    ("get", "/api/timeline"): {"limit": (_whole(1, MAX_PAGE), False)},
+    ("get", "/api/memory/search"): {
+        "q": ({"type": "string", "minLength": 1, "maxLength": MAX_QUERY, "pattern": r"\S"}, True),
+        "limit": (_whole(1, MAX_LIMIT), False),
+    },
+    ("get", "/api/memories"): {"include_retired": (BOOLEAN, False), "limit": (_whole(1, MAX_FACTS), False)},
+    ("get", "/api/reminders"): {"include_done": (BOOLEAN, False)},
+    ("get", "/api/commitments"): {"state": ({"type": "string", "enum": list(STATES)}, False)},
+    ("get", "/api/usage"): {"group": ({"type": "string", "enum": list(get_args(UsageGroup))}, False)},
+    ("get", "/api/usage/calls"): {"span_id": ({"type": "string", "minLength": 1, "maxLength": 64}, True)},
+}
+
+
+def _query_parameters(op: dict[str, Any], declared: dict[str, tuple[dict[str, Any], bool]]) -> None:
+    for parameter in op.get("parameters", []):
+        if parameter.get("in") == "query" and parameter["name"] in declared:
+            schema, required = declared[parameter["name"]]
+            default = parameter["schema"].get("default")
+            parameter["schema"] = schema if default is None else {**schema, "default": default}
+            parameter["required"] = required
 
 
 def _owners(path: str) -> bool:
@@ -136,6 +168,8 @@ def document(app: FastAPI) -> dict[str, Any]:
                 op["requestBody"] = _import_body()
             elif _twilio_form(method, path):
                 op["requestBody"] = {"required": True, "content": {FORM: {"schema": {"type": "object"}}}}
+            if (method, path) in QUERY:
+                _query_parameters(op, QUERY[method, path])
             if (method, path) in MEDIA:
                 status, media = MEDIA[method, path]
                 responses[status] = {"description": "OK", "content": {media: {"schema": {"type": "string"}}}}
