@@ -24,6 +24,14 @@ EXTRAS: dict[str, str] = {"openai-standin": "delegate.openai_standin.main"}
 # pygments) and the SDK's aiohttp transport, a fifth of a host's start.
 NEEDS_CLICK = frozenset({"gateway", "openai-standin"})
 
+# Started as soon as its own code is imported, while the others' imports go on (see ``host``):
+# the ledger's writer process, which it starts first, takes ~0.5 s of CPU to import on the
+# other core, and every service's start waits for the ledger to commit what was published at
+# start (the agent's term, the tasks service's catch-up). Its start imports only its store's
+# modules lazily (sqlite3 or psycopg, importlib.resources for the migrations): none of them is
+# in an import cycle with the other services' libraries, so none can be seen half-initialized.
+START_FIRST = ("ledger",)
+
 # The launcher's order (delegate.launcher.run.STOP_STAGES), kept inside the host: every
 # service together, then the ledger, which commits what the others sent.
 LAST_TO_STOP = ("ledger",)

@@ -7,11 +7,12 @@ log name (``hosted``). What a process of its own did for it, the host does: a se
 fails is restarted here with backoff; SIGTERM stops every service within its stop grace.
 
 Every service's code is imported on a worker thread (the loop stays free for signals), all of
-it before the first service runs: a service importing a library lazily on the loop while the
-thread imports another service's code can see that library half-initialized (Python accepts a
-partially initialized module to break a concurrent circular import; a host test met
-"partially initialized module 'httpx'"). Starting each service as soon as its own module was
-imported saved nothing measurable on a warm start here, so the race is not worth it.
+it before any service but the ledger runs: a service importing a library lazily on the loop
+while the thread imports another service's code can see that library half-initialized (Python
+accepts a partially initialized module to break a concurrent circular import; a host test met
+"partially initialized module 'httpx'" when every service started as soon as it was imported).
+The ledger (``catalog.START_FIRST``) is the exception: it runs as soon as its own code is
+imported, so its writer process imports on the other core while this one imports the rest.
 """
 
 import asyncio
@@ -25,7 +26,7 @@ import uvloop
 from delegate.runtime.logs import configure_logging
 from delegate.runtime.service import exit_now, exit_unless_stopped_within
 
-from .catalog import stop_stages
+from .catalog import START_FIRST, stop_stages
 from .hosted import DEFAULT_STOP_GRACE_S, Hosted
 
 log = logging.getLogger("delegate.host")
@@ -52,13 +53,17 @@ def _load_all(names: list[str]) -> list[Hosted]:
 
 
 async def loaded(names: list[str], into: list[Hosted]) -> AsyncIterator[Hosted]:
-    """Each named service, its module imported and its settings read, in ``names``'s order
-    (also appended to ``into``), once every one of them is imported: no import runs on the
-    worker thread while a service runs on the loop. A refused setting raises ``Refused``."""
-    every = await asyncio.get_running_loop().run_in_executor(None, _load_all, names)
-    for hosted in every:
-        into.append(hosted)
-        yield hosted
+    """Each named service, its module imported and its settings read (also appended to
+    ``into``): those of ``START_FIRST`` as soon as they are imported, then the others in
+    ``names``'s order once every one of them is imported, so that no import runs on the worker
+    thread while any of them runs. A refused setting raises ``Refused``."""
+    loop = asyncio.get_running_loop()
+    first = [name for name in names if name in START_FIRST]
+    rest = [name for name in names if name not in START_FIRST]
+    for batch in (first, rest):
+        for hosted in await loop.run_in_executor(None, _load_all, batch) if batch else []:
+            into.append(hosted)
+            yield hosted
 
 
 async def serve_all(hosted: Iterable[Hosted] | AsyncIterable[Hosted], stopping: asyncio.Event) -> None:
