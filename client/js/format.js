@@ -139,7 +139,7 @@ export function innerSummary(ev, figures = null) {
       const what = p.type === "phone" ? "Phone call" : "Voice call";
       const took = Number.isFinite(p.duration_s) ? ` · ${callLength(p.duration_s)}` : "";
       // A call we placed that Twilio reports as never picked up ends as a hang-up too: say so.
-      const missed = p.reason === "hangup" ? UNANSWERED_WORDS[p.detail] : undefined;
+      const missed = p.reason === "hangup" && Object.hasOwn(UNANSWERED_WORDS, p.detail) ? UNANSWERED_WORDS[p.detail] : undefined;
       const ok = ["hangup", "caller_hangup"].includes(p.reason) && !missed;
       const why = missed || CALL_END_WORDS[p.reason] || p.reason;
       return { label: what, text: `${ok ? "ended" : `ended: ${why}`}${took}`, tone: ok ? "" : "warn" };

@@ -76,6 +76,7 @@ test("a call to the owner says why it was placed, and what happened when nobody 
   assert.deepEqual([missed.text, missed.tone], ["ended: not answered · 1 min 4 s", "warn"]);
   assert.equal(s("session.ended", { type: "phone", reason: "hangup", detail: "busy" }).text, "ended: the line was busy");
   assert.equal(s("session.ended", { type: "phone", reason: "hangup", detail: "completed" }).text, "ended");
+  assert.equal(s("session.ended", { type: "phone", reason: "hangup", detail: "constructor" }).text, "ended");
 });
 
 test("capsule text appears only in the expanded detail, preformatted", () => {
