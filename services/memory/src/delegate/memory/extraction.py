@@ -52,6 +52,7 @@ from .prompts import TURN_INSTRUCTIONS, turn_input
 from .reconcile import Add, Change, Cite, nominations, parse_answer, parse_extras, reconcile
 from .records import FactRow, PendingTurn
 from .settings import Settings
+from .spend_hold import SpendHold
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +106,7 @@ class Extractor:
         self.asked: dict[str, tuple[float, Event]] = {}
         self.calls = 0  # model calls made (the benchmark's "calls per turn")
         self.zone = ZoneInfo(settings.owner_timezone)  # commitments' due dates are read in it
+        self.spend = SpendHold(bus, settings.limits)  # BUDGET_*: extraction waits at the line
 
     def on_event(self, event: Event) -> None:
         self.applied.set()
@@ -158,6 +160,9 @@ class Extractor:
         age = (utcnow() - turn.ts).total_seconds()
         if not turn.answered and age < self.settings.memory_extract_wait_s:
             return self.settings.memory_extract_wait_s - age
+        hold = await self.spend.check()
+        if hold is not None:  # the turn stays pending: extracted once the hold ends
+            return max((hold.until - utcnow()).total_seconds(), 0.0) + 0.01
         await self.extract(turn)
         return None
 

@@ -5,9 +5,10 @@ from pathlib import Path
 from pydantic import Field
 
 from delegate.runtime.settings import ServiceSettings
+from delegate.runtime.spend import BudgetSettings
 
 
-class Settings(ServiceSettings):
+class Settings(ServiceSettings, BudgetSettings):  # BUDGET_* and OWNER_TIMEZONE: extraction stops at the line
     # The search index: a projection of ledger events, rebuilt from them when it is missing.
     memory_index_path: Path | None = None  # MEMORY_INDEX_PATH; empty: RUNTIME_DATA_DIR/memory/index.sqlite
     # What a model request is given from memory when the request names no budget (tokens ≈ chars/4).
@@ -37,8 +38,8 @@ class Settings(ServiceSettings):
     # A failed extraction is retried after base * 2^n seconds, capped; the turn stays pending.
     memory_retry_seconds: float = Field(default=5.0, gt=0)  # MEMORY_RETRY_SECONDS
     memory_retry_max_seconds: float = Field(default=300.0, gt=0)  # MEMORY_RETRY_MAX_SECONDS
-    # Commitments' due dates ("on Friday") and people's key dates are read in the owner's zone.
-    owner_timezone: str = "UTC"  # OWNER_TIMEZONE
+    # Commitments' due dates ("on Friday") and people's key dates are read in the owner's zone
+    # (OWNER_TIMEZONE, from BudgetSettings: the same zone the spend lines' days are).
 
     @property
     def memory_model_name(self) -> str:
