@@ -91,10 +91,10 @@ def main() -> None:
         for round_ in range(args.rounds):
             for way in ways:
                 (workdir / "launcher.log").write_text("")
-                began = time.monotonic()
+                since, began = time.time(), time.monotonic()
                 launcher = launch(workdir, env)
                 try:
-                    wait_ready(launcher, runtime, port, args.timeout, verbose=False)
+                    wait_ready(launcher, runtime, port, args.timeout, verbose=False, since=since)
                     starts.append(time.monotonic() - began)
                     times[way].append(stop_once(launcher, way, workdir / "launcher.log"))
                 finally:
