@@ -1,9 +1,9 @@
 """Compact now and End conversation: at most one command at a time, and never a leaked lock.
 
 An in-process ``Agent`` on a real nats-server. The faults are injected into the agent's own
-state publish (the step that runs between taking the lock and starting the compaction): one
-publish that fails (as when the bus is away) and one that hangs until it is cancelled (as a
-step-down cancels it).
+state publish (its ``status`` part; the step that runs between taking the lock and starting the
+compaction): one publish that fails (as when the bus is away) and one that hangs until it is
+cancelled (as a step-down cancels it).
 """
 
 import asyncio
@@ -30,7 +30,7 @@ async def agent(nats_url: str) -> AsyncIterator[Agent]:
     ledger = Ledger(bus)
     client = AsyncOpenAI(api_key="unused", base_url="http://127.0.0.1:9/v1", max_retries=0)
     made = Agent(Settings(_env_file=None, nats_url=nats_url), bus, ledger, client, Toolbox(None, ledger))
-    made.state.conversation_id = "conversation-to-compact"  # something to compact
+    made.status.state.conversation_id = "conversation-to-compact"  # something to compact
     yield made
     await made.close()
     await client.close()
@@ -39,14 +39,14 @@ async def agent(nats_url: str) -> AsyncIterator[Agent]:
 
 async def settled(agent: Agent) -> None:
     """Until no command runs (the compaction's task is over, whatever it did)."""
-    command = agent._command
+    command = agent.commands.task
     if command is not None:
         await asyncio.wait([command], timeout=30)
         assert command.done(), "the command never ended"
 
 
 async def test_a_state_publish_that_fails_does_not_leave_the_agent_locked(agent: Agent) -> None:
-    real = agent.publish_state
+    real = agent.status.publish
     failures = []
 
     async def away(**kwargs: Any) -> None:
@@ -55,17 +55,17 @@ async def test_a_state_publish_that_fails_does_not_leave_the_agent_locked(agent:
             raise BusUnavailable("the bus is away")
         await real(**kwargs)
 
-    agent.publish_state = away  # type: ignore[method-assign]
+    agent.status.publish = away  # type: ignore[method-assign]
     try:
         await agent.on_compact(AgentCommand())
     except BusUnavailable:
         pass  # before the fix it surfaced here, with the lock already taken
     await settled(agent)
     assert failures, "the fault was never hit"
-    assert not agent.lock.locked() and not agent.compacting
+    assert not agent.status.lock.locked() and not agent.status.compacting
     # A turn can still take the lock.
-    await asyncio.wait_for(agent.lock.acquire(), timeout=5)
-    agent.lock.release()
+    await asyncio.wait_for(agent.status.lock.acquire(), timeout=5)
+    agent.status.lock.release()
 
 
 async def test_a_cancelled_compact_does_not_leave_the_agent_locked(agent: Agent) -> None:
@@ -75,25 +75,25 @@ async def test_a_cancelled_compact_does_not_leave_the_agent_locked(agent: Agent)
         entered.set()
         await asyncio.Event().wait()  # until cancelled
 
-    agent.publish_state = hang  # type: ignore[method-assign]
+    agent.status.publish = hang  # type: ignore[method-assign]
     call = asyncio.create_task(agent.on_compact(AgentCommand()))
     await asyncio.wait_for(entered.wait(), timeout=10)
     call.cancel()  # the request handler goes away (a step-down closes its connection) ...
     await asyncio.gather(call, return_exceptions=True)
     await agent.close()  # ... and the term ends: the running command is cancelled too
-    assert not agent.lock.locked() and not agent.compacting
+    assert not agent.status.lock.locked() and not agent.status.compacting
 
 
 async def test_a_second_command_while_one_runs_is_busy(agent: Agent) -> None:
     entered, release = asyncio.Event(), asyncio.Event()
-    real = agent.publish_state
+    real = agent.status.publish
 
     async def held(**kwargs: Any) -> None:
         entered.set()
         await release.wait()
         await real(**kwargs)
 
-    agent.publish_state = held  # type: ignore[method-assign]
+    agent.status.publish = held  # type: ignore[method-assign]
     assert (await agent.on_compact(AgentCommand())).ok
     await asyncio.wait_for(entered.wait(), timeout=10)  # the compaction runs (and holds the lock)
     with pytest.raises(DomainError) as second:
@@ -105,8 +105,8 @@ async def test_a_second_command_while_one_runs_is_busy(agent: Agent) -> None:
     assert end.value.code == "busy"
     release.set()
     await settled(agent)
-    assert not agent.lock.locked() and not agent.compacting
+    assert not agent.status.lock.locked() and not agent.status.compacting
     # Once it is over, End conversation runs.
-    agent.publish_state = real  # type: ignore[method-assign]
+    agent.status.publish = real  # type: ignore[method-assign]
     assert (await asyncio.wait_for(agent.on_end(AgentCommand()), timeout=30)).ok
-    assert agent.state.conversation_id is None and not agent.lock.locked()
+    assert agent.status.state.conversation_id is None and not agent.status.lock.locked()

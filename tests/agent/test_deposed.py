@@ -78,7 +78,7 @@ async def test_a_deposed_leader_does_not_take_an_input_on(rig: Rig) -> None:
     # Nothing of the turn was published: not even the user message. And the term steps down
     # at once rather than fetch the input again (each nak costs one of its deliveries).
     assert await rig.agent.ledger.get(msg.id) is None
-    assert rig.agent.lost.is_set() and not rig.lease.held
+    assert rig.agent.guard.lost.is_set() and not rig.lease.held
 
 
 async def test_a_leader_deposed_mid_turn_does_not_acknowledge_the_input(rig: Rig, standin: StandinProcess) -> None:
@@ -98,7 +98,7 @@ async def test_a_leader_deposed_mid_turn_does_not_acknowledge_the_input(rig: Rig
     await rig.depose()
     with pytest.raises(Deposed):
         await asyncio.wait_for(handling, timeout=60)
-    assert rig.agent.lost.is_set()
+    assert rig.agent.guard.lost.is_set()
 
 
 async def test_a_deposed_leader_shows_no_delta_of_the_input(rig: Rig) -> None:
@@ -117,4 +117,4 @@ async def test_a_deposed_leader_shows_no_delta_of_the_input(rig: Rig) -> None:
     await rig.bus.nc.flush()  # anything the agent emitted before the raise has reached us now
     assert msg.id not in deltas
     assert await rig.agent.ledger.get(msg.id) is None
-    assert rig.agent.lost.is_set()
+    assert rig.agent.guard.lost.is_set()

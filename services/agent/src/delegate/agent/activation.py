@@ -27,10 +27,14 @@ from delegate.runtime.bus import BusUnavailable, RemoteError
 from .activation_reply import REPLY_CHANNEL, Route, activation_outbound, call_reason, choose_route, email_thread
 from .composer import activation_item, batch, batch_title, fallback_text, owner_zone, signals_query
 from .conversation_state import SpanRef
-from .core import Deposed
-from .outbound import FAILURE_PREFIX, NotLeading
+from .guard import LeaseGuard
+from .ledger import Ledger
+from .outbound import FAILURE_PREFIX, NotLeading, Outbox
 from .redelivery import Redelivery
+from .settings import Settings
 from .silence import NOTHING_TO_DO, Silence, reason_of
+from .spans import Spans
+from .status import Status
 from .turn import Turns
 from .turn_types import Turn
 
@@ -42,15 +46,36 @@ MAX_SUMMARY = 1000
 MAX_REASON = 2000
 
 
-class Activations(Turns, Redelivery):
+class Activations:
+    def __init__(
+        self,
+        settings: Settings,
+        ledger: Ledger,
+        outbox: Outbox,
+        status: Status,
+        guard: LeaseGuard,
+        spans: Spans,
+        redelivery: Redelivery,
+        turns: Turns,
+    ) -> None:
+        self.settings = settings
+        self.ledger = ledger
+        self.outbox = outbox  # the answer's SMS, email or call
+        self.status = status
+        self.guard = guard
+        self.spans = spans
+        self.redelivery = redelivery
+        self.turns = turns
+
     @cached_property
     def _zone(self) -> ZoneInfo:
         return owner_zone(self.settings.owner_timezone)
 
-    async def _activation(self, msg: ActivationInput, delivery: int) -> None:
-        async with self._turn_slot():
-            if self._seen_before(msg.id, delivery):
-                recorded = await self._recorded_answers(msg.id, ANSWER_KINDS, anchored=False)
+    async def run(self, msg: ActivationInput, delivery: int) -> None:
+        """Answer one activation (or finish what a previous leader recorded of it)."""
+        async with self.turns.slot():
+            if self.redelivery.seen_before(msg.id, delivery):
+                recorded = await self.redelivery.recorded_answers(msg.id, ANSWER_KINDS, anchored=False)
                 # Other tool calls alone mean the turn died mid-way: it runs again, as a user turn would.
                 found = [e for e in recorded if e.kind != "tool.call" or e.payload.get("name") == NOTHING_TO_DO]
                 if found:
@@ -64,19 +89,19 @@ class Activations(Turns, Redelivery):
                 msg.id, "inner", conversation_id, span.id, item, delivery, silence=silence,
                 memory_query=signals_query(msg, self._zone), memory_purpose="activation",
             )
-            result = await self._answer(turn)
+            result = await self.turns.answer(turn)
             await self._conclude(msg, route, result.event, silence.reason)
 
     async def _open_activation(self, msg: ActivationInput) -> tuple[str, SpanRef]:
         """This activation's span, with its batch: opened now, or found open after a takeover."""
-        s = self.state
+        s = self.status.state
         if s.span is not None and (s.span.type != "activation" or s.span.activation_id != msg.id):
-            await self._close_span("superseded")
+            await self.spans.close_span("superseded")
         conversation_id = s.conversation_id or new_id()
         span = s.span or SpanRef(new_id(), "activation", "inner", msg.id)
         opened = SpanOpened(type="activation", activation_id=msg.id, signals=batch(msg) or None)
         # Opened when taken on, not when claimed: the batch may have waited for a turn to end.
-        await self._publish_opening(conversation_id, span, utcnow(), opened=opened)
+        await self.spans.publish_opening(conversation_id, span, utcnow(), opened=opened)
         return conversation_id, span
 
     async def _route(self, msg: ActivationInput) -> Route:
@@ -102,8 +127,8 @@ class Activations(Turns, Redelivery):
     ) -> None:
         """Deliver the answer (if any), record the outcome, close the span."""
         anchor = answer or where
-        conversation_id = anchor.conversation_id if anchor else self.state.conversation_id
-        span_id = anchor.span_id if anchor else (self.state.span.id if self.state.span else None)
+        conversation_id = anchor.conversation_id if anchor else self.status.state.conversation_id
+        span_id = anchor.span_id if anchor else self.status.span_id
         channel: Channel | None = None
         status: Literal["completed", "failed", "nothing_to_do"]
         if silent is not None:
@@ -134,9 +159,9 @@ class Activations(Turns, Redelivery):
         await self._close_own_span(msg)
 
     async def _close_own_span(self, msg: ActivationInput) -> None:
-        span = self.state.span
+        span = self.status.state.span
         if span is not None and span.type == "activation" and span.activation_id in (msg.id, None):
-            await self._close_span("completed")
+            await self.spans.close_span("completed")
 
     async def _deliver(
         self, msg: ActivationInput, route: Route, answer: Event, text: str
@@ -158,16 +183,14 @@ class Activations(Turns, Redelivery):
         try:
             await self.outbox.send(out)
         except NotLeading as exc:
-            self.lost.set()
-            raise Deposed(str(exc)) from exc
+            raise self.guard.step_down(exc) from exc
         return REPLY_CHANNEL[route.via], f"{route.why}: sent by {route.via}"
 
     async def _call(self, answer: Event, text: str) -> tuple[bool, str]:
         try:
             reply = await self.outbox.call_owner(answer.id, call_reason(text))
         except NotLeading as exc:
-            self.lost.set()
-            raise Deposed(str(exc)) from exc
+            raise self.guard.step_down(exc) from exc
         except (BusUnavailable, RemoteError) as exc:
             return False, f"no call could be placed ({exc})"
         if reply.ok:
@@ -183,7 +206,7 @@ class Activations(Turns, Redelivery):
         meta = event.payload.get("meta") if event is not None else None
         return meta if isinstance(meta, dict) else None
 
-    async def _activation_given_up(self, msg: ActivationInput, failed: Event) -> None:
+    async def given_up(self, msg: ActivationInput, failed: Event) -> None:
         """An activation that kept failing: its outcome says so (best effort, as ``turn.failed``)."""
         try:
             await self._conclude(msg, Route(None, "given up"), failed, None)

@@ -20,9 +20,13 @@ from delegate.contracts.events import ConversationOpened, Message, make_event
 from delegate.contracts.ids import new_id
 from delegate.contracts.messages import UserInput
 from delegate.contracts.signals import MAX_TEXT, EmailReceived, EmailReceivedPayload
+from delegate.runtime.bus import Bus
 
-from .core import Deposed
-from .spans import TICK, Spans
+from .guard import LeaseGuard
+from .ledger import Ledger
+from .settings import Settings
+from .spans import TICK
+from .status import Status
 
 log = logging.getLogger(__name__)
 
@@ -48,14 +52,21 @@ def away_signal(msg: UserInput) -> EmailReceived:
     )
 
 
-class AwayEmail(Spans):
-    async def _defer_email(self, msg: UserInput) -> bool:
+class AwayEmail:
+    def __init__(self, settings: Settings, bus: Bus, ledger: Ledger, status: Status, guard: LeaseGuard) -> None:
+        self.settings = settings
+        self.bus = bus
+        self.ledger = ledger
+        self.status = status
+        self.guard = guard
+
+    async def defer(self, msg: UserInput) -> bool:
         """Record an email that came while the owner is away and raise its signal; False: answer it."""
         if msg.channel != "email" or self.settings.email_when_away != "signal":
             return False
         if await self._in_conversation():
             return False
-        s = self.state
+        s = self.status.state
         if s.conversation_id is None:
             conversation_id = new_id()
             await self.ledger.append(
@@ -71,17 +82,15 @@ class AwayEmail(Spans):
                 conversation_id=s.conversation_id, span_id=None, channel="email", role="user", id=msg.id, ts=msg.ts,
             )
         )
-        if self.lease is not None and not await self.lease.confirm():
-            self.lost.set()
-            raise Deposed("the lease is not ours")
+        await self.guard.confirm()
         signal = away_signal(msg)
         await self.bus.publish(topics.INNER_SIGNAL, signal, msg_id=signal.id)
         log.info("email %s came while the owner is away: raised signal %s instead of replying", msg.id, signal.id)
-        await self.publish_state()
+        await self.status.publish()
         return True
 
     async def _in_conversation(self) -> bool:
-        span = self.state.span
+        span = self.status.state.span
         if span is not None and span.type in CONVERSATION_SPANS:
             return True
         # A call's span is the voice service's (the agent does not hold it): ask the ledger.

@@ -1,7 +1,7 @@
 """Compact now: replace the Responses chain by the standalone compaction of it.
 
 Started by ``agent.cmd.compact``; it runs in the background (the command is answered at once)
-under the agent lock, like a turn. The command slot (agent.py) lets at most one compact or end
+under the agent lock, like a turn. The command slot (commands.py) lets at most one compact or end
 command run at a time.
 """
 
@@ -11,17 +11,24 @@ import json
 import logging
 from typing import Any
 
+from openai import AsyncOpenAI
+
 from delegate.contracts import topics
 from delegate.contracts.events import ContextCompacted, make_event
 from delegate.contracts.ids import utcnow
 from delegate.contracts.messages import LiveNotice
-from delegate.runtime.metering import Cause
+from delegate.runtime.bus import Bus
+from delegate.runtime.metering import Cause, Meter
 from delegate.runtime.working_context import compose_instructions
 
 from . import model as responses
-from .core import AgentCore
+from .fresh_context import fresh_items
+from .ledger import Ledger
 from .model import ModelError
 from .prompts import BASE_INSTRUCTIONS
+from .settings import Settings
+from .status import Status
+from .toolbox import Toolbox
 
 log = logging.getLogger(__name__)
 
@@ -30,36 +37,55 @@ log = logging.getLogger(__name__)
 MAX_PERSISTED_REPLACEMENT = 200_000
 
 
-class Compaction(AgentCore):
-    async def _compact_now(self) -> None:
+class Compaction:
+    def __init__(
+        self,
+        settings: Settings,
+        bus: Bus,
+        ledger: Ledger,
+        client: AsyncOpenAI,
+        toolbox: Toolbox,
+        meter: Meter,
+        status: Status,
+    ) -> None:
+        self.settings = settings
+        self.bus = bus
+        self.ledger = ledger
+        self.client = client
+        self.toolbox = toolbox  # its tools count in the replacement's size, as a turn's request has them
+        self.meter = meter
+        self.status = status
+
+    async def compact_now(self) -> None:
         """Compact the chain with the standalone endpoint; its output replaces the chain.
 
-        Everything runs inside ``async with self.lock`` in this one task: whatever fails or is
+        Everything runs inside ``async with status.lock`` in this one task: whatever fails or is
         cancelled (a state publish while the bus is away, a step-down), the lock is released
         and ``compacting`` cleared, so the agent can never be left locked.
         """
+        status = self.status
         try:
-            async with self.lock:
-                self.compacting = True
-                await self.publish_state()
+            async with status.lock:
+                status.compacting = True
+                await status.publish()
                 await self._compact_locked()
         except asyncio.CancelledError:
-            self.compacting = False  # cancelled: no more awaits, the lock is already released
+            status.compacting = False  # cancelled: no more awaits, the lock is already released
             raise
         except Exception as exc:
             log.warning("Compact now failed: %r", exc)
-        self.compacting = False
+        status.compacting = False
         with contextlib.suppress(Exception):
-            await self.publish_state()
+            await status.publish()
 
     def _compaction_cause(self) -> Cause:
-        s = self.state
+        s = self.status.state
         span_id = s.span.id if s.span else None
         return Cause("compaction", "text", span_id or s.conversation_id, conversation_id=s.conversation_id,
                      span_id=span_id)
 
     async def _compact_locked(self) -> None:
-        s = self.state
+        s = self.status.state
         try:
             instructions = compose_instructions(
                 BASE_INSTRUCTIONS, capsule=s.capsule, channel="text", now=utcnow(), with_markers=True
@@ -71,7 +97,9 @@ class Compaction(AgentCore):
                     previous_response_id=s.chain_id, meter=self.meter, cause=self._compaction_cause(),
                 )
             else:
-                window = s.replacement if s.replacement is not None else await self._fresh_items(None)
+                window = s.replacement if s.replacement is not None else await fresh_items(
+                    self.ledger, self.settings, s.capsule
+                )
                 if not window:
                     return
                 items, usage = await responses.compact(

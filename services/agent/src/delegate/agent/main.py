@@ -113,7 +113,7 @@ async def lead(
                 await backoff.sleep(stop)
         if lost.is_set() or stop.is_set():
             return
-        await term.serve_ping(SERVICE, ready=lambda: agent.ready)
+        await term.serve_ping(SERVICE, ready=lambda: agent.status.ready)
         await term.serve(topics.AGENT_STATE_GET, agent.on_state)
         await term.serve(topics.AGENT_COMPACT, agent.on_compact)
         await term.serve(topics.AGENT_END, agent.on_end)

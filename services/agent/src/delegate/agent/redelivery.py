@@ -19,8 +19,9 @@ from delegate.contracts.events import Channel, Event, TurnFailed, make_event
 from delegate.contracts.messages import ActivationInput, QueryRequest, UserInput
 from delegate.runtime.bus import BusUnavailable
 
-from .ledger import PAGE
-from .spans import Spans
+from .ledger import PAGE, Ledger
+from .settled import SettledInputs
+from .status import Status
 
 log = logging.getLogger(__name__)
 
@@ -28,8 +29,18 @@ log = logging.getLogger(__name__)
 ANSWER_SEARCH_WINDOW = 5000
 
 
-class Redelivery(Spans):
-    def _seen_before(self, input_id: str, delivery: int) -> bool:
+class Redelivery:
+    def __init__(self, ledger: Ledger, status: Status) -> None:
+        self.ledger = ledger
+        self.status = status
+        # The inputs this process finished: one handed out again is looked up, not answered again.
+        self.settled = SettledInputs()
+
+    def settle(self, input_id: str) -> None:
+        """This input is done with: should the bus hand it out again, it is looked up, not answered."""
+        self.settled.add(input_id)
+
+    def seen_before(self, input_id: str, delivery: int) -> bool:
         """Whether this input may have been answered already: a redelivery, or one this process
         settled that the bus handed out again as new (its delivery count lost in a crash)."""
         if delivery == 1 and input_id in self.settled:
@@ -37,7 +48,7 @@ class Redelivery(Spans):
             return True
         return delivery > 1
 
-    async def _recorded_answers(self, turn_id: str, kinds: tuple[str, ...], *, anchored: bool) -> list[Event]:
+    async def recorded_answers(self, turn_id: str, kinds: tuple[str, ...], *, anchored: bool) -> list[Event]:
         """On redelivery: what a previous leader already recorded in answer to this input.
 
         ``anchored``: the input has its own event (a user message with the input's id); an
@@ -57,9 +68,9 @@ class Redelivery(Spans):
             log.info("input %s was already answered before a takeover: %s", turn_id, [e.kind for e in found])
         return found
 
-    async def _give_up(self, msg: UserInput | ActivationInput) -> Event | None:
+    async def give_up(self, msg: UserInput | ActivationInput) -> Event | None:
         """Record ``turn.failed`` for an input that keeps failing; the event, if it was recorded."""
-        s = self.state
+        s = self.status.state
         channel: Channel = msg.channel if isinstance(msg, UserInput) else "inner"
         failed = make_event(
             TurnFailed(

@@ -1,5 +1,8 @@
 """Conversations and spans: opening them just before the first event that needs them, closing
 them, and the idle checkpoint that closes a span nobody used for a while.
+
+Every part that records events in a span asks this one to open it (``publish_opening``) or close
+it; the conversation state takes each id only once its event is acked.
 """
 
 import logging
@@ -20,29 +23,33 @@ from delegate.contracts.ids import new_id
 from delegate.contracts.messages import IdleCheckInput, QueryRequest
 
 from .conversation_state import SpanRef
-from .core import AgentCore
-from .ledger import PAGE
+from .ledger import PAGE, Ledger
+from .status import Status
 
 log = logging.getLogger(__name__)
 
 TICK = timedelta(microseconds=1)
 
 
-class Spans(AgentCore):
-    async def _ensure_open(self, channel: Channel, span_type: SpanType, ts: datetime) -> tuple[str, SpanRef]:
+class Spans:
+    def __init__(self, ledger: Ledger, status: Status) -> None:
+        self.ledger = ledger
+        self.status = status
+
+    async def ensure_open(self, channel: Channel, span_type: SpanType, ts: datetime) -> tuple[str, SpanRef]:
         """The open conversation and span, opening them just before ``ts`` when there are none."""
-        conversation_id, span = self._open_ids(channel, span_type)
-        await self._publish_opening(conversation_id, span, ts)
+        conversation_id, span = self.open_ids(channel, span_type)
+        await self.publish_opening(conversation_id, span, ts)
         return conversation_id, span
 
-    def _open_ids(self, channel: Channel, span_type: SpanType) -> tuple[str, SpanRef]:
-        """The open conversation and span, or new ids for them: ``_publish_opening`` opens those."""
-        s = self.state
+    def open_ids(self, channel: Channel, span_type: SpanType) -> tuple[str, SpanRef]:
+        """The open conversation and span, or new ids for them: ``publish_opening`` opens those."""
+        s = self.status.state
         conversation_id = s.conversation_id or new_id()
         span = s.span or SpanRef(new_id(), span_type, channel)
         return conversation_id, span
 
-    async def _publish_opening(
+    async def publish_opening(
         self, conversation_id: str, span: SpanRef, ts: datetime, *then: Event, opened: SpanOpened | None = None
     ) -> None:
         """Open the conversation and span if they are new, just before ``ts``; then publish ``then``.
@@ -52,7 +59,7 @@ class Spans(AgentCore):
         One publish at a time, each acked before the next: a retried publish can never land
         behind a later one. The state takes each id only once its event is acked.
         """
-        s = self.state
+        s = self.status.state
         if s.conversation_id is None:
             await self.ledger.append(
                 make_event(
@@ -71,10 +78,10 @@ class Spans(AgentCore):
             s.span = span
         for event in then:
             await self.ledger.append(event)
-        await self.publish_state()
+        await self.status.publish()
 
-    async def _close_span(self, reason: Any) -> None:
-        s = self.state
+    async def close_span(self, reason: Any) -> None:
+        s = self.status.state
         span = s.span
         if span is None:
             return
@@ -84,14 +91,14 @@ class Spans(AgentCore):
             )
         )
         s.span = None
-        await self.publish_state()
+        await self.status.publish()
 
     # ---- idle checkpoint ------------------------------------------------------------------------
 
-    async def _idle_check(self, msg: IdleCheckInput, delivery: int) -> None:
-        async with self.lock:
+    async def idle_check(self, msg: IdleCheckInput, delivery: int) -> None:
+        async with self.status.lock:
             await self.ledger.wait_caught_up()
-            s = self.state
+            s = self.status.state
             span = s.span
             if span is None or span.id != msg.span_id or s.conversation_id is None:
                 log.info("idle check for span %s ignored: it is not the open span", msg.span_id)
@@ -109,7 +116,7 @@ class Spans(AgentCore):
                 after = int(previous.payload.get("through_seq") or 0) if previous else 0
                 if msg.last_activity_seq > after:
                     await self._checkpoint(s.conversation_id, span, after, msg.last_activity_seq)
-            await self._close_span("idle")
+            await self.close_span("idle")
 
     async def _checkpoint(self, conversation_id: str, span: SpanRef, after: int, through: int) -> None:
         events = await self.ledger.scan(

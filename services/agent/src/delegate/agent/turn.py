@@ -1,20 +1,20 @@
-"""One turn: the model loop that answers an input, its live text, and what it records.
+"""One turn: the model loop that answers an input, and what it records.
 
-``_answer`` runs the turn and records the assistant message or ``turn.failed``; ``_converse``
-is its loop (memory first, see ``retrieval``; then stream, record usage, run tools, continue),
-retrying a broken stream or a lost chain inside the turn. ``TurnText`` streams the deltas; it
-stops the moment the lease is in doubt, so a leader resumed after a pause shows nothing more of
-an answer its successor gives.
+``Turns.answer`` runs the turn and records the assistant message or ``turn.failed``;
+``_converse`` is its loop (memory first, see ``retrieval``; then stream, record usage, run
+tools, continue), retrying a broken stream or a lost chain inside the turn. ``TurnText``
+(turn_text.py) streams the deltas; it stops the moment the lease is in doubt, so a leader
+resumed after a pause shows nothing more of an answer its successor gives.
 """
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from functools import cached_property
 from typing import Any
 
-from delegate.contracts import topics
+from openai import AsyncOpenAI
+
 from delegate.contracts.events import (
     ContextCompacted,
     ContextUsage,
@@ -25,18 +25,24 @@ from delegate.contracts.events import (
     make_event,
 )
 from delegate.contracts.ids import utcnow
-from delegate.contracts.messages import CommandReply, Delta, TurnCommand
+from delegate.contracts.messages import CommandReply, TurnCommand
 from delegate.runtime.bus import Bus, BusUnavailable, DomainError, Retryable
 from delegate.runtime.calendar_now import CalendarNow
 from delegate.runtime.hard_stop import owner_turn_refusal
-from delegate.runtime.metering import Cause
+from delegate.runtime.metering import Cause, Meter
 from delegate.runtime.working_context import compose_instructions
 
 from . import model as responses
+from .fresh_context import fresh_context
+from .guard import LeaseGuard
+from .ledger import Ledger
 from .model import ChainLost, ModelError, Rejected, StreamBroken
 from .prompts import BASE_INSTRUCTIONS
 from .retrieval import Retrieval, TurnMemory, item_text
-from .spans import Spans
+from .settings import Settings
+from .status import Status
+from .toolbox import Toolbox
+from .turn_text import TurnText
 from .turn_types import ChainPoint, Turn, TurnResult, TurnStopped
 
 log = logging.getLogger(__name__)
@@ -48,110 +54,51 @@ ATTEMPTS_PER_DELIVERY = 10
 DELTA_ATTEMPTS_PER_TURN_ATTEMPT = 1000
 
 
-class TurnText:
-    """Streams deltas for one turn and keeps the text of the responses that completed.
-
-    A retried request starts a new ``attempt``: clients drop that attempt's earlier partial
-    text; text from responses that already completed in this turn is sent again first.
-    """
-
+class Turns:
     def __init__(
-        self, bus: Bus, turn_id: str, attempt: int, live: Callable[[], bool] = lambda: True,
-        lease_read: "asyncio.Task[None] | None" = None,
+        self,
+        settings: Settings,
+        bus: Bus,
+        ledger: Ledger,
+        client: AsyncOpenAI,
+        toolbox: Toolbox,
+        meter: Meter,
+        status: Status,
+        guard: LeaseGuard,
+        retrieval: Retrieval,
+        calendar_now: CalendarNow,
     ) -> None:
-        self.bus = bus
-        self.live = live
-        self.lease_read = lease_read  # the first delta waits for it (``Turn.lease_read``)
-        self.turn_id = turn_id
-        self.attempt = attempt
-        self.index = 0
-        self.committed = ""
-        self.current = ""  # what the running response has streamed so far
-        self.response_id: str | None = None  # the running response's id, once the server named it
-        self._started = False
-
-    def begin_response(self) -> None:
-        self._started = False
-        self.current = ""
-        self.response_id = None
-
-    def created(self, response_id: str) -> None:
-        self.response_id = response_id
-
-    def so_far(self) -> str:
-        """Everything shown of this turn: completed responses and the running one's partial text."""
-        return "\n\n".join(part for part in (self.committed, self.current) if part)
-
-    async def delta(self, text: str) -> None:
-        self.current += text
-        if not self._started and self.committed:
-            text = "\n\n" + text
-        self._started = True
-        await self._emit(text)
-
-    def end_response(self, text: str) -> None:
-        if text:
-            self.committed = f"{self.committed}\n\n{text}" if self.committed else text
-
-    async def restart(self) -> None:
-        self.attempt += 1
-        self.index = 0
-        self._started = False
-        self.current = ""
-        if self.committed:
-            await self._emit(self.committed)
-
-    async def _emit(self, text: str) -> None:
-        read = self.lease_read
-        if read is not None:
-            if not read.done():
-                await asyncio.wait([read])
-            if read.cancelled() or read.exception() is not None:
-                return  # not ours: ``_stream`` stops the request
-            self.lease_read = None
-        if not self.live():
-            return  # the lease is in doubt: a successor may be streaming this turn already
-        await self.bus.emit(
-            topics.AGENT_DELTA, Delta(turn_id=self.turn_id, attempt=self.attempt, index=self.index, text=text)
-        )
-        self.index += 1
-        # Yield after every delta: events that arrived in one read are parsed without yielding,
-        # so a fast stream would hold the first delta back until the whole read is through (the
-        # NATS client's flusher writes it only when we yield). In one host process the gateway
-        # shares this loop: it forwards the first delta to the socket only once the rest of the
-        # stream lets it run, so later deltas yield too (a real model's deltas arrive apart anyway).
-        await asyncio.sleep(0)
-
-
-
-class Turns(Spans):
-    @cached_property
-    def calendar_now(self) -> CalendarNow:
-        """Today's remaining events for the instructions (the pollers' calendar, cached briefly)."""
-        return CalendarNow(self.bus, self.settings.owner_timezone, enabled=bool(self.settings.caldav_url))
-
-    @cached_property
-    def retrieval(self) -> Retrieval:
-        return Retrieval(
-            self.bus, self.ledger, self.settings, open_span=lambda: self.state.span.id if self.state.span else None
-        )
+        self.settings = settings
+        self.bus = bus  # live output (deltas) and the spend line's question
+        self.ledger = ledger
+        self.client = client
+        self.toolbox = toolbox
+        self.meter = meter  # every model call's usage, under the fence
+        self.status = status
+        self.guard = guard
+        self.retrieval = retrieval
+        self.calendar_now = calendar_now  # today's remaining events, for the instructions
+        # The turn whose model loop runs now, if any: what Stop (agent.cmd.stop) can cut short.
+        self.running: Turn | None = None
 
     @asynccontextmanager
-    async def _turn_slot(self) -> AsyncIterator[None]:
+    async def slot(self) -> AsyncIterator[None]:
+        """Hold the one model activity's lock for a turn, shown as busy while it is held."""
+        status = self.status
         try:
-            async with self.lock:
-                self.busy = True
+            async with status.lock:
+                status.busy = True
                 try:  # busy is cleared whatever fails, the first state publish included
-                    await self.publish_state()
+                    await status.publish()
                     await self.calendar_now.ready(utcnow())  # bounded: a slow calendar is left out
                     yield
                 finally:
-                    self.busy = False
+                    status.busy = False
         finally:
             # Published once the lock is free: whoever reads "not busy" can compact or end now.
-            await self.publish_state()
+            await status.publish()
 
-    async def _answer(self, turn: Turn) -> TurnResult:
+    async def answer(self, turn: Turn) -> TurnResult:
         """Run the turn; record the assistant message or ``turn.failed``. Infra errors propagate."""
         if turn.silence is None and self.settings.budget_hard_stop_owner:  # an owner turn, never silently
             refusal = await owner_turn_refusal(self.bus)
@@ -185,15 +132,15 @@ class Turns(Spans):
         if turn.silence is not None and turn.silence.chosen:
             # Said nothing, on purpose: no message. The chain still moves on (the model saw the
             # signals); after a restart it continues from the last answer that was said.
-            self.state.chain_id = response_id
-            self.state.replacement = None
+            self.status.state.chain_id = response_id
+            self.status.state.replacement = None
             log.info("turn %s: nothing to say (%s)", turn.id, turn.silence.reason)
             return TurnResult(True, "", None)
         answer = await self._record_answer(turn, Message(text=text.committed, response_id=response_id))
         self.retrieval.carry(answer.id, text.committed)  # the chain carries the answer from now on
         # Only now is this response the chain head: a failed turn leaves the last good one.
-        self.state.chain_id = response_id
-        self.state.replacement = None
+        self.status.state.chain_id = response_id
+        self.status.state.replacement = None
         log.info("turn %s answered (%s, %d chars)", turn.id, response_id, len(text.committed))
         return TurnResult(True, text.committed, answer)
 
@@ -201,9 +148,9 @@ class Turns(Spans):
         first = (turn.attempt - 1) * DELTA_ATTEMPTS_PER_TURN_ATTEMPT + (turn.delivery - 1) * ATTEMPTS_PER_DELIVERY + 1
         silence = turn.silence
         if silence is None:
-            return TurnText(self.bus, turn.id, first, live=self.live, lease_read=turn.lease_read)
+            return TurnText(self.bus, turn.id, first, live=self.guard.live, lease_read=turn.lease_read)
         # Once an activation chose to say nothing, whatever text follows is not shown live either.
-        return TurnText(self.bus, turn.id, first, live=lambda: self.live() and not silence.chosen)
+        return TurnText(self.bus, turn.id, first, live=lambda: self.guard.live() and not silence.chosen)
 
     async def _record_answer(self, turn: Turn, message: Message) -> Event:
         if turn.attempt > 1:
@@ -231,7 +178,7 @@ class Turns(Spans):
         """
         partial = text.so_far()
         stopped = await self._record_answer(turn, Message(text=partial, response_id=text.response_id, stopped=True))
-        self.state.clear_chain()
+        self.status.state.clear_chain()
         log.info("turn %s stopped by the owner (%d chars kept)", turn.id, len(partial))
         return TurnResult(True, partial, stopped)
 
@@ -266,7 +213,7 @@ class Turns(Spans):
 
         The text is in ``text.committed``.
         """
-        s = self.state
+        s = self.status.state
         settings = self.settings
         tools = self.toolbox.definitions()
         own = turn.silence.handlers() if turn.silence is not None else {}
@@ -318,7 +265,7 @@ class Turns(Spans):
                 await text.restart()
                 continue
             except StreamBroken as exc:
-                await self._auto_compacting(False)
+                await self.status.auto_compacting(False)
                 if exc.final or broken >= settings.agent_stream_retries:
                     raise
                 broken += 1
@@ -343,14 +290,14 @@ class Turns(Spans):
 
     async def _fresh_turns(self, turn: Turn) -> list[dict[str, Any]]:
         """A fresh working context's items; the model carries exactly its turns from now on."""
-        context = await self._fresh_context(turn)
+        context = await fresh_context(self.ledger, self.settings, self.status.state.capsule, turn)
         self.retrieval.carry_fresh(context.turns)
         return context.items
 
     def _instructions(self, turn: Turn, memory: TurnMemory) -> str:
         """Every request's own instructions (a chain does not carry them): memory given so far included."""
         return compose_instructions(
-            BASE_INSTRUCTIONS, capsule=self.state.capsule, channel=turn.channel, now=utcnow(), with_markers=True,
+            BASE_INSTRUCTIONS, capsule=self.status.state.capsule, channel=turn.channel, now=utcnow(), with_markers=True,
             memory=memory.context(), calendar=self.calendar_now.section(utcnow()),
         )
 
@@ -358,7 +305,7 @@ class Turns(Spans):
         """One streamed request, cut short (closing its connection) the moment Stop is pressed."""
         stream = asyncio.ensure_future(
             responses.stream_response(
-                self.client, request, on_delta=text.delta, on_compacting=self._auto_compacting,
+                self.client, request, on_delta=text.delta, on_compacting=self.status.auto_compacting,
                 on_created=text.created, meter=self.meter, cause=usage_cause(turn),
             )
         )
@@ -378,13 +325,13 @@ class Turns(Spans):
                 stream.cancel()  # closes the HTTP stream: the server sees the client leave
                 await asyncio.wait([stream])
         if stream.cancelled():
-            await self._auto_compacting(False)
+            await self.status.auto_compacting(False)
             raise TurnStopped()
         return stream.result()
 
     async def _record_usage(self, turn: Turn, result: responses.ModelResult) -> None:
         await turn.opened()  # the first thing of a turn published after its opening events
-        s = self.state
+        s = self.status.state
         before = s.input_tokens
         common: dict[str, Any] = {
             "conversation_id": turn.conversation_id,
@@ -424,8 +371,8 @@ class Turns(Spans):
             )
             await self.ledger.append(compacted)
             s.last_compacted_at = compacted.ts  # the event's own time, as a restart reads it back
-        await self._auto_compacting(False)
-        await self.publish_state()
+        await self.status.auto_compacting(False)
+        await self.status.publish()
 
 
 def usage_cause(turn: Turn) -> Cause:
