@@ -19,6 +19,11 @@ policies allow by tag, and callers filter on two of them:
 
 Apart from that one rule the registry enforces policies only; what ``side_effect`` means for
 a caller is that caller's rule.
+
+One concept, so one module past 450 lines: the set of tools and the one path a call takes
+through it (lookup, policy, validation, timeout, the two events) change together, and the MCP
+servers' tools join and leave that same set on reload; the tools themselves, the policies and
+the MCP client live in their own modules.
 """
 
 import asyncio
