@@ -1,6 +1,6 @@
 """The small shared types of a turn: what is being answered, where its chain continues, how it ended.
 
-They live apart from ``turn`` (the model loop) so the conversation state, the agent core and
+They live apart from ``turn`` (the model loop) so the conversation state, the fresh context and
 retrieval can name them without importing the loop that imports them: no import cycle.
 """
 
