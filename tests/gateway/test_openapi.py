@@ -5,6 +5,8 @@ from typing import Any
 import httpx
 from fastapi.routing import APIRoute
 
+from delegate.contracts.events import RUN_ID_PATTERN
+
 from .helpers import Gateway, auth
 
 
@@ -84,3 +86,17 @@ async def test_query_parameters_are_documented_with_the_bounds_their_handlers_en
             assert parameter("get", path, name)["schema"] == {"type": "boolean"}
             for value in ("true", "false"):
                 assert (await http.get(path, params={name: value})).status_code != 400, (path, value)
+
+
+async def test_path_ids_are_documented_as_their_handlers_check_them(gateway: Gateway) -> None:
+    async with httpx.AsyncClient(base_url=gateway.http, headers=auth()) as http:
+        doc = (await http.get("/api/openapi.json")).json()
+        [run_id] = doc["paths"]["/api/runs/{run_id}/diagram"]["get"]["parameters"]
+        assert run_id["schema"]["pattern"] == RUN_ID_PATTERN
+        assert (await http.get("/api/runs/a.b/diagram")).status_code == 400  # outside the pattern
+        assert (await http.get("/api/runs/run-1/diagram")).status_code != 400  # inside it
+        for action in ("stop", "regenerate"):
+            [turn_id] = doc["paths"][f"/api/turns/{{turn_id}}/{action}"]["post"]["parameters"]
+            assert turn_id["schema"]["maxLength"] == 64
+            assert (await http.post(f"/api/turns/{'t' * 65}/{action}")).status_code == 400
+            assert (await http.post(f"/api/turns/{'t' * 64}/{action}")).status_code != 400

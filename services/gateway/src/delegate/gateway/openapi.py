@@ -16,6 +16,7 @@ from fastapi.openapi.utils import get_openapi
 from pydantic import TypeAdapter
 
 from delegate.contracts import ws
+from delegate.contracts.events import RUN_ID_PATTERN
 from delegate.contracts.push import SubscriptionIn
 from delegate.contracts.signals import OWNER_SIGNAL_KINDS, SIGNAL_ADAPTER
 from delegate.contracts.tasks import TaskCreate
@@ -77,9 +78,18 @@ QUERY: dict[tuple[str, str], dict[str, tuple[dict[str, Any], bool]]] = {
 }
 
 
-def _query_parameters(op: dict[str, Any], declared: dict[str, tuple[dict[str, Any], bool]]) -> None:
+# Path ids the handlers refuse (400) or cannot know (404) past these.
+TURN_ID = {"type": "string", "minLength": 1, "maxLength": 64}
+PATH: dict[tuple[str, str], dict[str, tuple[dict[str, Any], bool]]] = {
+    ("get", "/api/runs/{run_id}/diagram"): {"run_id": ({"type": "string", "pattern": RUN_ID_PATTERN}, True)},
+    ("post", "/api/turns/{turn_id}/stop"): {"turn_id": (TURN_ID, True)},
+    ("post", "/api/turns/{turn_id}/regenerate"): {"turn_id": (TURN_ID, True)},
+}
+
+
+def _parameters(op: dict[str, Any], where: str, declared: dict[str, tuple[dict[str, Any], bool]]) -> None:
     for parameter in op.get("parameters", []):
-        if parameter.get("in") == "query" and parameter["name"] in declared:
+        if parameter.get("in") == where and parameter["name"] in declared:
             schema, required = declared[parameter["name"]]
             default = parameter["schema"].get("default")
             parameter["schema"] = schema if default is None else {**schema, "default": default}
@@ -169,7 +179,9 @@ def document(app: FastAPI) -> dict[str, Any]:
             elif _twilio_form(method, path):
                 op["requestBody"] = {"required": True, "content": {FORM: {"schema": {"type": "object"}}}}
             if (method, path) in QUERY:
-                _query_parameters(op, QUERY[method, path])
+                _parameters(op, "query", QUERY[method, path])
+            if (method, path) in PATH:
+                _parameters(op, "path", PATH[method, path])
             if (method, path) in MEDIA:
                 status, media = MEDIA[method, path]
                 responses[status] = {"description": "OK", "content": {media: {"schema": {"type": "string"}}}}
