@@ -17,7 +17,7 @@ import pytest
 
 from delegate.contracts import streams, topics
 from delegate.contracts.budget import BudgetReply
-from delegate.contracts.channels import OutboundSms
+from delegate.contracts.channels import OutboundEmail, OutboundSms
 from delegate.contracts.events import ActivationOutcome, Checkpoint, ContextUsage, Event, Message, ModelUsage
 from delegate.contracts.messages import ActivationInput
 from delegate.contracts.signals import ScriptPayload, ScriptSignal
@@ -303,3 +303,36 @@ async def test_a_capsule_refresh_waits_at_its_cap_and_runs_once_the_cap_is_raise
     [capsule] = await eventually(refreshed, "the deferred capsule refresh")
     assert capsule.payload["through_seq"] >= (crossing.seq or 0)
     assert len(model_requests(standin, CAPSULE_MARK)) == 1
+
+
+async def test_owner_turns_past_the_line_tell_the_owner_once_by_email(running: System, h: Harness) -> None:
+    # The owner's own turns pass the day's line (they still run: no hard stop). The owner last
+    # wrote by email, so that is where they are told, once for the period, with the figures.
+    restart_plane(running, BUDGET_DAILY_USD="0.05", BUDGET_RUNAWAY_PAUSE_S="1")
+    await early_in_a_period(PERIOD_S, 30.0)
+    ask = await h.append(Message(text="Can you check my week?"), conversation_id="c-mail", span_id=None,
+                         channel="email", role="user")
+    await h.append(Message(text="Here it is."), conversation_id="c-mail", span_id=None, channel="email",
+                   role="assistant", parent_id=ask.id)
+    for _ in range(3):
+        await h.append(ModelUsage(model="gpt-5.5", purpose="owner_turn", cause_id=ask.id, input_tokens=4000,
+                                  output_tokens=400, cost_usd=0.03), conversation_id="c-mail", span_id=None,
+                       channel="email")
+
+    async def told() -> list[Event] | None:
+        found = [e for e in await h.events(kinds=["budget.notice"]) if e.payload["channel"] == "email"]
+        return found or None
+
+    [notice] = await eventually(told, "the owner told by email")
+    assert notice.payload["reason"] == "budget_usd" and notice.payload["spent_day_usd"] >= 0.05
+    emails = [OutboundEmail.model_validate_json(m.data) for m in await h.stream_messages("CHANNELS")
+              if m.subject == topics.EMAIL_OUT.subject]
+    assert [e.id for e in emails] == [notice.payload["outbox_id"]]
+    assert "budget reached" in emails[0].text and "of $0.05" in emails[0].text
+    assert "Your own messages still get answers." in emails[0].text
+    # Told once: later turns in the same period add spend, not another notice.
+    await h.append(ModelUsage(model="gpt-5.5", purpose="owner_turn", cause_id=ask.id, input_tokens=4000,
+                              output_tokens=400, cost_usd=0.03), conversation_id="c-mail", span_id=None,
+                   channel="email")
+    await h.processed((await h.events(kinds=["model.usage"]))[-1].seq or 0)
+    assert len([e for e in await h.events(kinds=["budget.notice"]) if e.payload["channel"] == "email"]) == 1
