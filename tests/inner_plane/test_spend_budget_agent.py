@@ -156,3 +156,49 @@ async def test_a_burst_at_a_line_just_above_one_activation_runs_one_with_the_rea
     notices = await eventually(next_period, "the line reached again in the next period", PERIOD_S + 60)
     assert notices[0].payload["period"] != notices[1].payload["period"]
     assert len([e for e in await outcomes(h) if e.id not in before]) == 2
+
+
+async def test_the_runaway_guard_stops_a_loop_of_real_activations(system: System, h: Harness) -> None:
+    # A script that answers every activation with another signal: a loop only the guard ends. Each
+    # activation is one model call; the guard allows 3 background calls a minute.
+    system.extra_env["BUDGET_BACKGROUND_CALLS_PER_MIN"] = "3"
+    system.kill("inner-plane")
+    system.start("inner-plane")
+    ran: list[ScriptSignal] = []
+    held: ScriptSignal | None = None
+    for n in range(10):
+        signal = ScriptSignal(source=f"loop-{n}", payload=ScriptPayload(text=f"again {n}"))
+        await h.bus.publish(topics.INNER_SIGNAL, signal)
+
+        async def settled(s: ScriptSignal = signal, done: int = len(ran)) -> str | None:
+            found = await decisions_of(h, s)
+            if ("hold", "runaway") in found:
+                return "held"
+            acted = any(d == "act" for d, _ in found)
+            return "ran" if acted and len(await outcomes(h)) > done else None
+
+        if await eventually(settled, f"loop signal {n} run or held", 60.0) == "held":
+            held = signal
+            break
+        ran.append(signal)
+    assert held is not None, "the guard let the loop run on"
+    # The fourth call in a minute passes the guard's three: the fifth signal waits.
+    assert len(ran) == 4
+    assert len(await activation_usage(h)) == 4
+
+    async def told() -> list[Event] | None:
+        return [e for e in await h.events(kinds=["budget.notice"]) if e.payload["reason"] == "runaway"] or None
+
+    [notice] = await eventually(told, "the owner told of the runaway")
+    assert "background model calls within a minute (the guard allows 3)" in notice.payload["detail"]
+    # However long the loop keeps signalling, nothing more runs while the guard holds.
+    more = [ScriptSignal(source=f"loop-more-{n}", payload=ScriptPayload(text="and again")) for n in range(3)]
+    for signal in more:
+        await h.bus.publish(topics.INNER_SIGNAL, signal)
+
+    async def all_held() -> bool:
+        return all([("hold", "runaway") in await decisions_of(h, s) for s in more])
+
+    await eventually(all_held, "the loop's further signals held")
+    assert len(await outcomes(h)) == 4 and len(await activation_usage(h)) == 4
+    assert len([e for e in await h.events(kinds=["budget.notice"]) if e.payload["reason"] == "runaway"]) == 1
