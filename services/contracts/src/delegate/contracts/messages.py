@@ -10,7 +10,9 @@ from .ids import new_id, utcnow
 
 
 class BusModel(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # defer_build: built when first used, not at import: a start uses a few of these (see
+    # events.Payload).
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class ErrorInfo(BusModel):
