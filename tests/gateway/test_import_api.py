@@ -8,6 +8,7 @@ its current branch; the edge refuses what is not an import.
 """
 
 import json
+import signal
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
@@ -223,6 +224,32 @@ async def test_a_chatgpt_export_is_imported_on_its_current_branch(http: httpx.As
     assert [(e.role, e.payload["imported"]["ref"]) for e in messages] == [("user", "u1"), ("assistant", "a2")]
     assert messages[0].ts == datetime.fromtimestamp(t + 1, UTC)
     assert messages[1].parent_id == messages[0].id
+
+
+async def test_an_import_is_not_done_before_the_ledger_has_committed_it(
+    running: System, http: httpx.AsyncClient, bus: Bus
+) -> None:
+    """Written (acknowledged by JetStream) is not done: done means searchable. It used to say
+    done as soon as this gateway had written every event, while memory knew nothing of the
+    import yet, and a read of the ledger right after found none of it."""
+    ledger = running.procs["ledger"].proc
+    mark = await ledger_mark(bus)
+    ledger.send_signal(signal.SIGSTOP)  # the ledger commits nothing until it is continued
+    try:
+        reply = await http.post("/api/import", content=ndjson(dialog(4, "paused")), headers=NDJSON)
+        assert reply.status_code == 202, reply.text
+        import_id, events = reply.json()["import_id"], reply.json()["events"]
+
+        async def written() -> dict[str, Any] | None:
+            body: dict[str, Any] = (await http.get(f"/api/import/{import_id}")).json()
+            return body if body["events"] == events else None
+
+        status = await eventually(written, "this gateway to write every event of the import", 30)
+        assert status["status"] == "running" and status["indexed"] == 0, status
+    finally:
+        ledger.send_signal(signal.SIGCONT)
+    assert (await finished(http, import_id))["status"] == "done"
+    assert sum(e.kind == "message" for e in await imported_events(bus, import_id, mark)) == 4
 
 
 async def test_the_edge_refuses_what_is_not_an_import(running: System, http: httpx.AsyncClient) -> None:

@@ -102,13 +102,20 @@ async def indexed_status(bus: Bus, import_id: str) -> ImportStatus | None:
         raise ApiError(502, exc.code, exc.message) from exc
 
 
-def merged(import_id: str, local: Progress | None, indexed: ImportStatus | None) -> dict[str, Any]:
+def merged(
+    import_id: str, local: Progress | None, indexed: ImportStatus | None, *, index_answered: bool
+) -> dict[str, Any]:
+    """``index_answered``: the memory service answered and knows nothing of the import yet."""
     # "done" means searchable: the index has applied the import's end, and so (in seq order)
-    # every event before it. A failure is news from the writer first.
+    # every event before it. A failure is news from the writer first. This gateway having
+    # written every event is not "done" while the index has not even seen the import start
+    # (the ledger has not committed it yet); with the index away, the writer's word is all there is.
     if local is not None and local.status == "failed":
         status = "failed"
     elif indexed is not None:
         status = indexed.status
+    elif index_answered:
+        status = "running"
     else:
         status = local.status if local is not None else "running"
     errors = local.errors if local is not None and local.errors else (indexed.errors if indexed else [])
@@ -129,12 +136,13 @@ async def import_status(import_id: str, request: Request, bus: BusDep) -> dict[s
     if not 1 <= len(import_id) <= MAX_IMPORT_ID:
         raise ApiError(404, "not_found", "there is no such import")
     local = imports_of(request).get(import_id)
+    answered = True
     try:
         indexed = await indexed_status(bus, import_id)
     except BusUnavailable as exc:
         if local is None:
             raise ApiError(503, "memory_unavailable", "the memory service is not answering") from exc
-        indexed = None  # this gateway's own progress, without the index's count
+        indexed, answered = None, False  # this gateway's own progress, without the index's count
     if local is None and indexed is None:
         raise ApiError(404, "not_found", f"there is no import {import_id}")
-    return merged(import_id, local, indexed)
+    return merged(import_id, local, indexed, index_answered=answered)
