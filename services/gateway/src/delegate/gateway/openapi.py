@@ -25,6 +25,7 @@ from delegate.contracts.usage import UsageGroup
 from .deps import require_owner
 from .http import MAX_PAGE, SignIn
 from .memory_api import MAX_FACTS, MAX_LIMIT, MAX_QUERY, FactEdit
+from .openapi_answers import answers
 from .people_api import STATES, PersonEdit
 from .signals_api import SERVER_FIELDS
 
@@ -164,6 +165,7 @@ def document(app: FastAPI) -> dict[str, Any]:
     schemas["Error"] = ERROR
     components["securitySchemes"] = {"owner": {"type": "http", "scheme": "bearer"}}
     bodies = _json_bodies(schemas)
+    answered = answers(schemas)
     error = {"description": "refused or failed: the gateway's error JSON",
              "content": {"application/json": {"schema": {"$ref": REF.format(model="Error")}}}}
     for path, operations in doc.get("paths", {}).items():
@@ -182,6 +184,9 @@ def document(app: FastAPI) -> dict[str, Any]:
                 _parameters(op, "query", QUERY[method, path])
             if (method, path) in PATH:
                 _parameters(op, "path", PATH[method, path])
+            if (method, path) in answered:
+                status, schema = answered[method, path]
+                responses[status] = {"description": "OK", "content": {"application/json": {"schema": schema}}}
             if (method, path) in MEDIA:
                 status, media = MEDIA[method, path]
                 responses[status] = {"description": "OK", "content": {media: {"schema": {"type": "string"}}}}
