@@ -1,6 +1,6 @@
 """A ``/chat`` client that behaves as the browser page does when the server goes away and back.
 
-It mirrors client/js/connection.js and the sending half of client/js/app.js:
+It mirrors client/js/connection.js and the sending half of client/js/composer.js:
 
 - every (re)connect sends ``hello`` with the highest committed seq it holds, and the replay
   that follows brings exactly what it has not seen;
@@ -33,7 +33,7 @@ from tests.support.system import System
 
 T = TypeVar("T")
 
-WS_CONFIRM_S = 4.0  # app.js WS_CONFIRM_MS
+WS_CONFIRM_S = 4.0  # composer.js WS_CONFIRM_MS
 READY_POLL_S = 0.25  # connection.js READY_POLL_MS
 READY_POLL_CAP_S = 1.0  # connection.js READY_POLL_CAP_MS
 CLOSE_UNAUTHORIZED = 4401
@@ -179,7 +179,7 @@ class BrowserChat:
         if answer and event.get("parent_id"):
             self.answers.setdefault(event["parent_id"], []).append(event)
 
-    # ---- sending (app.js send / postMessage) ----------------------------------------------------
+    # ---- sending (composer.js send / postMessage) -------------------------------------------------
 
     async def say(self, text: str, client_msg_id: str) -> None:
         p = Pending(client_msg_id, text)
