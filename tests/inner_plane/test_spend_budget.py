@@ -308,7 +308,9 @@ async def test_a_capsule_refresh_waits_at_its_cap_and_runs_once_the_cap_is_raise
 async def test_owner_turns_past_the_line_tell_the_owner_once_by_email(running: System, h: Harness) -> None:
     # The owner's own turns pass the day's line (they still run: no hard stop). The owner last
     # wrote by email, so that is where they are told, once for the period, with the figures.
-    restart_plane(running, BUDGET_DAILY_USD="0.05", BUDGET_RUNAWAY_PAUSE_S="1")
+    # Short periods again (the tests before switched to the calendar day, whose spend is past
+    # this line already): the line is reached in a period of its own, after the owner wrote.
+    restart_plane(running, BUDGET_DAILY_USD="0.05", BUDGET_PERIOD_S=str(PERIOD_S), BUDGET_RUNAWAY_PAUSE_S="1")
     await early_in_a_period(PERIOD_S, 30.0)
     ask = await h.append(Message(text="Can you check my week?"), conversation_id="c-mail", span_id=None,
                          channel="email", role="user")
