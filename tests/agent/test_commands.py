@@ -11,7 +11,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from openai import AsyncOpenAI
 
 from delegate.agent.agent import Agent
 from delegate.agent.ledger import Ledger
@@ -19,6 +18,7 @@ from delegate.agent.settings import Settings
 from delegate.agent.toolbox import Toolbox
 from delegate.contracts.messages import AgentCommand
 from delegate.runtime.bus import Bus, BusUnavailable, DomainError
+from delegate.runtime.openai_client import LazyOpenAI
 
 pytestmark = [pytest.mark.integration]
 
@@ -28,7 +28,9 @@ async def agent(nats_url: str) -> AsyncIterator[Agent]:
     bus = await Bus.connect(nats_url, "agent-commands-test")
     await bus.ensure_streams(all_owners=True)  # appends land in the stream; no ledger reads them
     ledger = Ledger(bus)
-    client = AsyncOpenAI(api_key="unused", base_url="http://127.0.0.1:9/v1", max_retries=0)
+    client = LazyOpenAI(
+        timeout=10, max_retries=0, without_key="", endpoint={"api_key": "unused", "base_url": "http://127.0.0.1:9/v1"}
+    )
     made = Agent(Settings(_env_file=None, nats_url=nats_url), bus, ledger, client, Toolbox(None, ledger))
     made.status.state.conversation_id = "conversation-to-compact"  # something to compact
     yield made

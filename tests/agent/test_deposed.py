@@ -12,7 +12,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from openai import AsyncOpenAI
 
 from delegate.agent.agent import Agent, Deposed
 from delegate.agent.ledger import Ledger
@@ -22,6 +21,7 @@ from delegate.contracts import topics
 from delegate.contracts.messages import Delta, UserInput
 from delegate.runtime.bus import Bus
 from delegate.runtime.lease import LEASE_KEY, Lease
+from delegate.runtime.openai_client import LazyOpenAI
 from tests.support.standin import TEST_API_KEY, StandinProcess
 
 pytestmark = [pytest.mark.integration]
@@ -60,7 +60,10 @@ async def rig(make_system, standin: StandinProcess) -> AsyncIterator[Rig]:
     assert await lease.try_acquire()
     ledger = Ledger(bus)
     ledger.fence = lease.fence
-    client = AsyncOpenAI(api_key=TEST_API_KEY, base_url=standin.base_url, max_retries=0)
+    client = LazyOpenAI(
+        timeout=60, max_retries=0, without_key="", endpoint={"api_key": TEST_API_KEY, "base_url": standin.base_url}
+    )
+    client.preload()  # as the agent does once it leads
     settings = Settings(_env_file=None, nats_url=system.nats.url)
     agent = Agent(settings, bus, ledger, client, Toolbox(None, ledger), lease)
     await agent.restore()

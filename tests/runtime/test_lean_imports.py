@@ -34,6 +34,7 @@ def test_a_service_starts_without_unused_extras(service: str) -> None:
     loaded = modules_after(f"import importlib; importlib.import_module('delegate.{service}.__main__')")
     assert loaded["nats"] and not loaded["aiohttp"], loaded
     assert not loaded["rich"] and not loaded["pygments"], loaded  # httpx's CLI (the pollers load httpx)
+    assert not loaded["openai"], loaded  # the SDK loads after the start (LazyOpenAI): the agent preloads it
 
 
 def test_a_host_loads_every_service_as_lean(tmp_path: Path) -> None:
@@ -50,6 +51,7 @@ def test_a_host_loads_every_service_as_lean(tmp_path: Path) -> None:
     assert loaded["nats"] and loaded["httpx"] and loaded["fastapi"], loaded  # what they do use
     assert not loaded["aiohttp"], loaded  # nats-py's and the OpenAI SDK's unused transports
     assert not loaded["rich"] and not loaded["pygments"], loaded  # httpx's CLI, though uvicorn loads click
+    assert not loaded["openai"], loaded  # a third of a host's import CPU: it loads once the agent leads
 
 
 def test_httpx_works_without_its_command_line_client() -> None:

@@ -22,12 +22,11 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
-from openai import AsyncOpenAI
-
 from delegate.contracts.messages import AgentCommand, AgentState, ResumeState
 from delegate.runtime.bus import Bus
 from delegate.runtime.calendar_now import CalendarNow
 from delegate.runtime.metering import Meter
+from delegate.runtime.openai_client import LazyOpenAI
 
 from .activation import Activations
 from .away import AwayEmail
@@ -61,7 +60,7 @@ class Agent:
         settings: Settings,
         bus: Bus,
         ledger: Ledger,
-        client: AsyncOpenAI,
+        client: LazyOpenAI,
         toolbox: Toolbox,
         lease: "Lease | None" = None,
         lost: asyncio.Event | None = None,

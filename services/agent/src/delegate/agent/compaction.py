@@ -11,14 +11,13 @@ import json
 import logging
 from typing import Any
 
-from openai import AsyncOpenAI
-
 from delegate.contracts import topics
 from delegate.contracts.events import ContextCompacted, make_event
 from delegate.contracts.ids import utcnow
 from delegate.contracts.messages import LiveNotice
 from delegate.runtime.bus import Bus
 from delegate.runtime.metering import Cause, Meter
+from delegate.runtime.openai_client import LazyOpenAI
 from delegate.runtime.working_context import compose_instructions
 
 from . import model as responses
@@ -43,7 +42,7 @@ class Compaction:
         settings: Settings,
         bus: Bus,
         ledger: Ledger,
-        client: AsyncOpenAI,
+        client: LazyOpenAI,
         toolbox: Toolbox,
         meter: Meter,
         status: Status,
@@ -144,7 +143,8 @@ class Compaction:
         try:
             tools = self.toolbox.definitions()
             extra: dict[str, Any] = {"tools": tools} if tools else {}
-            counted = await self.client.responses.input_tokens.count(
+            sdk = await responses.sdk_client(self.client)
+            counted = await sdk.responses.input_tokens.count(
                 model=self.settings.openai_model, input=items, instructions=instructions,  # type: ignore[arg-type]
                 **extra,
             )

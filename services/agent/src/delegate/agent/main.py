@@ -12,11 +12,10 @@ import contextlib
 import logging
 import socket
 
-from openai import AsyncOpenAI
-
 from delegate.contracts import streams, subjects, topics
 from delegate.runtime.bus import Bus, BusUnavailable
 from delegate.runtime.lease import Lease
+from delegate.runtime.openai_client import LazyOpenAI
 from delegate.runtime.retry import Backoff, sleep_unless
 from delegate.runtime.service import run_service
 from delegate.runtime.settings_check import load_settings
@@ -48,9 +47,10 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     bus = await Bus.connect(settings.nats_url, f"{SERVICE}:{instance}", settings=settings)
     await bus.ensure_streams()
     ledger = Ledger(bus)
-    client = AsyncOpenAI(
-        max_retries=settings.openai_max_retries, timeout=settings.openai_timeout,
-        **(settings.openai_client_options() or {}),
+    # The SDK loads once this agent leads (``lead``), not with its code: see openai_client.
+    client = LazyOpenAI(
+        timeout=settings.openai_timeout, max_retries=settings.openai_max_retries,
+        without_key="every turn fails until it is set", endpoint=settings.openai_client_options(),
     )
     lease = Lease(
         bus.js, instance, bucket=subjects.AGENT_LEASE_BUCKET, singleton="agent",
@@ -80,7 +80,7 @@ async def lead(
     instance: str,
     bus: Bus,
     ledger: Ledger,
-    client: AsyncOpenAI,
+    client: LazyOpenAI,
     toolbox: Toolbox,
     lease: Lease,
     stop: asyncio.Event,
@@ -114,6 +114,7 @@ async def lead(
         if lost.is_set() or stop.is_set():
             return
         await term.serve_ping(SERVICE, ready=lambda: agent.status.ready)
+        client.preload()  # ready without the SDK: it loads now, and a turn waits only for what is left
         await term.serve(topics.AGENT_STATE_GET, agent.on_state)
         await term.serve(topics.AGENT_COMPACT, agent.on_compact)
         await term.serve(topics.AGENT_END, agent.on_end)

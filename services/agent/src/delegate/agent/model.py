@@ -10,18 +10,24 @@
   timeout, ``response.failed``, an in-stream ``error`` event in either shape). Sending the
   same request again is safe: a failed response never becomes the chain head.
 
-Events are the server's JSON objects as sent (see ``RawEvents``), dispatched on their ``type``.
+Events are the server's JSON objects as sent (see ``stream_response``), dispatched on their ``type``.
+
+The client is a ``LazyOpenAI``: the SDK loads in a thread once the agent leads (``preload``), not
+with this module, so a host's services are ready without it; a call made before that load ends
+waits for the rest of it.
 """
 
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
-
-import openai
-from openai import AsyncOpenAI, AsyncStream, RequestOptions
+from typing import TYPE_CHECKING, Any
 
 from delegate.runtime.metering import Cause, Meter
+from delegate.runtime.openai_client import LazyOpenAI, ModelFailed
+
+if TYPE_CHECKING:
+    import openai
+    from openai import AsyncOpenAI, RequestOptions
 
 log = logging.getLogger(__name__)
 
@@ -85,18 +91,19 @@ class ModelResult:
 DeltaSink = Callable[[str], Awaitable[None]]
 FlagSink = Callable[[bool], Awaitable[None]]
 
-# Events arrive as the plain JSON objects the server sent. ``responses.create`` would run our
-# already wire-shaped request through the SDK's typed-params transform and build a pydantic
-# model of every event, the echoed tools and instructions included: together most of a turn's
-# CPU before its first delta. ``client.post`` keeps everything else of the SDK (auth, retries
-# before the first byte, timeouts, status errors, SSE framing, raising on an in-stream
-# ``error`` object) and hands the events over untouched.
-RawEvents = AsyncStream[object]
-BEARER: RequestOptions = {"security": {"bearer_auth": True}}
+BEARER: "RequestOptions" = {"security": {"bearer_auth": True}}
+
+
+async def sdk_client(client: LazyOpenAI) -> "AsyncOpenAI":
+    """The SDK's client, once loaded; without a model endpoint configured, a ``ModelError``."""
+    try:
+        return await client.get()
+    except ModelFailed as exc:
+        raise ModelError("model_unconfigured", "No model is configured (OPENAI_API_KEY is not set).") from exc
 
 
 async def stream_response(
-    client: AsyncOpenAI,
+    client: LazyOpenAI,
     request: dict[str, Any],
     *,
     on_delta: DeltaSink,
@@ -106,8 +113,18 @@ async def stream_response(
     cause: Cause,
 ) -> ModelResult:
     """Run one streamed ``POST /responses`` to its terminal event (its usage metered as ``cause``'s)."""
+    sdk = await sdk_client(client)
+    import openai  # loaded by now: what ``sdk_client`` waited for
+    from openai import AsyncStream
+
     try:
-        stream = await meter.stream(client, cause, request, stream_cls=RawEvents, options=BEARER)
+        # Events arrive as the plain JSON objects the server sent. ``responses.create`` would
+        # run our already wire-shaped request through the SDK's typed-params transform and build
+        # a pydantic model of every event, the echoed tools and instructions included: together
+        # most of a turn's CPU before its first delta. ``client.post`` keeps everything else of
+        # the SDK (auth, retries before the first byte, timeouts, status errors, SSE framing,
+        # raising on an in-stream ``error`` object) and hands the events over untouched.
+        stream = await meter.stream(sdk, cause, request, stream_cls=AsyncStream[object], options=BEARER)
     except openai.APIStatusError as exc:
         raise classify_status(exc) from exc
     except openai.APITimeoutError as exc:
@@ -215,7 +232,7 @@ def parse_usage(usage: Any) -> TokenUsage | None:
     )
 
 
-def classify_status(exc: openai.APIStatusError) -> ModelError:
+def classify_status(exc: "openai.APIStatusError") -> ModelError:
     """An HTTP error the SDK gave up on, as something a person can read."""
     status = exc.status_code
     code = str(getattr(exc, "code", None) or "")
@@ -249,7 +266,7 @@ def _broken(code: str | None, message: str | None) -> StreamBroken:
 
 
 async def compact(
-    client: AsyncOpenAI,
+    client: LazyOpenAI,
     *,
     model: str,
     instructions: str,
@@ -264,8 +281,11 @@ async def compact(
         kwargs["previous_response_id"] = previous_response_id
     else:
         kwargs["input"] = input_items or []
+    sdk = await sdk_client(client)
+    import openai  # loaded by now: what ``sdk_client`` waited for
+
     try:
-        result = await meter.compact(client, cause, **kwargs)
+        result = await meter.compact(sdk, cause, **kwargs)
     except openai.APIStatusError as exc:
         raise classify_status(exc) from exc
     except openai.APITimeoutError as exc:

@@ -13,8 +13,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from openai import AsyncOpenAI
-
 from delegate.contracts.events import (
     ContextCompacted,
     ContextUsage,
@@ -30,6 +28,7 @@ from delegate.runtime.bus import Bus, BusUnavailable, DomainError, Retryable
 from delegate.runtime.calendar_now import CalendarNow
 from delegate.runtime.hard_stop import owner_turn_refusal
 from delegate.runtime.metering import Cause, Meter
+from delegate.runtime.openai_client import LazyOpenAI
 from delegate.runtime.working_context import compose_instructions
 
 from . import model as responses
@@ -60,7 +59,7 @@ class Turns:
         settings: Settings,
         bus: Bus,
         ledger: Ledger,
-        client: AsyncOpenAI,
+        client: LazyOpenAI,
         toolbox: Toolbox,
         meter: Meter,
         status: Status,

@@ -1,9 +1,12 @@
-"""An OpenAI client made on first use, for the services whose model calls are occasional.
+"""An OpenAI client made on first use: the SDK is never part of a service's start.
 
 The inner plane, memory and tasks call the model now and then, not on every input, so the SDK
-(about 500 modules, ~15 MB) loads with the first call, not at start. It loads in a thread: on the
-event loop, an import that takes a second on a busy machine holds up everything else the service
-does meanwhile (lease renewals, the ledger follower, acks). A missing key is still said at start.
+(about 500 modules, ~15 MB) loads with the first call, not at start. The agent calls it on every
+turn, so it ``preload``s the SDK once it is ready to take input: imported with its code, the SDK
+was a third of the CPU a host (every service in one process) spent before its services were
+ready. It loads in a thread: on the event loop, an import that takes a second on a busy machine
+holds up everything else the service does meanwhile (lease renewals, the ledger follower, acks).
+A missing key is still said at start.
 """
 
 import asyncio
@@ -36,21 +39,31 @@ class LazyOpenAI:
         self.max_retries = max_retries
         self.endpoint = endpoint
         self.client: AsyncOpenAI | None = None
+        self._loading: asyncio.Future[None] | None = None
         self.missing = ""
         # What the SDK's constructor would refuse, said at start without loading the SDK.
         if endpoint is None:
             self.missing = "the OPENAI_API_KEY environment variable is not set"
             log.error("no OpenAI client (%s): %s", self.missing, without_key)
 
+    def preload(self) -> None:
+        """Start loading the SDK in a thread, without waiting for it: the first call then finds
+        it loaded, or waits only for the rest of this same load."""
+        if self._loading is None and not self.missing:
+            self._loading = asyncio.ensure_future(asyncio.to_thread(import_sdk))
+
     async def get(self) -> "AsyncOpenAI":
         if self.missing:
             raise ModelFailed(f"no OpenAI client: {self.missing}")
         if self.client is None:
-            await asyncio.to_thread(import_sdk)
+            self.preload()
+            assert self._loading is not None
+            await asyncio.shield(self._loading)  # a caller cancelled meanwhile leaves the load going
             from openai import DEFAULT_MAX_RETRIES, AsyncOpenAI
 
-            retries = DEFAULT_MAX_RETRIES if self.max_retries is None else self.max_retries
-            self.client = AsyncOpenAI(timeout=self.timeout, max_retries=retries, **(self.endpoint or {}))
+            if self.client is None:  # another caller may have made it while this one waited
+                retries = DEFAULT_MAX_RETRIES if self.max_retries is None else self.max_retries
+                self.client = AsyncOpenAI(timeout=self.timeout, max_retries=retries, **(self.endpoint or {}))
         return self.client
 
     async def complete(self, *, model: str, instructions: str, text: str, meter: "Meter", cause: "Cause") -> str:

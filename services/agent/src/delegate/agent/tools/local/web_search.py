@@ -7,10 +7,8 @@ as the tool output.
 
 from typing import Any, Final
 
-import openai
-from openai import AsyncOpenAI
-
 from delegate.runtime.metering import Cause, Meter
+from delegate.runtime.openai_client import LazyOpenAI
 
 from ..base import CURRENT_CALL, FAILED, UNAVAILABLE, Tool, ToolError, object_schema
 from ..settings import ToolSettings
@@ -46,20 +44,23 @@ def search_cause() -> Cause:
                  span_id=call.span_id, parent_id=call.event_id)
 
 
-def web_search_tool(settings: ToolSettings, meter: Meter) -> tuple[Tool, AsyncOpenAI]:
+def web_search_tool(settings: ToolSettings, meter: Meter) -> tuple[Tool, LazyOpenAI]:
     # Without a key the offline stand-in at OPENAI_BASE_URL answers; the SDK still wants one.
-    client = AsyncOpenAI(
-        api_key=settings.openai_api_key or "offline",
-        base_url=settings.openai_base_url or None,
-        timeout=settings.web_search_timeout_s,
+    # The SDK loads with the first search (the agent's turns usually loaded it already).
+    client = LazyOpenAI(
+        timeout=settings.web_search_timeout_s, max_retries=None, without_key="",
+        endpoint={"api_key": settings.openai_api_key or "offline", "base_url": settings.openai_base_url or None},
     )
 
     async def handler(args: dict[str, Any]) -> str:
+        sdk = await client.get()
+        import openai  # loaded by now
+
         try:
             # Without the include the search call carries no sources: only what the answer
             # text happens to cite would be listed.
             response = await meter.create(
-                client, search_cause(), model=settings.openai_model, input=args["query"],
+                sdk, search_cause(), model=settings.openai_model, input=args["query"],
                 tools=[{"type": "web_search"}], include=[SOURCES_INCLUDE],
             )
         except (openai.APIConnectionError, openai.APITimeoutError) as exc:
