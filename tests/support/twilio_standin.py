@@ -158,7 +158,7 @@ class _State:
 
 _CALL_EXTRAS = frozenset(
     {"twiml", "url", "status_callback", "status_callback_event", "timeout", "machine_detection", "async_amd",
-     "async_amd_status_callback"}
+     "async_amd_status_callback", "machine_detection_timeout"}
 )
 _CALL_ENDED = frozenset({"completed", "busy", "failed", "no-answer", "canceled"})
 
@@ -524,6 +524,7 @@ class TwilioStandin:
                 "status_callback_event": list(form.get("StatusCallbackEvent", [])),
                 "timeout": int(one("Timeout") or 60), "machine_detection": one("MachineDetection"),
                 "async_amd": one("AsyncAmd"), "async_amd_status_callback": one("AsyncAmdStatusCallback"),
+                "machine_detection_timeout": int(one("MachineDetectionTimeout") or 30),  # Twilio's default
             })
             callback = one("StatusCallback")
             if callback:

@@ -87,8 +87,9 @@ async def test_an_owner_answering_after_the_prepare_timeout_talks(
     becomes 5 s against 2 s, both past the old fixed hold). The session is now held by the call's
     status: until the stream attaches (answered) or a status callback says the call is over,
     with the ring timeout only as the backstop."""
-    system = make_system(
-        "voice", "gateway", PUBLIC_BASE_URL=PUBLIC, VOICE_PREWARM_TIMEOUT_S="2", **twilio.env(owner_phone=OWNER)
+    system = make_system(  # the pollers own stream CHANNELS, where the AMD verdict travels
+        "voice", "gateway", "pollers", PUBLIC_BASE_URL=PUBLIC, VOICE_PREWARM_TIMEOUT_S="2",
+        **twilio.env(owner_phone=OWNER),
     )
     twilio.callbacks_to(system.http)
     bus, caller = await connect(system)
@@ -99,6 +100,8 @@ async def test_an_owner_answering_after_the_prepare_timeout_talks(
     assert statuses == ["initiated", "ringing", "in-progress"]
     caller.session_id = session_id
     assert (await caller.attach(token=token)).ok  # Twilio runs the TwiML: the stream claims the session
+    # Its AMD says a person answered: what they say is theirs, and answered (test_call_screening).
+    assert (await asyncio.to_thread(twilio.answered_by, call_sid, "human")).status_code == 204
     await caller.say()
     await wait_for(lambda: caller.of(AudioOut), "the model's answer to the owner")
 

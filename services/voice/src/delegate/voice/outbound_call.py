@@ -9,7 +9,9 @@ turns a call never answered (busy, no-answer, failed) into the session's end.
 The phone rings for VOICE_CALL_RING_TIMEOUT_S (Twilio's ``Timeout``) and the prepared session is
 held as long (``VoiceSession.claim_within_s``), so a late answer still talks. Answering machine
 detection runs in the background (``AsyncAmd``): its verdict comes to the gateway's ``/call/amd``
-and, for a machine, becomes a voicemail and an SMS (``voicemail``). The ``call.placed`` record,
+and, for a machine, becomes a voicemail and an SMS (``voicemail``); until it comes (at most
+VOICE_CALL_AMD_TIMEOUT_S, Twilio's MachineDetectionTimeout) the session screens the call: what
+the callee says is not the owner's yet, nor answered (``VoiceSession.on_answered_by``). The ``call.placed`` record,
 written once Twilio took the call, keeps the words to leave for whoever acts on that verdict.
 
 The same ``request_id`` twice places one call (a retried tool call must not ring twice); the
@@ -121,6 +123,7 @@ class OwnerCaller:
                 "machine_detection": s.voice_call_machine_detection, "async_amd": "true",
                 "async_amd_status_callback": amd_url(s.public_base_url, session.id),
                 "async_amd_status_callback_method": "POST",
+                "machine_detection_timeout": str(s.voice_call_amd_timeout_s),
             }
         try:
             call = await asyncio.to_thread(

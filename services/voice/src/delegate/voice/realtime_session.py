@@ -89,6 +89,12 @@ class RealtimeBridge:
         self._first_audio: dict[str, float] = {}
         self._calls: dict[str, dict[str, asyncio.Task[str]]] = {}  # response -> call_id -> running call
         self._tasks: set[asyncio.Task[None]] = set()
+        # Screening a call we placed until Twilio says who answered: the model's VAD still takes
+        # turns (and cuts the greeting when the callee talks over it) but answers none of them.
+        self._turn_detection: dict[str, Any] = {}
+        self._screening = False
+        self._unanswered = False  # a caller turn was committed after the last response began
+        self._answer_after = False  # screening ended during a response: answer the held turn after it
 
     # ---- setting up ------------------------------------------------------------------------
 
@@ -96,8 +102,11 @@ class RealtimeBridge:
         self.conn = await asyncio.wait_for(self.meter.realtime(self.client, self.model).enter(), timeout)
 
     def session_config(self, *, instructions: str, tools: list[dict[str, Any]], preset: Preset,
-                       retention_ratio: float, transcribe_model: str) -> dict[str, Any]:
+                       retention_ratio: float, transcribe_model: str, screening: bool = False) -> dict[str, Any]:
+        """``screening``: answer no caller turn until ``answer_caller`` (a machine may have answered)."""
         audio = FORMATS[self.audio_format]
+        self._turn_detection = preset.vad.turn_detection()
+        self._screening = screening
         config: dict[str, Any] = {
             "type": "realtime",
             "instructions": instructions,
@@ -106,7 +115,8 @@ class RealtimeBridge:
                 "input": {
                     "format": audio,
                     "transcription": {"model": transcribe_model},
-                    "turn_detection": preset.vad.turn_detection(),
+                    "turn_detection": {**self._turn_detection, "create_response": False}
+                    if screening else self._turn_detection,
                 },
                 "output": {"format": audio, "voice": preset.voice},
             },
@@ -158,6 +168,22 @@ class RealtimeBridge:
             await self._send({"type": "response.cancel"})
         await self._send({"type": "response.create", "response": {"instructions": f'Say exactly: "{text}"'}})
 
+    async def answer_caller(self) -> None:
+        """The end of screening: a person answered. The model answers turns by itself again, and
+        the turn it heard meanwhile now (after the response being said, if one is)."""
+        if not self._screening:
+            return
+        self._screening = False
+        await self._send(
+            {"type": "session.update",
+             "session": {"type": "realtime", "audio": {"input": {"turn_detection": self._turn_detection}}}}
+        )
+        if self._unanswered:
+            if self.active_response is None:
+                await self._send({"type": "response.create"})
+            else:  # one at a time: the held turn is answered once this response is done
+                self._answer_after = True
+
     # ---- caller -> model -------------------------------------------------------------------
 
     async def append_audio(self, audio: str) -> None:
@@ -207,6 +233,7 @@ class RealtimeBridge:
         elif kind in ("conversation.item.added", "conversation.item.created", "response.output_item.added"):
             self._item(event.get("item") or {})
         elif kind == "input_audio_buffer.committed":
+            self._unanswered = True
             if event.get("item_id"):
                 self.recorder.add_item(str(event["item_id"]), "user")
         elif kind == "conversation.item.input_audio_transcription.completed":
@@ -222,6 +249,7 @@ class RealtimeBridge:
             response_id = (event.get("response") or {}).get("id")
             if response_id:
                 self.active_response = response_id
+                self._unanswered = False
                 self._trigger[response_id] = self._speech_stopped_at
                 self._speech_stopped_at = None
                 if self._greeting_pending:
@@ -317,6 +345,10 @@ class RealtimeBridge:
         status = response.get("status")
         if response_id == self.active_response:
             self.active_response = None
+            if self._answer_after:
+                self._answer_after = False
+                if self._unanswered:
+                    self._spawn(self._send({"type": "response.create"}))
         for item in response.get("output") or []:
             item_id = item.get("id")
             if item.get("type") != "message" or not item_id or item_id in self._cut:

@@ -10,6 +10,11 @@ items are registered as the conversation adds them, and a message is written onc
 before it is written (or known to have no words). A SIGKILL then loses at most the sentence
 still being said. Nothing is written for a session no stream ever claimed (its greeting was
 never heard).
+
+On a call Delegate placed, the callee may be a machine until Twilio's verdict says otherwise:
+their words are held (``callee`` "held": the first of them and everything after it waits), then
+written as the owner's ("owner") or never written ("machine": a voicemail greeting is not what
+the owner said, and memory extracts from user messages).
 """
 
 import asyncio
@@ -33,6 +38,7 @@ TICK = timedelta(microseconds=1)
 TRANSCRIPT_WAIT_S = 15.0
 
 Speaker = Literal["user", "assistant"]
+Callee = Literal["owner", "held", "machine"]
 
 
 @dataclass
@@ -54,6 +60,7 @@ class Recorder:
         self.conversation_id: str | None = None
         self.span_id: str | None = None
         self.heard = False  # a stream claimed the session: what the model says is heard from now on
+        self.callee: Callee = "owner"  # whose words the caller's side are (see the module's doc)
         self._items: dict[str, _Item] = {}  # in conversation order
         self._queue: asyncio.Queue[Event | None] = asyncio.Queue()
         self._last_ts: datetime | None = None
@@ -128,19 +135,31 @@ class Recorder:
         item.meta.update(meta)
         self.flush()
 
+    def callee_is(self, callee: Callee) -> None:
+        """Whose the caller side's words are from now on; what was held is written or dropped."""
+        self.callee = callee
+        self.flush()
+
     def flush(self, *, final: bool = False) -> None:
-        """Write the leading finished items; ``final``: every item, with what it has."""
+        """Write the leading finished items; ``final``: every item, with what it has (words still
+        held at the end were never known to be the owner's: they are dropped)."""
         if not self.heard and not final:
             return
         now = asyncio.get_running_loop().time()
         while self._items:
             item = next(iter(self._items.values()))
+            if item.role == "user" and self.callee == "held" and not final:
+                return
             stale = item.role == "user" and now - item.added_at > TRANSCRIPT_WAIT_S
             if not (item.done or final or stale):
                 return
             del self._items[item.item_id]
             text = (item.text or "").strip()
             if not text or not self.heard:
+                continue
+            if item.role == "user" and self.callee != "owner":
+                log.info("session %s: the callee's words (%s) not recorded: %s", self.session_id, item.item_id,
+                         "a machine answered" if self.callee == "machine" else "no verdict on who answered")
                 continue
             meta = {"session_id": self.session_id, "item_id": item.item_id, **item.meta}
             self.write(Message(text=text, meta=meta), role=item.role)

@@ -10,6 +10,13 @@ Whatever ends a session (hang-up, the gateway going silent, the Realtime socket 
 lock lost, nobody attaching in time, shutdown) calls ``request_end`` once; the end then runs one
 way: the caller is told (``EndOut``), what was being said is recorded as cut off,
 ``session.ended`` and ``span.closed`` are written, and the lock is released.
+
+A call Delegate placed with answering machine detection is screened until Twilio's verdict
+(``on_answered_by``): the greeting plays, but what the callee says is neither answered nor
+recorded as the owner's words. "human" (or "unknown", Twilio's own timeout) ends the screening:
+the held words are the owner's and are answered; a machine's are dropped. No verdict at all counts
+as a person once Twilio's AMD timeout and a grace for its callback have passed since the stream
+attached.
 """
 
 import asyncio
@@ -38,6 +45,7 @@ from delegate.contracts.events import (
 )
 from delegate.contracts.ids import new_id, utcnow
 from delegate.contracts.voice import (
+    MACHINE_ANSWERS,
     AttachReply,
     AttachSession,
     AudioIn,
@@ -73,6 +81,9 @@ TWILIO_RING_BUFFER_S = 5  # Twilio may add this to a call's ring Timeout
 END_WRITE_TIMEOUT_S = 10.0
 WATCH_EVERY_S = 0.2
 MAX_EARLY_AUDIO = 500  # caller frames kept while the model's socket is still opening (10 s of phone audio)
+# After Twilio's AMD timeout, how long its verdict may still take to reach voice (webhook, gateway
+# spool, CHANNELS) before screening ends without it.
+AMD_VERDICT_GRACE_S = 5.0
 END_REASONS = frozenset(get_args(SessionEndReason))
 
 
@@ -148,6 +159,12 @@ class VoiceSession:
         self._subs: list[Subscription] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._out = topics.voice_out(self.id)
+        # Screened until Twilio says who answered (see the module's doc).
+        self.screening = (
+            kind == "phone" and direction == "outbound" and settings.voice_call_machine_detection != "off"
+        )
+        if self.screening:
+            self.recorder.callee = "held"
 
     # ---- lifecycle ---------------------------------------------------------------------------
 
@@ -260,12 +277,15 @@ class VoiceSession:
         config = self.bridge.session_config(
             instructions=instructions, tools=await tools, preset=self.preset,
             retention_ratio=s.realtime_retention_ratio, transcribe_model=s.openai_transcribe_model,
+            screening=self.screening,
         )
         await self.bridge.configure(config, s.voice_connect_timeout_s)
         greeting = self.preset.greeting
         if greeting:
             await self.bridge.greet(greeting)
         self._ready = True
+        if self.recorder.callee == "owner":  # a person's verdict came while the session was configured
+            await self.bridge.answer_caller()
         for audio in self._early_audio:
             await self.bridge.append_audio(audio)
         self._early_audio.clear()
@@ -328,7 +348,29 @@ class VoiceSession:
         await self.lock.release()
         log.info("session %s ended (%s)", self.id, reason)
 
-    # ---- a machine answered a call we placed ---------------------------------------------------
+    # ---- who answered a call we placed ------------------------------------------------------
+
+    def on_answered_by(self, answered_by: str) -> None:
+        """Twilio's AMD verdict: a machine's words are dropped; anything else ends the screening."""
+        if not self.screening or self._end.done():
+            return
+        self.screening = False
+        if answered_by in MACHINE_ANSWERS:
+            log.info("session %s: a machine answered (%s): its words are not the owner's", self.id, answered_by)
+            self.recorder.callee_is("machine")
+            return
+        log.info("session %s: answered by %s: the callee's words are the owner's", self.id, answered_by)
+        self.recorder.callee_is("owner")
+        if self._ready:
+            self._tasks.append(asyncio.create_task(self.bridge.answer_caller()))
+
+    async def _verdict_backstop(self) -> None:
+        """Twilio's verdict never came (its callback lost, or late past its own timeout)."""
+        await asyncio.sleep(self.settings.voice_call_amd_timeout_s + AMD_VERDICT_GRACE_S)
+        if self.screening:
+            log.warning("session %s: no answering machine verdict in time: taken as the owner", self.id)
+            self.on_answered_by("unknown")
+
 
     def leave_voicemail(
         self, record: Payload, record_id: str, words: str | None, hang_up: Callable[[], Awaitable[None]]
@@ -387,6 +429,8 @@ class VoiceSession:
         self.bridge.attached_at = self._attached_at
         self.recorder.heard = True
         self._tasks.append(asyncio.create_task(self._claimed()))
+        if self.screening:  # Twilio's detection started when the call was answered, just before this
+            self._tasks.append(asyncio.create_task(self._verdict_backstop()))
         log.info("session %s claimed by stream %s (call %s)", self.id, req.stream_sid, req.call_sid)
         return AttachReply(ok=True, audio_format=audio_format)
 

@@ -2,6 +2,8 @@
 
 from typing import Literal
 
+from pydantic import Field
+
 from delegate.runtime.openai_bounds import RetentionRatio
 from delegate.runtime.settings import ServiceSettings
 
@@ -48,6 +50,10 @@ class Settings(ServiceSettings):
     # in the background (async AMD): DetectMessageEnd (the verdict after the greeting's beep, when a
     # message can be left), Enable (the verdict as soon as known) or off.
     voice_call_machine_detection: Literal["DetectMessageEnd", "Enable", "off"] = "DetectMessageEnd"
+    # VOICE_CALL_AMD_TIMEOUT_S: Twilio's MachineDetectionTimeout (3-59): past it Twilio gives up and
+    # says "unknown". Until the verdict, what the callee says is held (neither recorded as the
+    # owner's words nor answered); a call whose verdict never comes is taken as the owner's after it.
+    voice_call_amd_timeout_s: int = Field(default=30, ge=3, le=59)
     # VOICE_CALL_ON_MACHINE: when a machine answers, leave the reason as a voicemail (voicemail) or
     # hang up at once (hangup); either way the same words go to the owner by SMS.
     voice_call_on_machine: Literal["voicemail", "hangup"] = "voicemail"

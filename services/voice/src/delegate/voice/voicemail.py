@@ -7,6 +7,9 @@ SMS is on the pollers' outbox. Everything it writes has an id made from the Call
 SIGKILL of voice, or a Twilio retry, changes nothing: the outbox stream and the pollers'
 delivery log send the SMS once, the ledger stores the record once.
 
+Any verdict first ends the session's screening (``VoiceSession.on_answered_by``): the callee's
+words held until then become the owner's, or are dropped for a machine's.
+
 With the session still here, the record goes in its span and the session says the message after
 the beep (or hangs up, VOICE_CALL_ON_MACHINE). A verdict that finds no session (voice was killed
 and restarted meanwhile) still sends the SMS, with the words of the ``call.placed`` record, and
@@ -87,10 +90,12 @@ class AnsweredByConsumer:
         )
 
     async def handle(self, msg: CallAnsweredBy, raw: Msg) -> None:
+        session = self.sessions.current
+        if session is not None and session.id == msg.session_id:
+            session.on_answered_by(msg.answered_by)  # ends its screening: whose the callee's words are
         if msg.answered_by not in MACHINE_ANSWERS:
             log.info("call %s answered by %s", msg.call_sid, msg.answered_by)
             return
-        session = self.sessions.current
         if session is not None and (session.id != msg.session_id or not session.recording.is_set()):
             session = None
         placed: Event | None = None
