@@ -194,6 +194,13 @@ async def test_a_task_from_the_panel_streams_its_steps_and_shows_its_answer_scre
     assert await card.locator(".task-card-goal").inner_text() == GOAL
     assert await card.locator(".task-badge").inner_text() == "Done"
     assert await card.locator(".task-card-end").inner_text() == ANSWER
+    # What its model calls cost, as the ledger priced them (issue #29: each task shows its cost).
+    calls = httpx.get(f"{sys_.http}/api/usage/calls", params={"span_id": task_id}, headers=sys_.auth(), timeout=10)
+    billed = [c for c in calls.raise_for_status().json()["calls"] if c["purpose"] == "task_step"]
+    assert len(billed) == 4 and all(c["cost_usd"] > 0 for c in billed), billed
+    total = sum(c["cost_usd"] for c in billed)
+    words = f"${total:.2f}" if total >= 0.01 else f"${total:.2g}"  # the client's money(): 2 places, or 2 digits
+    assert await card.locator(".task-card-cost").inner_text() == f"{words} · 4 model calls"
     assert not await card.locator("details.task-card-steps").evaluate("d => d.open"), "steps are folded"
     steps_in_card = await card.locator(".task-line[data-kind='task.step']").count()
     assert steps_in_card >= 7
