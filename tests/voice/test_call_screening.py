@@ -77,22 +77,24 @@ async def test_a_machines_greeting_is_not_the_owners_words_and_is_not_answered(
     assert voicemail.payload["action"] == "spoken"
 
 
+@pytest.mark.parametrize("verdict", ["human", "unknown"])
 async def test_an_owners_words_before_the_human_verdict_are_committed_and_answered_then(
-    make_system: Callable[..., System], connect: Any, twilio: TwilioStandin, standin: StandinProcess
+    make_system: Callable[..., System], connect: Any, twilio: TwilioStandin, standin: StandinProcess, verdict: str
 ) -> None:
     """The owner speaks before Twilio has decided: nothing is answered or recorded yet; the
-    "human" verdict commits the words as the owner's, in order, and the model answers them."""
+    "human" verdict (or "unknown": Twilio could not tell within its timeout) commits the words as
+    the owner's, in order, and the model answers them."""
     system = make_system("voice", "gateway", "pollers", PUBLIC_BASE_URL=PUBLIC, **twilio.env(owner_phone=OWNER))
     standin.realtime_script(
         {"transcript": OWNER_WORDS, "answer": ANSWER}, {"transcript": "Thanks, bye.", "answer": "Bye."}
     )
-    bus, caller, call_sid, session_id = await answered_call(system, connect, twilio, "screen-human")
+    bus, caller, call_sid, session_id = await answered_call(system, connect, twilio, f"screen-{verdict}")
 
     await caller.say()
     await wait_for(lambda: heard(caller, OWNER_WORDS), "the owner's words transcribed")
 
     verdict_at = time.time()
-    assert (await asyncio.to_thread(twilio.answered_by, call_sid, "human")).status_code == 204
+    assert (await asyncio.to_thread(twilio.answered_by, call_sid, verdict)).status_code == 204
     await wait_for(lambda: caller.of(AudioOut), "the answer, once a human is known")
     await wait_for(
         lambda: [t for t in caller.of(TranscriptOut) if t.role == "assistant" and t.final], "the answer's transcript"
