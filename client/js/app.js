@@ -143,6 +143,7 @@ class App {
     this.pane.reset();
     $("boot").hidden = true;
     $("app").hidden = true;
+    delete document.documentElement.dataset.shell;
     $("signin").hidden = false;
     const error = $("signin-error");
     error.hidden = !message;
@@ -155,6 +156,7 @@ class App {
     $("boot").hidden = true;
     $("signin").hidden = true;
     $("app").hidden = false;
+    document.documentElement.dataset.shell = "app"; // the shell is the page: it never scrolls away (app.css)
     document.title = "Delegate";
     this.status.applyState(this.state);
     $("input").focus();

@@ -36,6 +36,13 @@ export class Shell {
       if (section) queueMicrotask(() => this.focusOpener(this.openerOf(section)));
     });
     document.addEventListener("keydown", (e) => this.onEscape(e));
+    // Whether a sheet is open, as an attribute the stylesheet reads (on a phone it takes the
+    // timeline's place). Panels show and hide themselves: their `hidden` is what is watched.
+    const mark = () => {
+      $("app").dataset.sheet = document.querySelector("#sheets > section:not([hidden])") ? "open" : "";
+    };
+    new MutationObserver(mark).observe($("sheets"), { attributes: true, attributeFilter: ["hidden"], subtree: true });
+    mark();
   }
 
   setMenu(open, focusFirst = false) {
