@@ -524,7 +524,8 @@ class TwilioStandin:
                 "status_callback_event": list(form.get("StatusCallbackEvent", [])),
                 "timeout": int(one("Timeout") or 60), "machine_detection": one("MachineDetection"),
                 "async_amd": one("AsyncAmd"), "async_amd_status_callback": one("AsyncAmdStatusCallback"),
-                "machine_detection_timeout": int(one("MachineDetectionTimeout") or 30),  # Twilio's default
+                # None: not sent (Twilio then gives up after 30 s)
+                "machine_detection_timeout": int(one("MachineDetectionTimeout") or 0) or None,
             })
             callback = one("StatusCallback")
             if callback:

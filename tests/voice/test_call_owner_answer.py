@@ -60,6 +60,7 @@ async def place_call(system: System, bus: Bus, twilio: TwilioStandin, request_id
     assert call["timeout"] == 60
     assert call["status_callback_event"] == ["initiated", "ringing", "answered", "completed"]
     assert call["machine_detection"] == "DetectMessageEnd" and call["async_amd"] == "true"
+    assert call["machine_detection_timeout"] in (3, 30)  # VOICE_CALL_AMD_TIMEOUT_S (3 in test_call_screening)
     assert call["async_amd_status_callback"] == f"{PUBLIC}/call/amd?session={reply.session_id}"
     return reply.call_sid, reply.session_id, stream_params(call["twiml"])["token"]
 
