@@ -295,6 +295,13 @@ def judge_fences(rows: Sequence[Row], fences: Sequence[Fence | None], marks: dic
     return verdict
 
 
+def refusals(rows: Sequence[Row], verdict: FenceVerdict, stored_ids: set[str]) -> list[tuple[int, str]]:
+    """The stale rows to refuse: those whose event is neither stored already (``stored_ids``) nor
+    kept earlier in this very batch; either way it is a redelivery of what its term wrote while it led."""
+    there = stored_ids | {rows[i][0] for i in verdict.kept}
+    return [(i, why) for i, why in verdict.stale.items() if rows[i][0] not in there]
+
+
 @dataclass
 class ConversationTouch:
     id: str

@@ -24,7 +24,7 @@ import contextlib
 import logging
 import os
 import sqlite3
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from functools import cache
@@ -32,104 +32,40 @@ from itertools import count
 from pathlib import Path
 from typing import Any, TypeVar
 
-from delegate.contracts.events import Event, Fence
+from delegate.contracts.events import Fence
 from delegate.contracts.ids import format_ts
-from delegate.contracts.messages import TermInfo
 from delegate.contracts.usage import UsageReply, UsageRequest
 
 from . import usage
 from .base import (
-    ANNOUNCED,
-    ArtifactChange,
-    BadValue,
     Key,
-    LedgerStore,
     QueryResult,
     Room,
     Row,
     StoredEvent,
-    StoreUnavailable,
-    TermChange,
     Written,
-    artifact_changes,
     insert_params,
     judge_fences,
     migrations,
-    narrowing,
+    refusals,
     stored,
-    summarize,
-    term_changes,
     unique_by_id,
 )
+from .dialect import Dialect
+from .sql import Offer, SqlStore
+from .statements import INSERT_EVENT_HEAD, Statements
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 BUSY_TIMEOUT_MS = 5000
-COLS = "seq, id, ts, conversation_id, span_id, kind, channel, role, parent_id, payload"
-
-INSERT_EVENT_HEAD = (
-    "INSERT INTO conversation_events (id, ts, conversation_id, span_id, kind, channel, role, parent_id,"
-    " client_msg_id, payload)"
-)
 INSERT_EVENT = f"{INSERT_EVENT_HEAD} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING"
 MULTI_ROW_MAX = 256  # rows per INSERT statement: 2,560 parameters, well under SQLite's 32,766
 INLINE_WRITE_MAX = 512 * 1024  # payload bytes a batch may have for its statements to run on the event loop
-UPSERT_CONVERSATION = """
-INSERT INTO conversations (id, opened_at, ended_at, last_event_at, last_seq) VALUES (?, ?, ?, ?, ?)
-ON CONFLICT (id) DO UPDATE SET
-    opened_at = COALESCE(conversations.opened_at, excluded.opened_at),
-    ended_at = COALESCE(conversations.ended_at, excluded.ended_at),
-    last_event_at = MAX(conversations.last_event_at, excluded.last_event_at),
-    last_seq = MAX(conversations.last_seq, excluded.last_seq)
-"""
-UPSERT_SPAN = """
-INSERT INTO spans (id, conversation_id, type, opened_at, opened_seq, closed_at) VALUES (?, ?, ?, ?, ?, ?)
-ON CONFLICT (id) DO UPDATE SET
-    conversation_id = COALESCE(spans.conversation_id, excluded.conversation_id),
-    type = COALESCE(spans.type, excluded.type),
-    opened_at = COALESCE(spans.opened_at, excluded.opened_at),
-    opened_seq = COALESCE(spans.opened_seq, excluded.opened_seq),
-    closed_at = COALESCE(spans.closed_at, excluded.closed_at)
-"""
-UPSERT_TERM = """
-INSERT INTO terms (id, type, holder, started_at, started_seq, supersedes, ended_at, end_reason)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (id) DO UPDATE SET
-    type = COALESCE(terms.type, excluded.type),
-    holder = COALESCE(terms.holder, excluded.holder),
-    started_at = COALESCE(terms.started_at, excluded.started_at),
-    started_seq = COALESCE(terms.started_seq, excluded.started_seq),
-    supersedes = COALESCE(terms.supersedes, excluded.supersedes),
-    ended_at = COALESCE(terms.ended_at, excluded.ended_at),
-    end_reason = CASE WHEN terms.ended_at IS NULL THEN excluded.end_reason ELSE terms.end_reason END
-"""
-CLOSE_TERM = "UPDATE terms SET ended_at = ?, end_reason = ? WHERE id = ? AND ended_at IS NULL"
-UPSERT_ARTIFACT = """
-INSERT INTO thoughtflow_artifacts (run_id, run_type, span_id, d2_path, svg_path, bytes, through_seq, error,
-                                   created_at, event_id, seq)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (run_id) DO UPDATE SET
-    run_type = excluded.run_type, span_id = excluded.span_id, d2_path = excluded.d2_path,
-    svg_path = excluded.svg_path, bytes = excluded.bytes, through_seq = excluded.through_seq,
-    error = excluded.error, created_at = excluded.created_at, event_id = excluded.event_id, seq = excluded.seq
-WHERE excluded.through_seq >= thoughtflow_artifacts.through_seq
-"""
-RAISE_FENCE = (
-    "INSERT INTO fences (singleton, token) VALUES (?, ?)"
-    " ON CONFLICT (singleton) DO UPDATE SET token = MAX(fences.token, excluded.token)"
-)
-UPSERT_STATE = (
-    "INSERT INTO ledger_state (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value"
-)
 
 
-def _ts(value: datetime | None) -> str | None:
-    return format_ts(value) if value is not None else None
-
-
-def _stored(row: tuple[Any, ...]) -> StoredEvent:
+def _stored(row: Sequence[Any]) -> StoredEvent:
     seq, event_id, ts, conv, span, kind, channel, role, parent, payload = row
     # ts is stored in its wire form already (format_ts), so it goes out as it came in.
     return StoredEvent(seq, event_id, datetime.fromisoformat(ts), ts, conv, span, kind, channel, role, parent, payload)
@@ -203,22 +139,22 @@ def make_private(path: Path) -> None:
         log.warning("cannot make %s private: %s", path, exc)
 
 
-DATA_ERRORS = (sqlite3.IntegrityError, sqlite3.DataError, sqlite3.ProgrammingError, sqlite3.InterfaceError)
-
-
-@contextlib.contextmanager
-def _database_errors() -> Iterator[None]:
-    """A database that is locked, busy, failing or gone becomes ``StoreUnavailable``."""
-    try:
-        yield
-    except DATA_ERRORS:
-        raise  # about the data, not the database: retrying the same events would fail again
-    except sqlite3.DatabaseError as exc:  # locked, busy, I/O, disk full, cannot open
-        raise StoreUnavailable(f"sqlite: {exc}") from exc
-
-
-# What binding a request's value can raise: OverflowError for an int past SQLite's 64 bits.
-BAD_VALUES = (OverflowError, sqlite3.DataError, sqlite3.InterfaceError)
+DIALECT = Dialect(
+    name="sqlite",
+    mark="?",
+    greatest="MAX",
+    payload="payload",
+    bind_ts=format_ts,  # timestamps are stored in their wire form, so text order is time order
+    read_ts=datetime.fromisoformat,
+    stored=_stored,
+    any_of_array=False,
+    unavailable=(sqlite3.DatabaseError,),  # locked, busy, I/O, disk full, cannot open
+    data_errors=(sqlite3.IntegrityError, sqlite3.DataError, sqlite3.ProgrammingError, sqlite3.InterfaceError),
+    # What binding a request's value can raise: OverflowError for an int past SQLite's 64 bits.
+    bad_values=(OverflowError, sqlite3.DataError, sqlite3.InterfaceError),
+)
+SQL = Statements(DIALECT)
+COLS = SQL.cols
 
 
 class _Thread:
@@ -239,13 +175,8 @@ class _Thread:
     async def call(self, fn: Callable[..., T], *args: Any) -> T:
         if self._pool is None:  # started on first use, so a closed store can be opened again
             self._pool = ThreadPoolExecutor(1, thread_name_prefix=self._name)
-        with _database_errors():
-            try:
-                return await asyncio.get_running_loop().run_in_executor(self._pool, self._run, fn, args)
-            except BAD_VALUES as exc:
-                if self._reads:
-                    raise BadValue(f"a value the database cannot hold: {exc}") from exc
-                raise
+        with DIALECT.errors(reads=self._reads):
+            return await asyncio.get_running_loop().run_in_executor(self._pool, self._run, fn, args)
 
     def submit(self, fn: Callable[[sqlite3.Connection], object]) -> None:
         """Queue ``fn`` behind every call already made, without waiting for it."""
@@ -272,8 +203,9 @@ class _Thread:
         pool.shutdown(wait=True)
 
 
-class SqliteStore(LedgerStore):
+class SqliteStore(SqlStore):
     backend = "sqlite"
+    sql = SQL
 
     def __init__(self, path: Path, *, journal_mode: str = "WAL", synchronous: str = "FULL") -> None:
         self.path = path
@@ -332,12 +264,12 @@ class SqliteStore(LedgerStore):
         conn = await self._writer.connection()
         settled, self._settled = self._settled, False  # until this transaction has ended well
         try:
-            with _database_errors():
+            with DIALECT.errors():
                 began = settled and _begin_now(conn)
             if not began:
                 await self._writer.call(_begin)  # behind whatever the thread still holds
             if sum(len(row[-1]) for row in rows) <= INLINE_WRITE_MAX:
-                with _database_errors():
+                with DIALECT.errors():
                     written = _write(conn, rows, fences, announced)
             else:  # big events: not worth stalling the event loop for (nor SQLite's cache spilling)
                 written = await self._writer.call(_write, rows, fences, announced)
@@ -352,6 +284,12 @@ class SqliteStore(LedgerStore):
 
     # ---- reads ------------------------------------------------------------------------
 
+    async def _fetch(self, sql: str, params: Sequence[Any] = ()) -> list[Sequence[Any]]:
+        return await self._reader.call(_fetch, sql, params)
+
+    async def _scan(self, sql: str, params: Sequence[Any], room: Room, offer: Offer | None = None) -> None:
+        await self._reader.call(_take, sql, params, offer or (lambda row: room.take(_stored(row))))
+
     async def query(
         self,
         *,
@@ -363,53 +301,24 @@ class SqliteStore(LedgerStore):
         limit: int = 500,
         max_bytes: int | None = None,
     ) -> QueryResult:
-        where, params = narrowing(
+        if kinds is not None and not kinds:
+            return QueryResult([], False, await self.last_seq())
+        sql, params = SQL.query(
             after_seq=after_seq, through_seq=through_seq, conversation_id=conversation_id, span_id=span_id,
-            mark="?",
+            kinds=kinds, limit=limit,
         )
-        if kinds is not None:
-            kinds = list(kinds)
-            if not kinds:
-                return QueryResult([], False, await self.last_seq())
-            where.append(f"kind IN ({', '.join('?' * len(kinds))})")
-            params.extend(kinds)
-        sql = f"SELECT {COLS} FROM conversation_events WHERE {' AND '.join(where)} ORDER BY seq LIMIT ?"
-        params.append(limit + 1)
-
         room = Room(limit, max_bytes, first=True)
 
         def run(conn: sqlite3.Connection) -> QueryResult:
             conn.execute("BEGIN")  # one snapshot for the rows and last_seq
             try:
-                _take(conn, sql, params, room)
-                last = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM conversation_events").fetchone()[0]
+                _take(conn, sql, params, lambda row: room.take(_stored(row)))
+                last = conn.execute(SQL.last_seq).fetchone()[0]
             finally:
                 conn.execute("COMMIT")
             return QueryResult(room.rows, room.more, int(last))
 
         return await self._reader.call(run)
-
-    async def get(self, *, event_id: str | None = None, client_msg_id: str | None = None) -> Event | None:
-        def run(conn: sqlite3.Connection) -> Event | None:
-            row = None
-            if event_id is not None:
-                row = conn.execute(f"SELECT {COLS} FROM conversation_events WHERE id = ?", (event_id,)).fetchone()
-            if row is None and client_msg_id is not None:
-                row = conn.execute(
-                    f"SELECT {COLS} FROM conversation_events WHERE client_msg_id = ? ORDER BY seq LIMIT 1",
-                    (client_msg_id,),
-                ).fetchone()
-            return _stored(row).event() if row else None
-
-        return await self._reader.call(run)
-
-    async def artifact(self, run_id: str) -> StoredEvent | None:
-        sql = (
-            f"SELECT {COLS} FROM conversation_events"
-            " WHERE seq = (SELECT seq FROM thoughtflow_artifacts WHERE run_id = ?)"
-        )
-        found = await self._reader.call(_events, sql, (run_id,))
-        return found[0] if found else None
 
     async def usage(self, req: UsageRequest) -> UsageReply:
         q = usage.plan(req)
@@ -421,31 +330,6 @@ class SqliteStore(LedgerStore):
             )
 
         return await self._reader.call(run)
-
-    async def last_seq(self) -> int:
-        return await self._reader.call(_scalar, "SELECT COALESCE(MAX(seq), 0) FROM conversation_events", ())
-
-    async def announced_seq(self) -> int:
-        return await self._reader.call(
-            _scalar, "SELECT COALESCE(MAX(value), 0) FROM ledger_state WHERE key = ?", (ANNOUNCED,)
-        )
-
-    # ---- primitives -------------------------------------------------------------------
-
-    async def _older(self, before: Key | None, room: Room) -> list[StoredEvent]:
-        if before is None:
-            sql = f"SELECT {COLS} FROM conversation_events ORDER BY ts DESC, id DESC LIMIT ?"
-            return await self._reader.call(_take, sql, (room.limit + 1,), room)
-        sql = f"SELECT {COLS} FROM conversation_events WHERE (ts, id) < (?, ?) ORDER BY ts DESC, id DESC LIMIT ?"
-        return await self._reader.call(_take, sql, (format_ts(before[0]), before[1], room.limit + 1), room)
-
-    async def _between(self, low: Key, high: Key, room: Room) -> list[StoredEvent]:
-        sql = (
-            f"SELECT {COLS} FROM conversation_events WHERE (ts, id) >= (?, ?) AND (ts, id) < (?, ?)"
-            " ORDER BY ts DESC, id DESC LIMIT ?"
-        )
-        params = (format_ts(low[0]), low[1], format_ts(high[0]), high[1], room.limit + 1)
-        return await self._reader.call(_take, sql, params, room)
 
     async def _span_starts(self, span_ids: Collection[str]) -> dict[str, Key]:
         ids = list(span_ids)
@@ -462,80 +346,20 @@ class SqliteStore(LedgerStore):
 
         return await self._reader.call(run)
 
-    async def _has_older(self, key: Key) -> bool:
-        sql = "SELECT EXISTS (SELECT 1 FROM conversation_events WHERE (ts, id) < (?, ?))"
-        return bool(await self._reader.call(_scalar, sql, (format_ts(key[0]), key[1])))
 
-    async def _newest_open_conversation(self) -> str | None:
-        def run(conn: sqlite3.Connection) -> str | None:
-            row = conn.execute(
-                "SELECT id FROM conversations WHERE ended_at IS NULL ORDER BY last_seq DESC LIMIT 1"
-            ).fetchone()
-            return row[0] if row else None
-
-        return await self._reader.call(run)
-
-    async def _open_span_event(self, conversation_id: str) -> Event | None:
-        sql = (
-            f"SELECT {COLS} FROM conversation_events WHERE seq = ("
-            " SELECT opened_seq FROM spans WHERE conversation_id = ? AND closed_at IS NULL"
-            " AND opened_seq IS NOT NULL ORDER BY opened_seq DESC LIMIT 1)"
-        )
-        found = await self._reader.call(_events, sql, (conversation_id,))
-        return found[0].event() if found else None
-
-    async def _newest(self, conversation_id: str, kind: str, limit: int, role: str | None = None) -> list[Event]:
-        role_sql = " AND role = ?" if role is not None else ""
-        sql = (
-            f"SELECT {COLS} FROM conversation_events WHERE conversation_id = ? AND kind = ?{role_sql}"
-            " ORDER BY seq DESC LIMIT ?"
-        )
-        params = (conversation_id, kind, *((role,) if role is not None else ()), limit)
-        return [r.event() for r in await self._reader.call(_events, sql, params)]
-
-    async def _open_term(self, term_type: str) -> TermInfo | None:
-        def run(conn: sqlite3.Connection) -> TermInfo | None:
-            row = conn.execute(
-                "SELECT id, type, holder, started_at, started_seq, supersedes FROM terms"
-                " WHERE type = ? AND ended_at IS NULL AND started_seq IS NOT NULL"
-                " ORDER BY started_seq DESC LIMIT 1",
-                (term_type,),
-            ).fetchone()
-            if row is None:
-                return None
-            term_id, kind, holder, started_at, started_seq, supersedes = row
-            return TermInfo(
-                id=term_id, type=kind, holder=holder, started_at=datetime.fromisoformat(started_at),
-                started_seq=started_seq, supersedes=supersedes,
-            )
-
-        return await self._reader.call(run)
-
-    async def fence_marks(self) -> dict[str, int]:
-        def run(conn: sqlite3.Connection) -> dict[str, int]:
-            return {singleton: int(token) for singleton, token in conn.execute("SELECT singleton, token FROM fences")}
-
-        return await self._reader.call(run)
+def _fetch(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> list[Sequence[Any]]:
+    return conn.execute(sql, params).fetchall()
 
 
-def _events(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> list[StoredEvent]:
-    return [_stored(r) for r in conn.execute(sql, params).fetchall()]
-
-
-def _take(conn: sqlite3.Connection, sql: str, params: Sequence[Any], room: Room) -> list[StoredEvent]:
-    """Step through the rows while ``room`` takes them: SQLite reads no row past the first refused."""
+def _take(conn: sqlite3.Connection, sql: str, params: Sequence[Any], take: Offer) -> None:
+    """Step through the rows while ``take`` wants them: SQLite reads no row past the first refused."""
     cur = conn.execute(sql, params)
     try:
         for row in cur:
-            if not room.take(_stored(row)):
+            if not take(row):
                 break
     finally:
         cur.close()  # done with the statement before the snapshot's COMMIT
-    return room.rows
-
-
-def _scalar(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> int:
-    return int(conn.execute(sql, params).fetchone()[0])
 
 
 def _begin(conn: sqlite3.Connection) -> None:
@@ -570,17 +394,10 @@ def _write(
     refused: list[tuple[int, str]] = []
     raised: dict[str, int] = {}
     if fences is not None and any(f is not None for f in fences):
-        marks = {singleton: int(token) for singleton, token in conn.execute("SELECT singleton, token FROM fences")}
+        marks = {singleton: int(token) for singleton, token in conn.execute(SQL.fence_marks)}
         verdict = judge_fences(rows, fences, marks)
         if verdict.stale:
-            stale_ids = list({rows[i][0] for i in verdict.stale})
-            there = {
-                r[0] for r in conn.execute(
-                    f"SELECT id FROM conversation_events WHERE id IN ({', '.join('?' * len(stale_ids))})", stale_ids
-                )
-            }
-            there |= {rows[i][0] for i in verdict.kept}  # kept earlier in this very batch: a redelivery too
-            refused = [(i, why) for i, why in verdict.stale.items() if rows[i][0] not in there]
+            refused = refusals(rows, verdict, {r[0] for r in conn.execute(*SQL.stored_ids(rows, verdict))})
         rows = [rows[i] for i in verdict.kept]
         raised = verdict.raised
     rows = unique_by_id(rows)
@@ -597,58 +414,13 @@ def _write(
             "SELECT seq, id FROM conversation_events WHERE seq > ? ORDER BY seq", (before,)
         ).fetchall()
         committed = [stored(by_id[event_id], seq) for seq, event_id in new]
-    summary = summarize(committed)
-    if summary.conversations:
-        conn.executemany(
-            UPSERT_CONVERSATION,
-            [(c.id, _ts(c.opened_at), _ts(c.ended_at), _ts(c.last_event_at), c.last_seq)
-             for c in summary.conversations],
-        )
-    if summary.spans:
-        conn.executemany(
-            UPSERT_SPAN,
-            [(s.id, s.conversation_id, s.type, _ts(s.opened_at), s.opened_seq, _ts(s.closed_at))
-             for s in summary.spans],
-        )
-    _write_terms(conn, term_changes(committed))
-    _write_artifacts(conn, artifact_changes(committed))
-    _write_usage(conn, usage.usage_changes(committed))
-    if raised:
-        conn.executemany(RAISE_FENCE, list(raised.items()))
-    if announced is not None:
-        conn.execute(UPSERT_STATE, (ANNOUNCED, announced))
+    for sql, params in SQL.projections(committed, raised, announced):
+        conn.executemany(sql, params)
     return Written(committed, refused)
 
 
-def _write_terms(conn: sqlite3.Connection, changes: list[TermChange]) -> None:
-    if not changes:
-        return
-    conn.executemany(
-        UPSERT_TERM,
-        [(c.id, c.type, c.holder, _ts(c.started_at), c.started_seq, c.supersedes, _ts(c.ended_at), c.end_reason)
-         for c in changes if not c.close_only],
-    )
-    conn.executemany(CLOSE_TERM, [(_ts(c.ended_at), c.end_reason, c.id) for c in changes if c.close_only])
-
-
-def _write_artifacts(conn: sqlite3.Connection, changes: list[ArtifactChange]) -> None:
-    if changes:
-        conn.executemany(
-            UPSERT_ARTIFACT,
-            [(c.run_id, c.run_type, c.span_id, c.d2_path, c.svg_path, c.bytes, c.through_seq, c.error,
-              _ts(c.created_at), c.event_id, c.seq) for c in changes],
-        )
-
-
-def _write_usage(conn: sqlite3.Connection, changes: usage.UsageChanges) -> None:
-    if changes.hours:
-        conn.executemany(usage.UPSERT_HOUR, changes.hours)
-    if changes.spans:
-        conn.executemany(usage.UPSERT_SPAN, changes.spans)
-
-
 def _max_seq(conn: sqlite3.Connection) -> int:
-    return int(conn.execute("SELECT COALESCE(MAX(seq), 0) FROM conversation_events").fetchone()[0])
+    return int(conn.execute(SQL.last_seq).fetchone()[0])
 
 
 def _insert_events(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> int:

@@ -4,7 +4,7 @@
 that made calls; both are added to in the same transaction that stores the events (only events
 stored for the first time count, so a redelivered batch adds nothing). ``GET /api/usage`` over
 30 days then reads at most 720 hours of rows instead of every call. The SQL is the same for both
-backends but for the placeholder (``pg``).
+backends but for the placeholder (``Dialect.sql`` renders it).
 """
 
 from collections.abc import Iterable, Sequence
@@ -63,10 +63,6 @@ SELECT_TOP = (
     " ORDER BY cost_usd DESC, span_id LIMIT ?"
 )
 COLUMNS = {"day": "purpose", "purpose": "purpose", "channel": "channel", "model": "model"}
-
-
-def pg(sql: str) -> str:
-    return sql.replace("?", "%s")
 
 
 def hour_key(ts: datetime) -> str:
