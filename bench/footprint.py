@@ -33,6 +33,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -148,9 +149,23 @@ async def quiet(_: Exception) -> None:
     """Connection errors while the stack starts are expected: the next poll retries."""
 
 
+def listening(address: str) -> bool:
+    """Whether the server takes connections yet. nats-py's connect to a port nothing listens on
+    does not fail: it tries again after its reconnect wait (2 s), so a poll made in the moment
+    before the server listened held the readiness poll for those 2 s."""
+    host, _, port = address.removeprefix("nats://").rpartition(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=0.2).close()
+    except OSError:
+        return False
+    return True
+
+
 async def ping_all(address: str, passwords: dict[str, str]) -> set[str]:
     """The services that answer their ping as ready."""
     ready: set[str] = set()
+    if not listening(address):
+        return ready
     for service in SERVICES:
         role = prober(service)
         if role is None:
