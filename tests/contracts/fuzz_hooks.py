@@ -2,6 +2,9 @@
 
 ``gateway_not_a_server_error``: no 5xx, except a documented 503 ``*_unavailable`` from a route
 whose service the fuzz stack does not run (tasks: a fuzzed goal would start real browsing).
+Twilio's webhooks are signed as Twilio signs them (``FUZZ_TWILIO_AUTH_TOKEN`` over
+``FUZZ_PUBLIC_BASE_URL`` + the path and the form as sent), so their fuzzed forms get past the
+signature to the handlers; the form's values are sent as text, as Twilio sends them.
 ``nothing_written_on_4xx``: a refused request wrote nothing. Every write the gateway can make
 is a JetStream publish on a subject its NATS role grants (``contracts.roles``) or a put in its
 sessions bucket; this module counts them with a plain subscription on the stack's NATS, and the
@@ -15,15 +18,21 @@ import asyncio
 import json
 import os
 import threading
+from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlencode
 
 import nats
 import schemathesis
+from schemathesis.core import NotSet
+from twilio.request_validator import RequestValidator
 
 from delegate.contracts import topics
 from delegate.contracts.roles import ROLES
 from delegate.contracts.subjects import GATEWAY_SESSIONS_BUCKET
+from delegate.gateway.errors import ApiError
 from delegate.gateway.signals_api import SOURCE as SIGNAL_SOURCE
+from delegate.gateway.twilio_signature import SIGNATURE_HEADER, parse_form
 
 # Services the fuzz stack leaves out: their routes answer 503 with these codes.
 ABSENT = frozenset({"tasks_unavailable"})
@@ -91,8 +100,29 @@ def refusal_record(data: bytes) -> bool:
 COUNTER = WriteCounter(os.environ["FUZZ_NATS_URL"])
 
 
+def sign_as_twilio(case: Any) -> None:
+    """A Twilio webhook (a form POST outside /api) with the signature Twilio would send."""
+    token, public = os.environ.get("FUZZ_TWILIO_AUTH_TOKEN"), os.environ.get("FUZZ_PUBLIC_BASE_URL")
+    if not token or not public or case.method.upper() != "POST" or case.path.startswith("/api/"):
+        return
+    if isinstance(case.body, NotSet):
+        encoded = ""  # no body: an empty form, signed as such
+    elif isinstance(case.body, Mapping):
+        encoded = urlencode([(str(k), v if isinstance(v, str) else json.dumps(v)) for k, v in case.body.items()])
+        case.body = encoded
+    else:
+        return  # not a form at all: refused before its signature matters
+    try:
+        form = parse_form(encoded.encode())
+    except ApiError:
+        return
+    url = public.rstrip("/") + case.formatted_path
+    case.headers[SIGNATURE_HEADER] = RequestValidator(token).compute_signature(url, form)
+
+
 @schemathesis.hook
 def before_call(context: Any, case: Any, kwargs: dict[str, Any]) -> None:
+    sign_as_twilio(case)
     COUNTER.before = COUNTER.settled()
 
 

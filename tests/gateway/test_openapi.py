@@ -100,3 +100,14 @@ async def test_path_ids_are_documented_as_their_handlers_check_them(gateway: Gat
             assert turn_id["schema"]["maxLength"] == 64
             assert (await http.post(f"/api/turns/{'t' * 65}/{action}")).status_code == 400
             assert (await http.post(f"/api/turns/{'t' * 64}/{action}")).status_code != 400
+
+
+async def test_twilios_status_callbacks_are_documented_as_answered(gateway: Gateway) -> None:
+    """Once the fuzzer signed Twilio's forms, it met /call/status answering 204 with no body where
+    the document said 200 JSON (it had only ever seen the signature's 403)."""
+    async with httpx.AsyncClient(base_url=gateway.http, headers=auth()) as http:
+        doc = (await http.get("/api/openapi.json")).json()
+    for path in ("/call/status", "/call/amd"):
+        responses = doc["paths"][path]["post"]["responses"]
+        assert "200" not in responses and "content" not in responses["204"], (path, responses)
+    assert list(doc["paths"]["/sms/status"]["post"]["responses"]["200"]["content"]) == ["text/xml"]

@@ -53,7 +53,10 @@ MEDIA: dict[tuple[str, str], tuple[str, str]] = {
     ("get", "/api/runs/{run_id}/diagram"): ("200", "image/svg+xml"),
     ("post", "/twiml"): ("200", "text/xml"),
     ("post", "/sms"): ("200", "text/xml"),
+    ("post", "/sms/status"): ("200", "text/xml"),
 }
+# Answered 204 with no body (Twilio reads nothing from a status callback).
+EMPTY = frozenset({("post", "/call/status"), ("post", "/call/amd")})
 SIGN_IN = "/api/session"  # the one /api route without the owner's token
 
 
@@ -190,6 +193,9 @@ def document(app: FastAPI) -> dict[str, Any]:
             if (method, path) in MEDIA:
                 status, media = MEDIA[method, path]
                 responses[status] = {"description": "OK", "content": {media: {"schema": {"type": "string"}}}}
+            if (method, path) in EMPTY:
+                responses.pop("200", None)
+                responses["204"] = {"description": "No Content"}
             if _owners(path):
                 op["security"] = [{"owner": []}]
     return doc
