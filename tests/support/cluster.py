@@ -17,6 +17,7 @@ from pathlib import Path
 import nats
 import nats.errors
 import nats.js.errors
+from nats.js.api import StorageType, StreamConfig
 
 from delegate.launcher.natsconf import NatsUser
 from delegate.launcher.procs import NatsServer, free_port
@@ -95,6 +96,7 @@ class NatsCluster:
                 shutil.rmtree(node.store_dir)
             node.start()
         wait_for_meta_leader(self.url, timeout)
+        wait_for_peers(self.url, len(self.nodes), timeout)
         return self
 
     def stop(self) -> None:
@@ -132,3 +134,41 @@ async def _meta_leader(url: str, deadline: float) -> None:
 def wait_for_meta_leader(url: str, timeout: float = 30.0) -> None:
     """Block until JetStream answers on the cluster (it has elected a meta leader)."""
     run_sync(_meta_leader(url, time.monotonic() + timeout))
+
+
+PROBE_STREAM = "CLUSTER_READY_PROBE"
+
+
+async def _placeable(url: str, replicas: int, deadline: float) -> None:
+    nc = None
+    try:
+        nc = await nats.connect(
+            servers=url.split(","), connect_timeout=1, max_reconnect_attempts=-1, reconnect_time_wait=0.1
+        )
+        js = nc.jetstream(timeout=2.0)
+        probe = StreamConfig(
+            name=PROBE_STREAM, subjects=["cluster-ready-probe"], storage=StorageType.MEMORY, num_replicas=replicas
+        )
+        while True:
+            try:
+                await js.add_stream(probe)
+                await js.delete_stream(PROBE_STREAM)
+                return
+            except (nats.errors.TimeoutError, nats.errors.NoRespondersError, nats.js.errors.APIError):
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.05)
+    finally:
+        if nc is not None:
+            with contextlib.suppress(Exception):
+                await nc.close()
+
+
+def wait_for_peers(url: str, replicas: int, timeout: float = 30.0) -> None:
+    """Block until a stream of ``replicas`` copies can be placed.
+
+    A meta leader needs only a quorum: on a loaded machine the last node has not joined yet,
+    and an R3 stream is refused ("no suitable peers for placement") until it has. Creating one
+    is the only question the cluster answers exactly.
+    """
+    run_sync(_placeable(url, replicas, time.monotonic() + timeout))
