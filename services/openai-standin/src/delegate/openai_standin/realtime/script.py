@@ -10,27 +10,16 @@ A step with `session_update_error` is no turn's: the next `session.update` of an
 session takes it and is answered with that `error` instead of `session.updated`
 (the session keeps its configuration)."""
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import Field, TypeAdapter
 
+from delegate.openai_standin.script import ToolCall, _Strict
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class RealtimeToolCall(_Strict):
-    name: str
-    arguments: dict[str, Any] | str = Field(default_factory=dict)
-    call_id: str | None = None
-
-    def arguments_json(self) -> str:
-        if isinstance(self.arguments, str):
-            return self.arguments
-        return json.dumps(self.arguments, ensure_ascii=False, separators=(",", ":"))
+# A scripted function call is the same thing on both APIs: one model, so the two cannot drift.
+RealtimeToolCall = ToolCall
 
 
 class RealtimeError(_Strict):
