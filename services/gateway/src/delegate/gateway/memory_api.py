@@ -61,15 +61,16 @@ async def ask_facts(bus: Bus, cmd: MemoryFactsCommand) -> MemoryFactsReply:
     return await ask_memory(bus, topics.MEMORY_FACTS, cmd)
 
 
-def parse_limit(value: str | None) -> int:
-    if value is None or value == "":
-        return DEFAULT_LIMIT
+def parse_limit(value: str | None, *, default: int = DEFAULT_LIMIT, most: int = MAX_LIMIT) -> int:
+    """``limit`` as given (absent: ``default``), a whole number from 1 to ``most``."""
+    if value is None:
+        return default
     try:
         limit = int(value)
     except ValueError as exc:
         raise ApiError(400, "bad_limit", "limit must be a whole number") from exc
-    if not 1 <= limit <= MAX_LIMIT:
-        raise ApiError(400, "bad_limit", f"limit must be between 1 and {MAX_LIMIT}")
+    if not 1 <= limit <= most:
+        raise ApiError(400, "bad_limit", f"limit must be between 1 and {most}")
     return limit
 
 
@@ -87,7 +88,7 @@ def one_fact(reply: MemoryFactsReply) -> dict[str, Any]:
 @router.get("/memory/search")
 async def search(bus: BusDep, q: str | None = None, limit: str | None = None) -> dict[str, Any]:
     """Facts, episodes and messages together, best first; ``refs`` name imported sources."""
-    size = parse_limit(limit)
+    size = parse_limit(limit or None)  # an empty limit here is the default
     query = (q or "").strip()
     if not query:
         raise ApiError(400, "bad_request", "q: say what to search for")
@@ -110,14 +111,7 @@ async def search(bus: BusDep, q: str | None = None, limit: str | None = None) ->
 async def list_facts(bus: BusDep, include_retired: str | None = None, limit: str | None = None) -> dict[str, Any]:
     """Every fact with its history; ``include_retired=false`` leaves superseded and forgotten ones out."""
     retired = True if include_retired is None else parse_bool(include_retired, "include_retired")
-    size = 200
-    if limit is not None:
-        try:
-            size = int(limit)
-        except ValueError as exc:
-            raise ApiError(400, "bad_limit", "limit must be a whole number") from exc
-        if not 1 <= size <= MAX_FACTS:
-            raise ApiError(400, "bad_limit", f"limit must be between 1 and {MAX_FACTS}")
+    size = parse_limit(limit, default=200, most=MAX_FACTS)
     reply = await ask_facts(bus, MemoryFactsCommand(op="list", include_retired=retired, limit=size))
     return {"facts": [f.model_dump(mode="json") for f in reply.facts]}
 
