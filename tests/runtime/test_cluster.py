@@ -17,7 +17,7 @@ import pytest
 from delegate.contracts import subjects, topics
 from delegate.contracts.events import Event, Message, SpanOpened, make_event
 from delegate.contracts.streams import STREAMS
-from delegate.gateway.sessions import SessionStore
+from delegate.gateway.sign_in import SessionStore
 from delegate.ledger.store import sqlite_path
 from delegate.runtime.bus import Bus
 from delegate.runtime.bus.connection import seeds

@@ -1,7 +1,7 @@
 """The owner's token: where it comes from, and how a request proves it holds it.
 
 Three proofs are accepted: ``Authorization: Bearer <token>``, the HttpOnly cookie of a
-browser session made by ``POST /api/session`` (see ``sessions``), and, for WebSocket
+browser session made by ``POST /api/session`` (see ``sign_in``), and, for WebSocket
 scripts only, a ``token`` query parameter. Token comparisons are constant-time.
 """
 
@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
 
-from .sessions import SessionStore
 from .settings import Settings
+from .sign_in import SessionStore
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from .auth import SESSION_COOKIE
 from .deps import GatewayContext
 from .fanout import REPLAY_PAGE, ChatClient, frame, state_frame
 from .inputs import InputRejected, message_problem
-from .sessions import SessionsUnavailable
+from .sign_in import SessionsUnavailable
 from .turns import regenerate_turn, stop_turn, submit_edit_or_message
 
 log = logging.getLogger(__name__)

@@ -15,8 +15,8 @@ from .auth import SAFE_METHODS, OwnerAuth, Proof
 from .courier import Courier
 from .errors import ApiError
 from .fanout import Hub
-from .sessions import SessionsUnavailable
 from .settings import Settings
+from .sign_in import SessionsUnavailable
 
 log = logging.getLogger(__name__)
 

@@ -22,8 +22,8 @@ from .deps import BusDep, ContextDep, SettingsDep, check_cookie_origin, require_
 from .errors import ApiError
 from .inputs import InputRejected, message_problem
 from .push_api import end_session
-from .sessions import SessionsUnavailable
 from .settings import Settings
+from .sign_in import SessionsUnavailable
 from .turns import TurnRejected, regenerate_turn, stop_turn, submit_edit_or_message
 
 log = logging.getLogger(__name__)
