@@ -5,7 +5,7 @@
 // panels (*-ui.js).
 
 import { api, HttpError } from "./api.js";
-import { ChatConnection } from "./connection.js";
+import { ChatConnection, timelineReady } from "./connection.js";
 import { h, icon } from "./dom.js";
 import { compactionBefore } from "./context.js";
 import { toJSON, toMarkdown } from "./search.js";
@@ -238,19 +238,7 @@ class App {
       afterSeq: () => this.tl.maxSeq,
       onFrame: (frame) => this.onFrame(frame),
       onStatus: (status) => this.onConnStatus(status),
-      // Ready for the timeline: the gateway answers and NATS and the ledger are there (the
-      // agent may still be starting: the timeline works without it).
-      probeReady: async () => {
-        try {
-          const res = await fetch("/readyz", { cache: "no-store", credentials: "omit" });
-          if (res.ok) return true;
-          const body = await res.json().catch(() => null);
-          const missing = (body && Array.isArray(body.missing) && body.missing) || ["nats"];
-          return !missing.includes("nats") && !missing.includes("ledger");
-        } catch {
-          return false;
-        }
-      },
+      probeReady: timelineReady,
       checkSignedIn: async () => {
         try {
           await api.state();

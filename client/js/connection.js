@@ -25,6 +25,22 @@ export function backoffDelay(attempt, { base = 500, max = BACKOFF_CAP_MS, random
   return Math.round(ceiling / 2 + random() * (ceiling / 2));
 }
 
+/**
+ * Ready for the timeline: the gateway answers and NATS and the ledger are there (the agent may
+ * still be starting: the timeline works without it). The page's `probeReady`.
+ */
+export async function timelineReady() {
+  try {
+    const res = await fetch("/readyz", { cache: "no-store", credentials: "omit" });
+    if (res.ok) return true;
+    const body = await res.json().catch(() => null);
+    const missing = (body && Array.isArray(body.missing) && body.missing) || ["nats"];
+    return !missing.includes("nats") && !missing.includes("ledger");
+  } catch {
+    return false;
+  }
+}
+
 export class ChatConnection {
   /**
    * @param {object} opts
