@@ -28,6 +28,8 @@ export function personMeta(p) {
   for (const phone of p.phones || []) parts.push(phone);
   for (const email of p.emails || []) parts.push(email);
   for (const d of p.dates || []) parts.push(`${d.label} ${dayMonth(d.date)}`);
+  // their card was deleted from the address book: still a person, no longer a contact
+  if (p.contacts === "unlisted") parts.push("no longer in contacts");
   return parts.join(" · ");
 }
 

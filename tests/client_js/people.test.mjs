@@ -18,6 +18,9 @@ test("a person's line: relation, contact points and key dates, in that order", (
   });
   assert.match(meta, /^sister · \+351 912 345 678 · ana@ex\.org · birthday 14 March$|^sister · \+351 912 345 678 · ana@ex\.org · birthday March 14$/);
   assert.equal(personMeta({ phones: [], emails: [], dates: [] }), "");
+  assert.equal(personMeta({ relation: "friend", phones: [], emails: [], dates: [], contacts: "unlisted" }),
+    "friend · no longer in contacts");
+  assert.equal(personMeta({ phones: [], emails: [], dates: [], contacts: "listed" }), "");
 });
 
 test("commitments: due within 48 h or overdue is due soon, the rest open, closed ones done newest first", () => {
