@@ -5,8 +5,19 @@ import json
 from pathlib import Path
 from typing import Any
 
-from delegate.contracts.events import Event, Payload, PersonAdded, PersonForgotten, PersonImported, make_event
+from delegate.contracts.events import (
+    ContactsSynced,
+    Event,
+    InnerSignal,
+    Payload,
+    PersonAdded,
+    PersonForgotten,
+    PersonImported,
+    PersonUnlisted,
+    make_event,
+)
 from delegate.memory.index import MemoryIndex
+from delegate.memory.projection_dates import batch_signal_id, unsent
 
 BOOK = "http://dav.example/owner/contacts/"
 
@@ -16,9 +27,9 @@ class Index:
         self.index = MemoryIndex(path)
         self.seq = 0
 
-    def apply(self, payload: Payload) -> Event:
+    def apply(self, payload: Payload, event_id: str | None = None) -> Event:
         self.seq += 1
-        event = make_event(payload, conversation_id=None, span_id=None, channel="inner").model_copy(
+        event = make_event(payload, conversation_id=None, span_id=None, channel="inner", id=event_id).model_copy(
             update={"seq": self.seq})
         self.index.apply_batch([event])
         return event
@@ -66,3 +77,47 @@ def test_a_new_card_is_a_new_person_and_a_forgotten_ones_card_makes_nobody(tmp_p
     ix.apply(card(contact_uid="bruno-1", name="Bruno Lima", phones=["+15550009999"], emails=[], dates=[]))
     [gone] = ix.people()
     assert gone["status"] == "forgotten" and gone["phones"] == ["+15550003333"]
+
+
+def test_a_deleted_card_takes_back_what_it_said_and_keeps_what_turns_said(tmp_path: Path) -> None:
+    ix = Index(tmp_path / "index.sqlite")
+    ix.apply(PersonAdded(person_id="p-ana", name="Ana Costa", relation="sister", emails=["ana.work@example.org"]))
+    ix.apply(card())
+    ix.apply(card(source="http://dav.example/owner/work/", contact_uid="ana-w", emails=["ana@example.org"],
+                  phones=[], dates=[]))
+    ix.apply(PersonUnlisted(source=BOOK, contact_uid="ana-1"))
+    [ana] = ix.people()
+    assert ana["phones"] == [] and ana["dates"] == []
+    # the work book still lists her address; the turn's address was never the card's
+    assert ana["emails"] == ["ana.work@example.org", "ana@example.org"]
+    assert (ana["name"], ana["relation"], ana["status"]) == ("Ana Costa", "sister", "active")
+    ix.apply(PersonUnlisted(source="http://dav.example/owner/work/", contact_uid="ana-w"))
+    [ana] = ix.people()
+    assert ana["emails"] == ["ana.work@example.org"]
+    sources = ix.index.reader().execute("SELECT listed FROM person_sources").fetchall()
+    assert [r[0] for r in sources] == [0, 0]
+    # her card listed again gives its number back
+    ix.apply(card(phones=["+15550004444"]))
+    [ana] = ix.people()
+    assert ana["phones"] == ["+15550004444"]
+
+
+def test_imported_birthdays_make_one_offer_per_import_and_never_again(tmp_path: Path) -> None:
+    ix = Index(tmp_path / "index.sqlite")
+    ix.apply(PersonAdded(person_id="p-bea", name="Bea Reis", dates=[{"label": "birthday", "date": "02-01"}]))
+    ix.apply(card())
+    ix.apply(card(contact_uid="bruno-1", name="Bruno Lima", phones=["+15550003333"], emails=[],
+                  dates=[{"label": "birthday", "date": "07-30"}]))
+    ix.apply(card(contact_uid="bea-1", name="Bea Reis", phones=[], emails=[],
+                  dates=[{"label": "birthday", "date": "02-01"}]))  # offered when a turn said it
+    synced = ix.apply(ContactsSynced(imported=3, birthdays=3))
+    [offer] = unsent(ix.index.reader())
+    assert offer.id == batch_signal_id(synced.id) and offer.payload.count == 2
+    assert [(d.name, d.date) for d in offer.payload.dates] == [("Ana Costa", "1990-04-12"), ("Bruno Lima", "07-30")]
+    # the offer raised and committed: no longer to raise; the same cards again offer nothing
+    ix.apply(InnerSignal(source="contacts", signal_kind="person.dates", signal=offer.model_dump(mode="json")),
+             event_id=offer.id)
+    assert unsent(ix.index.reader()) == []
+    ix.apply(card(phones=["+15550004444"]))
+    ix.apply(ContactsSynced(imported=1, birthdays=1))
+    assert unsent(ix.index.reader()) == []

@@ -11,6 +11,7 @@ import pytest
 
 from delegate.contracts import topics
 from delegate.contracts.messages import QueryRequest
+from delegate.contracts.people import PeopleCommand
 from delegate.runtime.bus import Bus
 from tests.inner_plane.harness import eventually
 from tests.support.radicale import PASSWORD, USER, Owner, RadicaleServer
@@ -158,3 +159,49 @@ async def test_a_pollers_crash_before_it_kept_the_etags_imports_nothing_twice(
     await eventually(kept, "the restarted sync to read every card again", timeout=60)
     assert await imports(bus) == before
     assert set(await people(http)) == names
+
+
+async def test_a_card_deleted_on_the_server_leaves_its_person_no_longer_in_contacts(
+    radicale: RadicaleServer, http: httpx.AsyncClient, bus: Bus
+) -> None:
+    """Bruno's card is deleted on the phone: he stays a person (what turns said of him stays),
+    shown as no longer in contacts, and his card's number and address identify him no more."""
+    async def listed() -> dict[str, Any] | None:
+        bruno = (await people(http)).get("Bruno Lima")
+        return bruno if bruno and bruno["contacts"] == "listed" else None
+
+    bruno = await eventually(listed, "Bruno from his card", timeout=60)
+    r = httpx.delete(radicale.direct_url + BOOK + "bruno.vcf", auth=(USER, PASSWORD), timeout=10)
+    assert r.status_code in (200, 204), r.text
+
+    async def unlisted() -> dict[str, Any] | None:
+        now = (await people(http)).get("Bruno Lima")
+        return now if now and now["contacts"] == "unlisted" else None
+
+    gone = await eventually(unlisted, "Bruno no longer in contacts", timeout=60)
+    assert gone["id"] == bruno["id"]
+    assert gone["phones"] == [] and gone["emails"] == [] and gone["dates"] == []
+    assert (await people(http))["Ana Costa"]["contacts"] == "listed"
+    match = await bus.request(topics.MEMORY_PEOPLE, PeopleCommand(op="match", phones=["+15550003333"]))
+    assert match.person is None, "his old number no longer says who a sender is"
+
+    async def recorded() -> list[Any] | None:
+        found = (await bus.request(topics.LEDGER_QUERY, QueryRequest(kinds=["person.unlisted"], limit=10))).events
+        return found or None
+
+    [event] = await eventually(recorded, "the person.unlisted event")
+    assert event.payload["contact_uid"] == "bruno-1"
+    synced = (await bus.request(topics.LEDGER_QUERY, QueryRequest(kinds=["contacts.synced"], limit=100))).events
+    assert any(e.payload["unlisted"] == 1 for e in synced)
+
+    # later passes unlist nobody again: a card added after is imported, and still one unlisting
+    put(radicale, "carla.vcf", vcard("carla-1", "Carla Dias", "Dias;Carla;;;", "+15550005555", "carla@example.org",
+                                     "--01-02"))
+
+    async def carla() -> dict[str, Any] | None:
+        return (await people(http)).get("Carla Dias")
+
+    await eventually(carla, "Carla from a card added after", timeout=60)
+    again = (await bus.request(topics.LEDGER_QUERY, QueryRequest(kinds=["person.unlisted"], limit=10))).events
+    assert len(again) == 1
+    assert (await people(http))["Bruno Lima"]["contacts"] == "unlisted"

@@ -296,6 +296,27 @@ class PersonImported(Payload):
     dates: list[PersonDate] = Field(default_factory=list, max_length=20)
 
 
+class PersonUnlisted(Payload):
+    """A contact gone from the owner's address book (its card deleted on the server). Its person
+    stays, with what turns and the owner's edits said; what the card said that no other listed
+    card says (phones, emails, dates) no longer belongs to them, so it identifies them no more."""
+
+    KIND: ClassVar[str] = "person.unlisted"
+    source: str = Field(min_length=1, max_length=200)  # the address book's URL
+    contact_uid: str = Field(min_length=1, max_length=500)  # the vCard's UID
+
+
+class ContactsSynced(Payload):
+    """A contacts sync pass that published something, after its ``person.imported`` and
+    ``person.unlisted`` events: the end of one import (the memory service offers the birthdays
+    it brought, together, at this point)."""
+
+    KIND: ClassVar[str] = "contacts.synced"
+    imported: int = Field(default=0, ge=0)
+    unlisted: int = Field(default=0, ge=0)
+    birthdays: int = Field(default=0, ge=0)  # cards of this pass that carry one
+
+
 class PersonMentioned(Payload):
     """A turn mentions a person: the facts read from it are linked to them (citations kept)."""
 
@@ -831,7 +852,7 @@ PAYLOADS: dict[str, type[Payload]] = {
         InboundRefused, Delivery, MailProgress, AttachmentStored, SessionStarted, SessionEnded, VoiceTiming,
         CallPlaced, CallVoicemail, PushDelivery,
         MemoryFactAdded, MemoryFactCited, MemoryFactEdited, MemoryFactForgotten, ImportStarted, ImportFinished,
-        PersonAdded, PersonUpdated, PersonImported, PersonMentioned, PersonForgotten,
+        PersonAdded, PersonUpdated, PersonImported, PersonUnlisted, ContactsSynced, PersonMentioned, PersonForgotten,
         CommitmentMade, CommitmentKept, CommitmentDropped, CommitmentDue,
         ThoughtflowArtifact,
         CalendarSynced, CalendarChanged, CalendarProposed, CalendarWritten,

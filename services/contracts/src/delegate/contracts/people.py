@@ -47,6 +47,9 @@ class Person(BusModel):
     last_mentioned: datetime | None = None
     created_at: datetime
     updated_at: datetime
+    # from the owner's address book: "listed" while a card of theirs is there, "unlisted" once
+    # every card of theirs was deleted; None: never from it
+    contacts: Literal["listed", "unlisted"] | None = None
 
 
 class PersonDetail(Person):

@@ -205,9 +205,30 @@ class PersonDateSignal(SignalBase):
     payload: PersonDatePayload
 
 
+class ImportedDate(_Payload):
+    person_id: str = Field(min_length=1, max_length=64)
+    name: str = Field(min_length=1, max_length=200)
+    label: str = Field(min_length=1, max_length=100)
+    date: str = Field(min_length=5, max_length=10)  # MM-DD or YYYY-MM-DD
+
+
+class PersonDatesPayload(_Payload):
+    count: int = Field(ge=1)  # every date this import brought that was never offered
+    dates: list[ImportedDate] = Field(max_length=1000)  # the first 1000 of them, by name
+
+
+class PersonDatesSignal(SignalBase):
+    """An address book import brought key dates never offered (issue #30): one offer for all of
+    them, so a whole address book asks once, not once per person; reminders only on the yes."""
+
+    kind: Literal["person.dates"] = "person.dates"
+    payload: PersonDatesPayload
+
+
 AnySignal = (
     ReminderDue | EmailReceived | TaskFinished | TaskFailed | MemoryRelevant | ScriptSignal
     | CalendarChangedSignal | CalendarUpcoming | CalendarAgenda | CommitmentDueSignal | PersonDateSignal
+    | PersonDatesSignal
 )
 SignalIn = Annotated[AnySignal, Field(discriminator="kind")]
 SIGNAL_ADAPTER: TypeAdapter[AnySignal] = TypeAdapter(SignalIn)

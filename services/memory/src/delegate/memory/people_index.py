@@ -54,11 +54,13 @@ def _dates(raw: str, today: date, zone: ZoneInfo) -> list[KeyDate]:
 def _person(db: sqlite3.Connection, r: sqlite3.Row, today: date, zone: ZoneInfo) -> Person:
     facts = db.execute("SELECT count(*) FROM person_facts WHERE person_id = ?", (r["id"],)).fetchone()[0]
     seen = db.execute("SELECT count(*), max(ts) FROM person_mentions WHERE person_id = ?", (r["id"],)).fetchone()
+    listed = db.execute("SELECT max(listed) FROM person_sources WHERE person_id = ?", (r["id"],)).fetchone()[0]
     return Person(
         id=r["id"], name=r["name"], aliases=json.loads(r["aliases"]), relation=r["relation"],
         phones=json.loads(r["phones"]), emails=json.loads(r["emails"]), dates=_dates(r["dates"], today, zone),
         facts=facts, mentions=seen[0], last_mentioned=from_epoch(seen[1]) if seen[1] is not None else None,
         created_at=from_epoch(r["created_at"]), updated_at=from_epoch(r["updated_at"]),
+        contacts=None if listed is None else "listed" if listed else "unlisted",
     )
 
 

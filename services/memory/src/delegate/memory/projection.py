@@ -21,7 +21,7 @@ from delegate.contracts.events import (
     Message,
 )
 
-from . import projection_contacts, projection_people
+from . import projection_contacts, projection_dates, projection_people
 
 
 def epoch(ts: datetime) -> float:
@@ -256,6 +256,7 @@ HANDLERS: dict[str, Callable[[sqlite3.Connection, Event], None]] = {
     "import.finished": _import_finished,
     **projection_people.HANDLERS,
     **projection_contacts.HANDLERS,
+    **projection_dates.HANDLERS,
 }
 
 

@@ -7,17 +7,23 @@ or emails, or its name, is; else it is someone new, with an id derived from the 
 replay makes the same person. A re-import replaces what the previous import of that contact
 said (a number edited on the phone goes, the new one comes) and keeps what turns and the
 owner's edits added. A forgotten person is never made again by their card.
+
+A card deleted from the address book (``person.unlisted``) takes back what it said that no
+other listed card of the person says (phones, emails, dates): those no longer identify them.
+Their names, the facts the turns linked and the owner's edits stay; the person is shown as no
+longer in contacts until a card of theirs is listed again.
 """
 
 import json
 import sqlite3
 from typing import Any
 
-from delegate.contracts.events import Event, PersonImported
+from delegate.contracts.events import Event, PersonImported, PersonUnlisted
 
 from .ids import derived_id
 from .people import Nominee, email_key, name_key, phone_key, resolve
 from .people_index import known_people
+from .projection_dates import pend
 from .projection_people import _first
 
 
@@ -50,8 +56,8 @@ def _person_imported(db: sqlite3.Connection, event: Event) -> None:
         person_id = found.id if found else derived_id("person", f"{p.source}\n{p.contact_uid}")
         before = {"names": [], "phones": [], "emails": [], "dates": []}
     db.execute(
-        "INSERT INTO person_sources (source, contact_uid, person_id, imported) VALUES (?,?,?,?)"
-        " ON CONFLICT (source, contact_uid) DO UPDATE SET imported = excluded.imported",
+        "INSERT INTO person_sources (source, contact_uid, person_id, imported, listed) VALUES (?,?,?,?,1)"
+        " ON CONFLICT (source, contact_uid) DO UPDATE SET imported = excluded.imported, listed = 1",
         (p.source, p.contact_uid, person_id, json.dumps(card)),
     )
     now = event.ts.timestamp()
@@ -63,6 +69,7 @@ def _person_imported(db: sqlite3.Connection, event: Event) -> None:
             (person_id, p.name, json.dumps(list(p.aliases)), json.dumps(card["phones"]), json.dumps(card["emails"]),
              json.dumps(card["dates"]), now, now, event.seq),
         )
+        pend(db, person_id, card["dates"])
         return
     if row["status"] != "active":
         return  # forgotten: the card is remembered as theirs, and makes nobody
@@ -78,6 +85,60 @@ def _person_imported(db: sqlite3.Connection, event: Event) -> None:
         (name, json.dumps(aliases[:20]), json.dumps(phones[:20]), json.dumps(emails[:20]), json.dumps(dates[:20]),
          now, person_id),
     )
+    pend(db, person_id, card["dates"])
 
 
-HANDLERS = {"person.imported": _person_imported}
+def _others(db: sqlite3.Connection, person_id: str, source: str, contact_uid: str) -> dict[str, list[Any]]:
+    """What the person's other listed cards say."""
+    said: dict[str, list[Any]] = {"names": [], "phones": [], "emails": [], "dates": []}
+    for r in db.execute(
+        "SELECT imported FROM person_sources WHERE person_id = ? AND listed = 1"
+        " AND NOT (source = ? AND contact_uid = ?)",
+        (person_id, source, contact_uid),
+    ):
+        for key, values in json.loads(r["imported"]).items():
+            said.setdefault(key, []).extend(values)
+    return said
+
+
+def _gone(current: list[Any], card: list[Any], others: list[Any], key: Any) -> list[Any]:
+    drop = {key(v) for v in card} - {key(v) for v in others}
+    return [v for v in current if key(v) not in drop]
+
+
+def _person_unlisted(db: sqlite3.Connection, event: Event) -> None:
+    if not _first(db, event):
+        return
+    p = event.typed(PersonUnlisted)
+    link = db.execute(
+        "SELECT person_id, imported, listed FROM person_sources WHERE source = ? AND contact_uid = ?",
+        (p.source, p.contact_uid),
+    ).fetchone()
+    if link is None or not link["listed"]:
+        return
+    person_id, card = link["person_id"], json.loads(link["imported"])
+    # the names stay the card's (a card listed again replaces them as an edit would); the rest
+    # is said by nobody now
+    db.execute(
+        "UPDATE person_sources SET listed = 0, imported = ? WHERE source = ? AND contact_uid = ?",
+        (json.dumps({"names": card["names"], "phones": [], "emails": [], "dates": []}), p.source, p.contact_uid),
+    )
+    row = db.execute("SELECT * FROM people WHERE id = ?", (person_id,)).fetchone()
+    if row is None or row["status"] != "active":
+        return
+    others = _others(db, person_id, p.source, p.contact_uid)
+    phones = _gone(json.loads(row["phones"]), card["phones"], others["phones"], phone_key)
+    emails = _gone(json.loads(row["emails"]), card["emails"], others["emails"], email_key)
+    dates = _gone(json.loads(row["dates"]), card["dates"], others["dates"], lambda d: (d["label"], d["date"]))
+    db.execute(
+        "UPDATE people SET phones = ?, emails = ?, dates = ?, updated_at = ? WHERE id = ?",
+        (json.dumps(phones), json.dumps(emails), json.dumps(dates), event.ts.timestamp(), person_id),
+    )
+    kept = {(d["label"], d["date"]) for d in dates}
+    for d in card["dates"]:
+        if (d["label"], d["date"]) not in kept:
+            db.execute("DELETE FROM dates_pending WHERE person_id = ? AND label = ? AND date = ?",
+                       (person_id, d["label"], d["date"]))
+
+
+HANDLERS = {"person.imported": _person_imported, "person.unlisted": _person_unlisted}

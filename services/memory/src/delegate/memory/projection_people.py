@@ -23,6 +23,7 @@ from delegate.contracts.events import (
 )
 
 from .people import name_key
+from .projection_dates import drop_pending, mark_offered
 from .query import quoted
 
 
@@ -56,6 +57,7 @@ def _person_added(db: sqlite3.Connection, event: Event) -> None:
         (p.person_id, p.name, json.dumps(p.aliases), p.relation, json.dumps(p.phones), json.dumps(p.emails),
          json.dumps(p.dates), now, now, event.seq),
     )
+    mark_offered(db, p.person_id, p.dates)  # the inner plane offers each date a turn brings
     _mention(db, p.person_id, p.event_ids, event)
 
 
@@ -77,6 +79,7 @@ def _person_updated(db: sqlite3.Connection, event: Event) -> None:
         " WHERE id = ?",
         (*values, event.ts.timestamp(), p.person_id),
     )
+    mark_offered(db, p.person_id, p.dates)
     _mention(db, p.person_id, p.event_ids, event)
 
 
@@ -128,6 +131,7 @@ def _person_forgotten(db: sqlite3.Connection, event: Event) -> None:
         return
     now = event.ts.timestamp()
     db.execute("UPDATE people SET status = 'forgotten', updated_at = ? WHERE id = ?", (now, p.person_id))
+    drop_pending(db, p.person_id)
     facts = [r[0] for r in db.execute("SELECT fact_id FROM person_facts WHERE person_id = ?", (p.person_id,))]
     for fact_id in facts:
         fact = db.execute("SELECT rowid, status, event_ids FROM facts WHERE id = ?", (fact_id,)).fetchone()

@@ -1,7 +1,7 @@
 """The index's tables. A projection of ledger events: nothing here is the truth, so a change of
 layout bumps ``VERSION`` and the index is rebuilt by replaying the ledger, never migrated."""
 
-VERSION = 4  # 3: people and commitments (issue #30); 4: contacts imported from CardDAV
+VERSION = 5  # 3: people and commitments (issue #30); 4: contacts imported from CardDAV; 5: cards gone, dates offered
 
 # porter over unicode61: "moved" finds "moving", and accents and case do not matter.
 TOKENIZE = "porter unicode61 remove_diacritics 2"
@@ -168,8 +168,27 @@ CREATE TABLE IF NOT EXISTS person_sources (
     contact_uid TEXT NOT NULL,
     person_id TEXT NOT NULL,
     imported TEXT NOT NULL,
+    listed INTEGER NOT NULL DEFAULT 1,  -- 0: the card was deleted from the address book
     PRIMARY KEY (source, contact_uid)
 );
+CREATE INDEX IF NOT EXISTS person_sources_person ON person_sources (person_id);
+-- key dates the owner was offered a yearly reminder for (a person.date or person.dates signal),
+-- or will be (learned in a turn: the inner plane offers each), so none is offered twice
+CREATE TABLE IF NOT EXISTS dates_offered (
+    person_id TEXT NOT NULL,
+    label TEXT NOT NULL,
+    date TEXT NOT NULL,
+    PRIMARY KEY (person_id, label, date)
+);
+-- dates imported from cards since the last contacts.synced, not offered yet
+CREATE TABLE IF NOT EXISTS dates_pending (
+    person_id TEXT NOT NULL,
+    label TEXT NOT NULL,
+    date TEXT NOT NULL,
+    PRIMARY KEY (person_id, label, date)
+);
+-- one offer per import that brought dates (date_offers.py raises it), until its signal is committed
+CREATE TABLE IF NOT EXISTS date_batches (signal_id TEXT PRIMARY KEY, seq INTEGER NOT NULL, signal TEXT NOT NULL);
 -- every person.* and commitment.* event applied (read-your-writes for the extractor and commands)
 CREATE TABLE IF NOT EXISTS people_log (event_id TEXT PRIMARY KEY, seq INTEGER NOT NULL);
 

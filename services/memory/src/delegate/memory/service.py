@@ -16,6 +16,7 @@ from delegate.contracts.messages import Ping, Pong
 from delegate.runtime.bus import Bus, DomainError
 
 from .commands import FactCommands
+from .date_offers import DateOffers
 from .follower import LedgerFollower
 from .index import MemoryIndex
 from .people_commands import PeopleCommands
@@ -76,6 +77,7 @@ class MemoryService:
         self.follower = LedgerFollower(bus, self.index, settings, stop, on_applied=self._applied)
         self.commands = FactCommands(bus, self.index, self.follower)
         self.people = PeopleCommands(self.commands, self.index, ZoneInfo(settings.owner_timezone))
+        self.date_offers = DateOffers(bus, self.index, stop)
         self.failed = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -83,6 +85,7 @@ class MemoryService:
         return self.follower.caught_up.is_set() and not self.failed.is_set()
 
     def _applied(self, events: Sequence[Event]) -> None:
+        self.date_offers.on_applied(events)
         if self.vectors is not None:
             self.vectors.wake()
         if self.extractor is None:
@@ -104,8 +107,14 @@ class MemoryService:
         await self.bus.serve(topics.MEMORY_COMMITMENTS, self.people.commitments)
         await self.bus.serve(topics.PINGS[SERVICE], self._ping)
         self._tasks.append(asyncio.create_task(self._guard("follower", self.follower.run())))
+        self._tasks.append(asyncio.create_task(self._guard("date offers", self._offer_dates())))
         if self.extractor is not None:
             self._tasks.append(asyncio.create_task(self._guard("extractor", self._extract())))
+
+    async def _offer_dates(self) -> None:
+        # offers are raised from a caught-up index: a replay's old offers are seen committed first
+        await self.follower.caught_up.wait()
+        await self.date_offers.run()
 
     async def _extract(self) -> None:
         # Extraction reads current knowledge only, never a half-replayed history.
