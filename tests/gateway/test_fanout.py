@@ -235,24 +235,28 @@ async def test_a_client_that_stalls_past_the_lag_deadline_still_reads_resync_and
 
 
 async def test_the_hub_fills_a_gap_from_the_ledger_before_forwarding(ledger: System, bus: Bus) -> None:
-    """A live event whose seq jumps ahead (the ones before it were lost) is preceded by the missing ones."""
+    """A live event whose seq jumps ahead (the ones before it were lost) is preceded by the missing
+    ones, read from the ledger by the shared ``LedgerFollower``; a late duplicate changes nothing."""
     await produce(bus, [user_event(f"e {i}") for i in range(12)])
     events = await committed(bus, 12)
-    hub = Hub(queue_limit=100, tail_check_s=3600)
+    hub = Hub(queue_limit=100, tail_check_s=3600)  # no quiet-spell check during the test
     await hub.start(bus)  # its own live subscriptions are idle: nothing new is committed below
-    await until(lambda: hub.last_seq == events[-1].seq, what="the hub's first tail check")
-    async with hub._lock:  # that check has finished; the next one is an hour away
-        pass
+    await until(lambda: hub.last_seq == events[-1].seq, what="the hub to start at the ledger's newest event")
     client = hub.attach()
     client.go_live()
     hub.last_seq = events[3].seq  # as if the next ones never reached this gateway
-    await hub._on_committed(events[11])
-    await hub._on_committed(events[7])  # a late duplicate changes nothing
+    # Through NATS, as the ledger announces them: the notifications of events[4:11] were lost.
+    await bus.emit(topics.LEDGER_COMMITTED, events[11])
+    await bus.emit(topics.LEDGER_COMMITTED, events[7])
+    # One more, committed by the ledger after both: once it is out, the duplicate was handled.
+    await produce(bus, [user_event("after the gap")])
+    last = (await committed(bus, 13))[-1]
+    await until(lambda: hub.last_seq == last.seq, what="the hub to forward the next event")
     frames = []
     while client._frames:
         frames.append(json.loads(await client.next_frame()))  # type: ignore[arg-type]
-    assert seqs(frames) == [e.seq for e in events[4:]]
-    assert hub.filled == 7
+    assert seqs(frames) == [e.seq for e in events[4:]] + [last.seq]
+    assert hub.filled == 8  # events[4:12] from the ledger: the gap and the event that showed it
 
 
 async def test_clients_keep_a_gapless_stream_across_a_nats_restart(

@@ -2,17 +2,20 @@
 on start, fills a gap of lost notifications from the ledger, asks the ledger when nothing comes,
 and parks an event it cannot apply in the DEAD stream, passing over it. The ledger here is a
 responder of ``ledger.cmd.query`` over a list: the follower's side is what is under test (the
-inner plane's and memory's own tests run it against the real ledger)."""
+inner plane's and memory's own tests run it against the real ledger). A ``from_head`` follower (the
+gateway's fan-out) starts at the ledger's newest event and gives up a gap the ledger leaves
+unfilled, going on after it."""
 
 import asyncio
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 
 from delegate.contracts import topics
 from delegate.contracts.events import Event
 from delegate.contracts.messages import QueryReply, QueryRequest
-from delegate.runtime.bus import Bus
+from delegate.runtime.bus import Bus, DomainError
 from delegate.runtime.ledger_follower import LedgerFollower
 
 from .bus_support import event, until
@@ -27,6 +30,7 @@ class Ledger:
 
     def __init__(self) -> None:
         self.events: list[Event] = []
+        self.silent = False  # every query is answered with an error
 
     def commit(self, text: str) -> Event:
         committed = event(text).with_seq(len(self.events) + 1)
@@ -34,15 +38,18 @@ class Ledger:
         return committed
 
     async def query(self, req: QueryRequest) -> QueryReply:
+        if self.silent:
+            raise DomainError("unavailable", "the ledger is not answering")
         after = [e for e in self.events if (e.seq or 0) > req.after_seq]
         return QueryReply(events=after[: req.limit], more=len(after) > req.limit, last_seq=len(self.events))
 
 
 class Applied(LedgerFollower):
-    def __init__(self, bus: Bus, stop: asyncio.Event) -> None:
-        super().__init__(bus, stop, source=SOURCE, queue_max=4, resync_s=0.5, page=3)
+    def __init__(self, bus: Bus, stop: asyncio.Event, *, resync_s: float = 0.5, **options: Any) -> None:
+        super().__init__(bus, stop, source=SOURCE, queue_max=4, resync_s=resync_s, page=3, **options)
         self.seen: list[str] = []
         self._last = 0
+        self.gaps_lost = 0
 
     @property
     def last_seq(self) -> int:
@@ -50,6 +57,12 @@ class Applied(LedgerFollower):
 
     def letter_id(self, event: Event) -> str:
         return f"letter-{event.id}"
+
+    def start_at(self, seq: int) -> None:
+        self._last = seq
+
+    async def on_gap_lost(self) -> None:
+        self.gaps_lost += 1
 
     async def apply_run(self, events: Sequence[Event]) -> None:
         for e in events:
@@ -113,3 +126,39 @@ async def test_a_follower_stopped_before_catching_up_never_says_it_caught_up(bus
     stop.set()
     await asyncio.wait_for(task, 15)
     assert not follower.caught_up.is_set()
+
+
+async def test_a_follower_from_the_head_gives_up_a_gap_the_ledger_leaves_unfilled(bus: Bus) -> None:
+    ledger = Ledger()
+    await bus.serve(topics.LEDGER_QUERY, ledger.query)
+    for n in range(1, 6):
+        ledger.commit(f"old {n}")  # before it starts: not its business
+    stop = asyncio.Event()
+    # No quiet-spell check meanwhile: only the gap makes it ask the ledger.
+    follower = Applied(bus, stop, resync_s=3600, from_head=True, gap_give_up_s=0.5)
+    await follower.start()
+    task = asyncio.create_task(follower.run())
+    try:
+        await asyncio.wait_for(follower.caught_up.wait(), 10)
+        assert follower.last_seq == 5 and follower.seen == []
+
+        e6 = ledger.commit("e6")
+        await bus.emit(topics.LEDGER_COMMITTED, e6)
+        await until(lambda: follower.last_seq == 6)
+
+        # e7's notification is lost and the ledger stops answering: after gap_give_up_s the gap
+        # is given up (said once), and e8 and what follows still go through.
+        ledger.silent = True
+        ledger.commit("e7")
+        e8 = ledger.commit("e8")
+        await bus.emit(topics.LEDGER_COMMITTED, e8)
+        await until(lambda: follower.last_seq == 8)
+        assert follower.seen == ["e6", "e8"] and follower.gaps_lost == 1
+        ledger.silent = False
+        e9 = ledger.commit("e9")
+        await bus.emit(topics.LEDGER_COMMITTED, e9)
+        await until(lambda: follower.last_seq == 9)
+        assert follower.seen == ["e6", "e8", "e9"] and follower.gaps_lost == 1
+    finally:
+        task.cancel()  # its live wait is an hour long: stop is only looked at between waits
+        await asyncio.gather(task, return_exceptions=True)

@@ -1,9 +1,12 @@
 """The /chat fan-out: one bus subscription per gateway process, one bounded outbox per connection.
 
 The hub turns ``ledger.live.committed`` into a gapless, duplicate-free stream by
-commit seq: an event whose seq jumps ahead (a live message was lost, say while
-NATS restarted) is preceded by the missing events, fetched from the ledger. A
-periodic tail check finds losses that no later event reveals.
+commit seq with the runtime's ``LedgerFollower``, as the inner plane and memory follow
+the ledger: an event whose seq jumps ahead (a live message was lost, say while NATS
+restarted) is preceded by the missing events, read from the ledger, and a quiet spell
+asks the ledger for losses that no later event reveals. What is the hub's: it starts
+at the ledger's newest event (clients replay the past with ``hello``), and a gap the
+ledger leaves unfilled for GAP_GIVE_UP_S is given up, every client told to resync.
 
 Every connection (``ChatClient``) has its own outbox. The hub never waits for a
 client: it appends and moves on. A client whose outbox overflows is told
@@ -19,15 +22,15 @@ import asyncio
 import json
 import logging
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from delegate.contracts import topics, ws
 from delegate.contracts.events import Event
-from delegate.contracts.messages import AgentState, Delta, LiveNotice, QueryRequest
+from delegate.contracts.messages import AgentState, Delta, LiveNotice
 from delegate.contracts.voice import VoiceState
-from delegate.runtime.bus import Bus, BusUnavailable, RemoteError
-from delegate.runtime.retry import retrying
+from delegate.runtime.bus import Bus
+from delegate.runtime.ledger_follower import LedgerFollower
 
 from .voice_state import VoiceStateCache, voice_json
 
@@ -36,7 +39,10 @@ log = logging.getLogger(__name__)
 Mode = Literal["pending", "replay", "live"]
 
 REPLAY_PAGE = 500
-GAP_FILL_ATTEMPTS = 8  # with backoff from 0.1 s to 2 s: about ten seconds of a silent ledger
+GAP_GIVE_UP_S = 10.0  # a gap the ledger leaves unfilled this long is given up: every client resyncs
+# Committed events received but not yet forwarded; when full, the subscription waits (a burst
+# the hub cannot keep up with then shows up as a gap, which the ledger fills).
+LIVE_QUEUE_MAX = 5000
 CLOSE_LAGGING = 4408
 RESYNC_LAGGING = json.dumps({"type": "resync", "reason": "lagging"})
 
@@ -207,12 +213,16 @@ class Hub:
         self.last_seq: int | None = None  # highest committed seq forwarded (gapless up to here)
         self.latest_state: AgentState | None = None
         self.voice = VoiceStateCache()
-        self.filled = 0  # events fetched from the ledger to close gaps
-        self._bus: Bus | None = None
-        self._lock = asyncio.Lock()
+        self.follower: CommittedEvents | None = None
+        self._stop = asyncio.Event()
         self._count = 0
         # Called with each committed event as it is forwarded (task event streams wake on these).
         self.watchers: set[Callable[[Event], None]] = set()
+
+    @property
+    def filled(self) -> int:
+        """Committed events read from the ledger rather than from live notifications."""
+        return 0 if self.follower is None else self.follower.read
 
     def attach(self) -> ChatClient:
         self._count += 1
@@ -224,111 +234,40 @@ class Hub:
         self.clients.discard(client)
 
     async def start(self, bus: Bus) -> None:
-        self._bus = bus
-        await bus.subscribe(topics.LEDGER_COMMITTED, self._on_committed)
+        self.follower = CommittedEvents(self, bus, self._stop)
+        await self.follower.start()
         await bus.subscribe(topics.AGENT_DELTA, self._on_delta)
         await bus.subscribe(topics.AGENT_STATE, self._on_state)
         await bus.subscribe(topics.INNER_NOTICE, self._on_notice)
         await self.voice.start(bus, self._on_voice)
-        bus.spawn(self._tail_loop())
+        bus.spawn(self.follower.run())
 
     def close_all(self, code: int, reason: str) -> None:
         for client in list(self.clients):
             client.close(code, reason)
 
-    # ---- committed events: gapless, in seq order ----------------------------------------------
+    # ---- committed events: gapless, in seq order (``CommittedEvents``) --------------------------
 
-    async def _on_committed(self, event: Event) -> None:
-        if event.seq is None:
-            log.warning("committed event %s without a seq: ignored", event.id)
-            return
-        async with self._lock:
-            await self._admit(event)
-        # A burst of committed events arrives back to back without the loop ever switching
-        # tasks; yielding here lets every connection's writer keep pace instead of overflowing.
-        await asyncio.sleep(0)
-
-    async def _admit(self, event: Event) -> None:
-        assert event.seq is not None
-        if self.last_seq is None:
-            self.last_seq = event.seq - 1  # nothing known yet: start from here, hello replays the rest
-        if event.seq <= self.last_seq:
-            return
-        if event.seq > self.last_seq + 1:
-            await self._fill_gap(event.seq - 1)
-        if event.seq > self.last_seq:
-            self._deliver(event)
-
-    def _deliver(self, event: Event) -> None:
+    def deliver(self, event: Event) -> None:
         assert event.seq is not None
         text = event_frame(event)
         for client in list(self.clients):
             client.offer_event(event.seq, text)
         self.last_seq = event.seq
         for watcher in list(self.watchers):
-            watcher(event)
+            try:
+                watcher(event)
+            except Exception:
+                # The follower's loop must outlive one stream's bug; every other client still waits on it.
+                log.exception("a watcher of committed events failed on seq %s", event.seq)
 
-    async def _fetch_after(self, through: int | None, timeout: float) -> None:
-        """Forward every committed event after ``last_seq`` (up to ``through``) from the ledger."""
-        assert self._bus is not None and self.last_seq is not None
-        while True:
-            reply = await self._bus.request(
-                topics.LEDGER_QUERY,
-                QueryRequest(after_seq=self.last_seq, through_seq=through, limit=REPLAY_PAGE),
-                timeout=timeout,
-            )
-            for event in reply.events:
-                if event.seq is not None and event.seq > self.last_seq:
-                    self.filled += 1
-                    self._deliver(event)
-                    await asyncio.sleep(0)  # as in _on_committed: let the writers keep pace
-            if not reply.more or not reply.events:
-                return
-
-    async def _fill_gap(self, through: int) -> None:
-        assert self.last_seq is not None
-        log.info("committed seq jumped from %d to %d: filling from the ledger", self.last_seq, through + 1)
-        try:
-            async for attempt in retrying(
-                retry_on=(BusUnavailable, RemoteError), attempts=GAP_FILL_ATTEMPTS, initial=0.1, maximum=2.0,
-                what=f"filling the gap after seq {self.last_seq}",
-            ):
-                with attempt:
-                    await self._fetch_after(through, timeout=2.0)
-            return
-        except (BusUnavailable, RemoteError) as exc:
-            log.warning("could not fill the gap after seq %s: %s", self.last_seq, exc)
+    def gap_lost(self) -> None:
         # The ledger did not answer for a long while: no client may believe it is complete, so
         # every one is told to resync (its hello replays from the ledger once it is back).
         log.error("giving up on the gap after seq %s: telling every client to resync", self.last_seq)
         for client in list(self.clients):
             client.send(frame("resync", reason="gap"))
             client.close(CLOSE_LAGGING, "gap")
-        self.last_seq = through
-
-    async def catch_up(self, timeout: float = 1.0) -> None:
-        """Ask the ledger for anything committed that the live subscription did not bring."""
-        if self._bus is None:
-            return
-        async with self._lock:
-            if self.last_seq is None:
-                reply = await self._bus.request(
-                    topics.LEDGER_QUERY, QueryRequest(after_seq=0, limit=1), timeout=timeout
-                )
-                if self.last_seq is None:
-                    self.last_seq = reply.last_seq
-                return
-            await self._fetch_after(None, timeout=timeout)
-
-    async def _tail_loop(self) -> None:
-        while True:
-            try:
-                await self.catch_up()
-            except (BusUnavailable, RemoteError) as exc:
-                log.debug("tail check skipped: %s", exc)
-            except Exception:
-                log.exception("tail check failed")
-            await asyncio.sleep(self.tail_check_s)
 
     # ---- live-only frames ---------------------------------------------------------------------
 
@@ -353,3 +292,41 @@ class Hub:
         text = live_frame(notice)
         for client in list(self.clients):
             client.send(text)
+
+
+class CommittedEvents(LedgerFollower):
+    """The hub's follower of committed events: each one forwarded to every client, in seq order."""
+
+    def __init__(self, hub: Hub, bus: Bus, stop: asyncio.Event) -> None:
+        super().__init__(
+            bus,
+            stop,
+            source=None,
+            queue_max=LIVE_QUEUE_MAX,
+            resync_s=hub.tail_check_s,
+            page=REPLAY_PAGE,
+            from_head=True,
+            gap_give_up_s=GAP_GIVE_UP_S,
+        )
+        self.hub = hub
+
+    @property
+    def last_seq(self) -> int:
+        # Placed at the ledger's newest seq by the first catch-up, before anything is applied.
+        return self.hub.last_seq or 0
+
+    def start_at(self, seq: int) -> None:
+        self.hub.last_seq = seq
+
+    def letter_id(self, event: Event) -> str:
+        return event.id  # never used: forwarding to outboxes cannot fail, so nothing is parked
+
+    async def on_gap_lost(self) -> None:
+        self.hub.gap_lost()
+
+    async def apply_run(self, events: Sequence[Event]) -> None:
+        for event in events:
+            self.hub.deliver(event)
+            # A burst of committed events arrives back to back without the loop ever switching
+            # tasks; yielding here lets every connection's writer keep pace instead of overflowing.
+            await asyncio.sleep(0)

@@ -62,8 +62,8 @@ class Settings(ServiceSettings):
     # hub lets it go (its connection still waits for the socket, so a client that resumes reads
     # resync and close 4408); when such a connection is cut even so (past the WebSocket keepalive,
     # which closes a client that reads nothing with 1011 first); how long a new connection
-    # may take to say hello before it is switched to live delivery, and how often the hub asks the
-    # ledger whether it missed a committed event (lost live messages after a NATS restart).
+    # may take to say hello before it is switched to live delivery, and how long without a committed
+    # event before the hub asks the ledger whether it missed one (lost live messages after a NATS restart).
     gateway_ws_queue_limit: int = Field(default=1000, ge=8)
     gateway_ws_lag_close_s: float = Field(default=10.0, gt=0)
     gateway_ws_drop_s: float = Field(default=120.0, gt=0)

@@ -2,9 +2,16 @@
 
 Live notifications (``ledger.live.committed``, core NATS) are fast but may be lost; the ledger
 query is the truth. So: on start, and whenever a live event skips a seq or nothing arrived for
-a while, read ``ledger.cmd.query(after_seq=last_seq)`` until caught up. The inner plane and the
-memory service follow the ledger this way; what differs is how they apply what they read and
-where they keep ``last_seq``, which a subclass says (``last_seq``, ``apply_run``, the hooks).
+a while, read ``ledger.cmd.query(after_seq=last_seq)`` until caught up. The inner plane, the
+memory service and the gateway's fan-out follow the ledger this way; what differs is how they
+apply what they read and where they keep ``last_seq``, which a subclass says (``last_seq``,
+``apply_run``, the hooks).
+
+A projection (inner plane, memory) starts at its stored ``last_seq`` and never skips an event.
+The gateway's fan-out keeps no position and its clients replay the past themselves, so it
+starts at the ledger's newest event (``from_head``), and a gap the ledger leaves unfilled for
+``gap_give_up_s`` is given up (``on_gap_lost``, then ``start_at``) rather than holding every
+client back for as long as the ledger is silent.
 
 An event that cannot be applied is the subclass's to retry; when it gives up it parks the
 event with ``dead_letter`` (DEAD stream, one letter per event however often a replay fails on
@@ -13,6 +20,7 @@ it) and passes over it: one bad event must not wedge the follower, nor vanish wi
 
 import asyncio
 import logging
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
@@ -32,16 +40,23 @@ class LedgerFollower(ABC):
         bus: Bus,
         stop: asyncio.Event,
         *,
-        source: str,
+        source: str | None,
         queue_max: int,
         resync_s: float,
         page: int,
         caught_up: asyncio.Event | None = None,
+        from_head: bool = False,
+        gap_give_up_s: float | None = None,
     ) -> None:
         self.bus = bus
         self.stop = stop
-        self.source = source  # the dead-letter source (``dead.evt.<source>``), named in contracts
+        # The dead-letter source (``dead.evt.<source>``), named in contracts; None for a follower
+        # whose apply cannot fail, which never parks an event.
+        self.source = source
         self.resync_s = resync_s
+        self.gap_give_up_s = gap_give_up_s  # None: a gap is asked about until the ledger answers
+        self._positioned = not from_head  # False until ``start_at`` placed a from_head follower
+        self.read = 0  # events read from the ledger (catch-ups and gaps), not from live notifications
         self.page = page  # a catch-up page; also the most live events taken at once
         self.queue: asyncio.Queue[Event] = asyncio.Queue(maxsize=queue_max)
         self.high_water = 0  # the fullest the queue has been (it is bounded; tests check it)
@@ -78,6 +93,15 @@ class LedgerFollower(ABC):
 
     async def after_live(self) -> None:
         """After the live events taken at once were applied."""
+        return None
+
+    def start_at(self, seq: int) -> None:
+        """Make ``seq`` the ``last_seq`` without applying anything: only a ``from_head`` follower
+        is placed so (at the ledger's newest event, or past a gap it gave up)."""
+        raise NotImplementedError(f"{type(self).__name__} follows from its own last_seq and never skips")
+
+    async def on_gap_lost(self) -> None:
+        """The ledger did not fill a gap within ``gap_give_up_s``: the events in it are passed over."""
         return None
 
     # ---- the loop ---------------------------------------------------------------------------
@@ -120,38 +144,66 @@ class LedgerFollower(ABC):
                 # A gap: notifications were lost (or seqs are not dense); the ledger fills it in,
                 # and the rest of what was taken is in what it answers.
                 await self.apply_run(run)
-                await self.catch_up()
-                return
+                run = []
+                if await self.catch_up(give_up_s=self.gap_give_up_s) or self.stop.is_set():
+                    return
+                await self.on_gap_lost()
+                self.start_at(max(self.last_seq, event.seq - 1))
+                expected = self.last_seq + 1
+                if event.seq < expected:
+                    continue
             run.append(event)
             expected += 1
         await self.apply_run(run)
 
-    async def catch_up(self) -> None:
-        """Apply everything committed after ``last_seq``; retried until the ledger answers."""
+    async def catch_up(self, *, give_up_s: float | None = None) -> bool:
+        """Apply everything committed after ``last_seq``, retried until the ledger answers: True
+        once caught up; False when stopped, or when ``give_up_s`` passed without an answer."""
         backoff = Backoff(initial=0.2, maximum=5.0)
+        began = time.monotonic()
         while not self.stop.is_set():
             try:
+                if not self._positioned:
+                    head = await self.bus.request(topics.LEDGER_QUERY, QueryRequest(after_seq=0, limit=1))
+                    self.ledger_seq = max(self.ledger_seq, head.last_seq)
+                    self.start_at(head.last_seq)
+                    self._positioned = True
+                    return True
                 while True:
                     reply = await self.bus.request(
                         topics.LEDGER_QUERY, QueryRequest(after_seq=self.last_seq, limit=self.page)
                     )
                     self.ledger_seq = max(self.ledger_seq, reply.last_seq)
                     if not reply.events:
-                        return  # nothing new: no page, so no ``after_page`` (a state write) either
+                        return True  # nothing new: no page, so no ``after_page`` (a state write) either
                     after = self.last_seq
-                    await self.apply_run([e for e in reply.events if e.seq is not None and e.seq > after])
+                    page = [e for e in reply.events if e.seq is not None and e.seq > after]
+                    self.read += len(page)
+                    await self.apply_run(page)
                     await self.after_page()
                     if not reply.more:
-                        return
+                        return True
             except (BusUnavailable, RemoteError) as exc:
+                if give_up_s is not None and time.monotonic() - began >= give_up_s:
+                    log.error(
+                        "the ledger did not answer for %g s (%s): giving up after seq %d",
+                        give_up_s,
+                        exc,
+                        self.last_seq,
+                    )
+                    return False
                 log.warning("ledger catch-up failed (%d), retrying: %s", backoff.failures + 1, exc)
                 if not await backoff.sleep(self.stop):
-                    return
+                    return False
+        return False
 
     async def dead_letter(self, event: Event, reason: str) -> None:
         """Park ``event``: it could not be applied (the caller then passes over it)."""
+        assert self.source is not None, "a follower without a dead-letter source never parks"
         await self.bus.dead_letters.write_data(
-            self.source, topics.LEDGER_COMMITTED.subject, event.model_dump_json().encode(),
+            self.source,
+            topics.LEDGER_COMMITTED.subject,
+            event.model_dump_json().encode(),
             f"event {event.id} ({event.kind}, seq {event.seq}): {reason}",
             letter_id=self.letter_id(event),
         )
