@@ -147,6 +147,8 @@ class LedgerFollower(ABC):
                 run = []
                 if await self.catch_up(give_up_s=self.gap_give_up_s) or self.stop.is_set():
                     return
+                # Given up (only with ``gap_give_up_s``): go on from this event, past whatever
+                # of the gap the ledger did answer before it fell silent.
                 await self.on_gap_lost()
                 self.start_at(max(self.last_seq, event.seq - 1))
                 expected = self.last_seq + 1
