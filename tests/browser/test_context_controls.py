@@ -35,7 +35,10 @@ async def test_compact_now_and_end_conversation(
         {"action": "text", "text": "Noted: tea, not coffee.", "match": {"input_contains": "I drink tea"}},
         # This answer pauses mid-stream: the agent is busy meanwhile.
         {
-            "action": "stall", "after_deltas": 1, "seconds": 3.0, "text": "Still thinking about that, but yes.",
+            "action": "stall",
+            "after_deltas": 1,
+            "seconds": 3.0,
+            "text": "Still thinking about that, but yes.",
             "match": {"input_contains": "for a moment"},
         },
         # The compaction call takes a moment, so its in-flight state is visible.
@@ -115,9 +118,7 @@ async def test_compact_now_and_end_conversation(
     await dialog.locator("#end-confirm").click()
     await p.wait_for_selector('#timeline .divider[data-kind="conversation.ended"]')
     # Defect 6: a fresh conversation has nothing summarized; the chip must not say otherwise.
-    await page.wait_for(
-        "() => document.getElementById('compacted').textContent === 'Nothing summarized yet'"
-    )
+    await page.wait_for("() => document.getElementById('compacted').textContent === 'Nothing summarized yet'")
 
     # A subtle divider, not a wall: the history stays and the next message joins the same timeline.
     shown = await page.event_ids()
@@ -142,8 +143,11 @@ async def test_a_failed_compact_says_so(
         {"action": "text", "text": "Noted: tea, not coffee.", "match": {"input_contains": "I drink tea"}},
         # The model no longer knows the chain: the agent's compaction fails (ChainLost).
         {
-            "action": "error", "status": 400, "code": "previous_response_not_found",
-            "message": "Previous response not found.", "match": {"endpoint": "compact"},
+            "action": "error",
+            "status": 400,
+            "code": "previous_response_not_found",
+            "message": "Previous response not found.",
+            "match": {"endpoint": "compact"},
         },
     )
     page = await new_page(sys_)
