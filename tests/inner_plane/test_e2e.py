@@ -76,11 +76,25 @@ async def test_a_chat_turn_is_capsuled_checkpointed_and_extracted_end_to_end(
 
             memories = await eventually(extracted, "memory.extracted", timeout=60)
 
+            # The refresh runs beside the span, not inside it: on a loaded machine it commits after
+            # the span.closed, in no span. So it is awaited in its conversation, not read from the span.
+            async def capsuled() -> list[Event] | None:
+                found = await h.events(conversation_id=user.conversation_id, kinds=["context.capsule"])
+                return found or None
+
+            capsules = await eventually(capsuled, "the capsule to be committed", timeout=60)
+
             async def live_capsule_notice() -> bool:
                 notices = [f["event"] for f in frames if f["type"] == "live"]
                 return any(n["kind"] == "context.capsule" and n["status"] == "started" for n in notices)
 
             await eventually(live_capsule_notice, "the capsule notice on /chat")
+
+            async def capsule_on_chat() -> bool:
+                return any(f["type"] == "event" and f["event"]["id"] == capsules[0].id for f in frames)
+
+            # The frame trails the commit: read before it arrives, the last assertion would miss it.
+            await eventually(capsule_on_chat, "the committed capsule on /chat")
         finally:
             reader.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -90,10 +104,10 @@ async def test_a_chat_turn_is_capsuled_checkpointed_and_extracted_end_to_end(
     kinds = [e.kind for e in in_span]
     answer = next(e for e in in_span if e.kind == "message" and e.role == "assistant")
     checkpoints = [e for e in in_span if e.kind == "checkpoint"]
-    capsules = [e for e in in_span if e.kind == "context.capsule"]
     assert len(checkpoints) == 1 and kinds.count("span.closed") == 1
+    capsules = await h.events(conversation_id=user.conversation_id, kinds=["context.capsule"])
     assert [c.payload["reason"] for c in capsules] == ["threshold"]
-    assert capsules[0].channel == "inner"
+    assert capsules[0].channel == "inner" and capsules[0].span_id in (span_id, None)
 
     # The idle check that was accepted names the span's newest activity; none was sent twice.
     checks = await h.idle_checks(span_id)
