@@ -17,7 +17,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from delegate.contracts import topics
-from delegate.contracts.events import Event
+from delegate.contracts.events import ContactsSynced, Event, PersonImported, make_event
 from delegate.contracts.ids import utcnow
 from delegate.contracts.people import Commitment, CommitmentsCommand
 from delegate.inner_plane.commitments import CommitmentWatch, due_signal_id
@@ -192,3 +192,89 @@ async def test_a_birthday_learned_is_offered_as_a_yearly_reminder_never_set_sile
     events = await probe.ledger_events(kinds=["person.added", "person.updated", "inner.signal"])
     watch = await watch_on_an_injected_clock(probe.bus, tmp_path / "plane", events, utcnow())
     assert await watch.tick() == 0
+
+
+def card(name: str, uid: str, birthday: str | None) -> Event:
+    """A card as the pollers' contacts sync publishes it (tests/pollers/test_contacts.py reads Radicale)."""
+    return make_event(
+        PersonImported(source="http://dav.example/owner/contacts/", contact_uid=uid, name=name,
+                       dates=[{"label": "birthday", "date": birthday}] if birthday else []),
+        conversation_id=None, span_id=None, channel="inner",
+    )
+
+
+def synced(imported: int, birthdays: int) -> Event:
+    return make_event(ContactsSynced(imported=imported, birthdays=birthdays), conversation_id=None, span_id=None,
+                      channel="inner")
+
+
+async def test_imported_birthdays_are_offered_once_together_and_set_on_the_owners_yes(
+    make_system: Any, probe_for: Any, standin: Any
+) -> None:
+    system = make_system(**ENV).start(*SERVICES)
+    probe = await probe_for(system)
+    standin.script({"match": {"input_contains": "address book brought 2 key date"}, "action": "text",
+                    "text": "2 birthdays came in with your contacts (Ana Costa, Bruno Lima). "
+                            "Shall I set yearly reminders for them: all, or the ones you name?"})
+    for event in (card("Ana Costa", "ana-1", "1990-04-12"), card("Bruno Lima", "bruno-1", "07-30"),
+                  card("Carla Dias", "carla-1", None), synced(3, 2)):
+        await probe.append(event)
+
+    async def asked() -> list[Event]:
+        found = await probe.ledger_events(kinds=["message"])
+        return [e for e in found if e.role == "assistant" and "Shall I set yearly reminders" in e.payload["text"]]
+
+    [offer] = await poll(asked, "one message offering the imported birthdays", timeout=60)
+    [signal] = [e for e in await probe.ledger_events(kinds=["inner.signal"])
+                if e.payload["signal_kind"] == "person.dates"]
+    assert signal.payload["signal"]["payload"]["count"] == 2
+    assert [d["name"] for d in signal.payload["signal"]["payload"]["dates"]] == ["Ana Costa", "Bruno Lima"]
+    assert not [e for e in await probe.ledger_events(kinds=["inner.signal"])
+                if e.payload["signal_kind"] == "person.date"], "imported dates raise no offer each"
+    assert await probe.ledger_events(kinds=["reminder.set"]) == [], "offered, never set without the owner's yes"
+
+    # the owner's yes, in a later turn: the model sets them with the reminder tool
+    yearly = [("Ana Costa's birthday", "FREQ=YEARLY;BYMONTH=4;BYMONTHDAY=12;BYHOUR=9;BYMINUTE=0;BYSECOND=0"),
+              ("Bruno Lima's birthday", "FREQ=YEARLY;BYMONTH=7;BYMONTHDAY=30;BYHOUR=9;BYMINUTE=0;BYSECOND=0")]
+    standin.script(
+        {"match": {"input_contains": "Yes, all of them", "has_tool": "set_reminder"}, "action": "tool_call",
+         "calls": [{"name": "set_reminder", "arguments": {"text": text, "rrule": rule}, "call_id": f"call_bday_{n}"}
+                   for n, (text, rule) in enumerate(yearly)]},
+        {"match": {"has_tool_output": True, "has_tool": "set_reminder"}, "action": "text",
+         "text": "Done: two yearly birthday reminders."},
+    )
+    yes = await probe.send("Yes, all of them.")
+    await probe.answer(yes.id)
+    reminders = await poll(lambda: probe.ledger_events(kinds=["reminder.set"]), "the reminders set on the yes")
+    assert sorted(r.payload["spec"]["text"] for r in reminders) == [text for text, _ in yearly]
+    assert offer.ts < yes.ts
+
+    # Across restarts, the memory index rebuilt from the ledger: Ana's card edited and Bruno's
+    # imported again offer nothing; only Dan's birthday, new, is offered (alone).
+    system.kill("memory")
+    index = system.runtime / "memory" / "index.sqlite"
+    for path in index.parent.glob(index.name + "*"):
+        path.unlink()
+    system.restart("memory")
+    system.restart("inner-plane")
+    standin.script({"match": {"input_contains": "address book brought 1 key date"}, "action": "text",
+                    "text": "Dan Rocha's birthday came in with your contacts: a yearly reminder?"})
+    for event in (card("Ana Costa", "ana-1", "1990-04-12"), card("Bruno Lima", "bruno-1", "07-30"),
+                  card("Dan Rocha", "dan-1", "11-05"), synced(3, 3)):
+        await probe.append(event)
+
+    async def offers() -> list[Event] | None:
+        found = [e for e in await probe.ledger_events(kinds=["inner.signal"])
+                 if e.payload["signal_kind"] == "person.dates"]
+        return found if len(found) > 1 else None
+
+    first, second = await poll(offers, "the offer of Dan's birthday", timeout=60)
+    assert first.id == signal.id
+    assert [d["name"] for d in second.payload["signal"]["payload"]["dates"]] == ["Dan Rocha"]
+    await poll(lambda: asked_dan(probe), "the one message about Dan", timeout=60)
+    assert len(await asked()) == 1, "Ana and Bruno were never offered again"
+
+
+async def asked_dan(probe: Any) -> list[Event]:
+    found = await probe.ledger_events(kinds=["message"])
+    return [e for e in found if e.role == "assistant" and "Dan Rocha's birthday" in e.payload["text"]]

@@ -23,6 +23,7 @@ from delegate.contracts.signals import (
     EmailReceived,
     MemoryRelevant,
     PersonDateSignal,
+    PersonDatesSignal,
     ReminderDue,
     ScriptSignal,
     TaskFailed,
@@ -125,6 +126,8 @@ def render_signal(signal: AnySignal, zone: ZoneInfo) -> str:
         d = signal.payload
         line = (f"Learned {d.name}'s {d.label}: {d.date}. Offer the owner a yearly reminder for it; set one "
                 "(set_reminder) only when they say yes.")
+    elif isinstance(signal, PersonDatesSignal):
+        line = _imported_dates(signal)
     else:  # a kind added to the contracts but not rendered here yet
         payload = json.dumps(signal.payload.model_dump(mode="json"), ensure_ascii=False)
         line = f"{signal.kind}: {payload[:MAX_SIGNAL_CHARS]}"
@@ -144,6 +147,17 @@ def _commitment_due(signal: CommitmentDueSignal, zone: ZoneInfo) -> str:
                 "owner why and what you need.")
     return (f"The owner's commitment{to} is {when}: {c.what} (id {c.commitment_id}). Nudge the owner about it, "
             "briefly; when they say it is done or off, use commitment_update.")
+
+
+def _imported_dates(signal: PersonDatesSignal) -> str:
+    d = signal.payload
+    named = "; ".join(f"{x.name}: {x.label} {x.date}" for x in d.dates)
+    more = f" (and {d.count - len(d.dates)} more not listed)" if d.count > len(d.dates) else ""
+    # one question for the whole import: an address book must not ask once per person
+    return (f"The owner's address book brought {d.count} key date(s) never offered as reminders: {named}{more}. "
+            "In one short message, say how many came in and ask whether to set yearly reminders for them: all, "
+            "or the ones they name. Set none now; only after their yes, set one yearly reminder per person with "
+            "set_reminder.")
 
 
 def batch(activation: ActivationInput) -> list[dict[str, Any]]:
@@ -191,6 +205,8 @@ def batch_title(activation: ActivationInput) -> str:
         title = f"Task failed: {signal.payload.goal or signal.payload.task_id}"
     elif isinstance(signal, ScriptSignal | MemoryRelevant):
         title = signal.payload.text
+    elif isinstance(signal, PersonDatesSignal):
+        title = "Birthdays from your contacts"
     else:
         title = "A note from your assistant"
     title = " ".join(title.split())
