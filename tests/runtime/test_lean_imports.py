@@ -2,7 +2,7 @@
 process, for transports Delegate never uses), and Twilio still gets it when it asks. Nor does
 httpx bring its command-line client (click, rich, pygments: ~5.5 MB) where nothing needs click.
 A host (every service in one process) loads them as lean, and what a service only needs after
-its start (the OpenAI SDK, a third of a host's start) is not imported before it is ready.
+its start (the OpenAI SDK, about a quarter of a host's imports) is not imported before it is ready.
 
 Each check runs in a fresh interpreter importing the service's ``__main__`` as a module, which is
 what ``python -m`` runs before its ``if __name__ == "__main__"`` block starts the service.
@@ -51,7 +51,7 @@ def test_a_host_loads_every_service_as_lean(tmp_path: Path) -> None:
     assert loaded["nats"] and loaded["httpx"] and loaded["fastapi"], loaded  # what they do use
     assert not loaded["aiohttp"], loaded  # nats-py's and the OpenAI SDK's unused transports
     assert not loaded["rich"] and not loaded["pygments"], loaded  # httpx's CLI, though uvicorn loads click
-    assert not loaded["openai"], loaded  # a third of a host's import CPU: it loads once the agent leads
+    assert not loaded["openai"], loaded  # about a quarter of a host's import CPU: it loads once the agent leads
 
 
 def test_httpx_works_without_its_command_line_client() -> None:

@@ -3,7 +3,7 @@
 The inner plane, memory and tasks call the model now and then, not on every input, so the SDK
 (about 500 modules, ~15 MB) loads with the first call, not at start. The agent calls it on every
 turn, so it ``preload``s the SDK once it is ready to take input: imported with its code, the SDK
-was a third of the CPU a host (every service in one process) spent before its services were
+was about a quarter of the CPU a host (every service in one process) spent before its services were
 ready. It loads in a thread: on the event loop, an import that takes a second on a busy machine
 holds up everything else the service does meanwhile (lease renewals, the ledger follower, acks).
 A missing key is still said at start.
