@@ -11,23 +11,20 @@ from fastapi import APIRouter, Depends
 
 from delegate.contracts import topics
 from delegate.contracts.budget import BudgetRequest
-from delegate.runtime.bus import BusUnavailable, RemoteError
 
+from .ask import ask
 from .deps import BusDep, require_owner
-from .errors import ApiError
 
 router = APIRouter(prefix="/api", dependencies=[Depends(require_owner)])
+
+SILENT = ("inner_plane_unavailable", "the inner plane (budgets) is not answering")
+STATUS: dict[str, int] = {}  # every refusal is the service failing: 502
 
 
 @router.get("/usage/budget")
 async def usage_budget(bus: BusDep) -> dict[str, Any]:
     """``{"daily": {"limit_usd", "spent_usd", "left_usd"}, "monthly": {…}, "timezone", "background_held"}``
     (a limit is null when unset), plus why and until when background work is held."""
-    try:
-        reply = await bus.request(topics.INNER_BUDGET, BudgetRequest())
-    except BusUnavailable as exc:
-        raise ApiError(503, "inner_plane_unavailable", "the inner plane (budgets) is not answering") from exc
-    except RemoteError as exc:
-        raise ApiError(502, exc.code, exc.message) from exc
+    reply = await ask(bus, topics.INNER_BUDGET, BudgetRequest(), silent=SILENT, status=STATUS)
     body: dict[str, Any] = reply.model_dump(mode="json", exclude={"error"})
     return body

@@ -17,8 +17,9 @@ from delegate.contracts import topics
 from delegate.contracts.events import FactType
 from delegate.contracts.memory import MemoryFactsCommand, MemoryFactsReply, MemorySearchRequest
 from delegate.contracts.topics import Query, Rep, Req
-from delegate.runtime.bus import Bus, BusUnavailable, RemoteError
+from delegate.runtime.bus import Bus
 
+from .ask import REFUSALS, ask
 from .bodies import read_json
 from .deps import BusDep, require_owner
 from .errors import ApiError
@@ -34,7 +35,7 @@ MAX_LIMIT = 100
 MAX_FACTS = 1000  # GET /api/memories?limit=
 DEFAULT_LIMIT = 10
 # What the memory service's error codes mean at the HTTP edge; anything else is its failure (502).
-STATUS = {"bad_request": 400, "not_found": 404, "conflict": 409, "unavailable": 503, "timeout": 504}
+STATUS = {**REFUSALS, "timeout": 504}
 
 
 class FactEdit(BaseModel):
@@ -43,18 +44,12 @@ class FactEdit(BaseModel):
     type: FactType | None = None
 
 
-def unavailable(exc: BusUnavailable) -> ApiError:
-    return ApiError(503, "memory_unavailable", "the memory service is not answering")
+SILENT = ("memory_unavailable", "the memory service is not answering")
 
 
 async def ask_memory(bus: Bus, query: Query[Req, Rep], cmd: Req) -> Rep:
     """The memory service's answer, its refusals as the HTTP errors they are."""
-    try:
-        return await bus.request(query, cmd)
-    except BusUnavailable as exc:
-        raise unavailable(exc) from exc
-    except RemoteError as exc:
-        raise ApiError(STATUS.get(exc.code, 502), exc.code, exc.message) from exc
+    return await ask(bus, query, cmd, silent=SILENT, status=STATUS)
 
 
 async def ask_facts(bus: Bus, cmd: MemoryFactsCommand) -> MemoryFactsReply:
@@ -94,12 +89,7 @@ async def search(bus: BusDep, q: str | None = None, limit: str | None = None) ->
         raise ApiError(400, "bad_request", "q: say what to search for")
     if len(query) > MAX_QUERY:
         raise ApiError(400, "bad_request", f"q: at most {MAX_QUERY} characters")
-    try:
-        reply = await bus.request(topics.MEMORY_SEARCH, MemorySearchRequest(query=query, limit=size, purpose="owner"))
-    except BusUnavailable as exc:
-        raise unavailable(exc) from exc
-    except RemoteError as exc:
-        raise ApiError(STATUS.get(exc.code, 502), exc.code, exc.message) from exc
+    reply = await ask_memory(bus, topics.MEMORY_SEARCH, MemorySearchRequest(query=query, limit=size, purpose="owner"))
     return {
         "results": [r.model_dump(mode="json") for r in reply.results],
         "indexed_through_seq": reply.indexed_through_seq,

@@ -11,8 +11,9 @@ from fastapi import APIRouter, Depends
 
 from delegate.contracts import topics
 from delegate.contracts.reminders import Reminder, ReminderCommand, ReminderReply
-from delegate.runtime.bus import Bus, BusUnavailable, RemoteError
+from delegate.runtime.bus import Bus
 
+from .ask import ask
 from .deps import BusDep, require_owner
 from .errors import ApiError
 
@@ -20,16 +21,11 @@ router = APIRouter(prefix="/api", dependencies=[Depends(require_owner)])
 
 MAX_ID = 64
 # What the inner plane's error codes mean at the HTTP edge; anything else is its failure (502).
-STATUS = {"bad_request": 400, "not_found": 404, "conflict": 409, "unavailable": 503}
+SILENT = ("inner_plane_unavailable", "the inner plane (reminders) is not answering")
 
 
-async def ask(bus: Bus, cmd: ReminderCommand) -> ReminderReply:
-    try:
-        return await bus.request(topics.INNER_REMINDERS, cmd)
-    except BusUnavailable as exc:
-        raise ApiError(503, "inner_plane_unavailable", "the inner plane (reminders) is not answering") from exc
-    except RemoteError as exc:
-        raise ApiError(STATUS.get(exc.code, 502), exc.code, exc.message) from exc
+async def ask_reminders(bus: Bus, cmd: ReminderCommand) -> ReminderReply:
+    return await ask(bus, topics.INNER_REMINDERS, cmd, silent=SILENT)
 
 
 def public(reminder: Reminder) -> dict[str, Any]:
@@ -50,7 +46,7 @@ def parse_bool(value: str | None, name: str) -> bool:
 @router.get("/reminders")
 async def list_reminders(bus: BusDep, include_done: str | None = None) -> dict[str, Any]:
     """Active ones by next due time; with ``include_done=true`` also fired and cancelled ones."""
-    reply = await ask(bus, ReminderCommand(op="list", include_done=parse_bool(include_done, "include_done")))
+    reply = await ask_reminders(bus, ReminderCommand(op="list", include_done=parse_bool(include_done, "include_done")))
     return {"reminders": [public(r) for r in reply.reminders]}
 
 
@@ -59,7 +55,8 @@ async def cancel_reminder(reminder_id: str, bus: BusDep) -> dict[str, Any]:
     """404: no such reminder; 409: it is already done or cancelled."""
     if not 1 <= len(reminder_id) <= MAX_ID:
         raise ApiError(404, "not_found", f"there is no reminder {reminder_id[:MAX_ID]!r}")
-    reply = await ask(bus, ReminderCommand(op="cancel", reminder_id=reminder_id, reason="cancelled by the owner"))
+    cancel = ReminderCommand(op="cancel", reminder_id=reminder_id, reason="cancelled by the owner")
+    reply = await ask_reminders(bus, cancel)
     if not reply.reminders:
         raise ApiError(502, "failed", "the inner plane answered without the reminder")
     return {"reminder": public(reply.reminders[0])}

@@ -17,8 +17,8 @@ from fastapi import APIRouter, Depends, Response
 from delegate.contracts import topics
 from delegate.contracts.events import RUN_ID_PATTERN, THOUGHTFLOW_DIR
 from delegate.contracts.messages import ArtifactRequest
-from delegate.runtime.bus import BusUnavailable, RemoteError
 
+from .ask import ask
 from .deps import BusDep, SettingsDep, require_owner
 from .errors import ApiError
 from .security import SVG_TYPE
@@ -26,6 +26,9 @@ from .security import SVG_TYPE
 log = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/api", dependencies=[Depends(require_owner)])
+
+SILENT = ("ledger_unavailable", "the ledger is not answering")
+STATUS: dict[str, int] = {"unavailable": 503}  # its other refusals are its failure: 502
 
 RUN_ID = re.compile(RUN_ID_PATTERN)
 MAX_PICTURE_BYTES = 20 * 1024 * 1024
@@ -43,12 +46,7 @@ async def run_diagram(run_id: str, bus: BusDep, settings: SettingsDep) -> Respon
     failed: ``error`` says why); 503 the ledger does not answer; 500 a file that is not safe to send."""
     if not RUN_ID.fullmatch(run_id):
         raise ApiError(400, "bad_request", "not a run id (letters, digits, '-' and '_', at most 64)")
-    try:
-        reply = await bus.request(topics.LEDGER_ARTIFACT, ArtifactRequest(run_id=run_id))
-    except BusUnavailable as exc:
-        raise ApiError(503, "ledger_unavailable", "the ledger is not answering") from exc
-    except RemoteError as exc:
-        raise ApiError(503 if exc.code == "unavailable" else 502, exc.code, exc.message) from exc
+    reply = await ask(bus, topics.LEDGER_ARTIFACT, ArtifactRequest(run_id=run_id), silent=SILENT, status=STATUS)
     artifact = reply.artifact
     if artifact is None:
         raise ApiError(404, "not_found", f"no picture of run {run_id} has been drawn")

@@ -25,8 +25,10 @@ from delegate.contracts import topics
 from delegate.contracts.events import MAX_SEQ, Event
 from delegate.contracts.messages import QueryRequest
 from delegate.contracts.tasks import TaskAction, TaskControl, TaskCreate, TaskGet, TaskList, TaskReply
+from delegate.contracts.topics import Query, Rep, Req
 from delegate.runtime.bus import Bus, BusUnavailable, RemoteError
 
+from .ask import ask
 from .bodies import read_json
 from .deps import BusDep, ContextDep, SettingsDep, require_owner
 from .errors import ApiError
@@ -39,7 +41,7 @@ router = APIRouter(prefix="/api", dependencies=[Depends(require_owner)])
 
 TASK_ID = re.compile(r"^[A-Za-z0-9-]{1,64}$")
 FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,120}\.png$")
-STATUS = {"bad_request": 400, "not_found": 404, "conflict": 409, "unavailable": 503}
+SILENT = ("tasks_unavailable", "the tasks service is not answering")
 RETRY_MS = 2000  # the reconnection delay the stream asks EventSource for
 PAGE = 500
 KEEPALIVE_S = 15.0
@@ -51,13 +53,8 @@ def _check_id(task_id: str) -> None:
         raise ApiError(404, "not_found", "there is no such task")
 
 
-async def ask(bus: Bus, query: Any, req: Any) -> Any:
-    try:
-        return await bus.request(query, req)
-    except BusUnavailable as exc:
-        raise ApiError(503, "tasks_unavailable", "the tasks service is not answering") from exc
-    except RemoteError as exc:
-        raise ApiError(STATUS.get(exc.code, 502), exc.code, exc.message) from exc
+async def ask_tasks(bus: Bus, query: Query[Req, Rep], req: Req) -> Rep:
+    return await ask(bus, query, req, silent=SILENT)
 
 
 def one(reply: TaskReply) -> dict[str, Any]:
@@ -75,24 +72,24 @@ async def create_task(request: Request, bus: BusDep) -> dict[str, Any]:
         key = idempotency_key(request)
         if key is not None:
             data["idempotency_key"] = key
-    return one(await ask(bus, topics.TASKS_CREATE, parse_body(TaskCreate, data)))
+    return one(await ask_tasks(bus, topics.TASKS_CREATE, parse_body(TaskCreate, data)))
 
 
 @router.get("/tasks")
 async def list_tasks(bus: BusDep) -> dict[str, Any]:
-    reply = await ask(bus, topics.TASKS_LIST, TaskList())
+    reply = await ask_tasks(bus, topics.TASKS_LIST, TaskList())
     return {"tasks": [t.model_dump(mode="json") for t in reply.tasks]}
 
 
 @router.get("/tasks/{task_id}")
 async def get_task(task_id: str, bus: BusDep) -> dict[str, Any]:
     _check_id(task_id)
-    return one(await ask(bus, topics.TASKS_GET, TaskGet(id=task_id)))
+    return one(await ask_tasks(bus, topics.TASKS_GET, TaskGet(id=task_id)))
 
 
 async def _control(task_id: str, action: TaskAction, bus: Bus) -> dict[str, Any]:
     _check_id(task_id)
-    return one(await ask(bus, topics.TASKS_CONTROL, TaskControl(id=task_id, action=action)))
+    return one(await ask_tasks(bus, topics.TASKS_CONTROL, TaskControl(id=task_id, action=action)))
 
 
 @router.post("/tasks/{task_id}/pause")
@@ -137,7 +134,7 @@ def parse_last_id(request: Request) -> int:
 async def task_events(task_id: str, request: Request, bus: BusDep, ctx: ContextDep) -> StreamingResponse:
     _check_id(task_id)
     after = parse_last_id(request)
-    await ask(bus, topics.TASKS_GET, TaskGet(id=task_id))  # 404 for a task that does not exist
+    await ask_tasks(bus, topics.TASKS_GET, TaskGet(id=task_id))  # 404 for a task that does not exist
     return StreamingResponse(
         _stream(task_id, after, bus, ctx, request), media_type="text/event-stream",
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},

@@ -12,12 +12,14 @@ from fastapi import APIRouter, Depends
 
 from delegate.contracts import topics
 from delegate.contracts.messages import ToolListReply, ToolListRequest
-from delegate.runtime.bus import BusUnavailable, RemoteError
 
+from .ask import ask
 from .deps import BusDep, require_owner
-from .errors import ApiError
 
 router = APIRouter(prefix="/api", dependencies=[Depends(require_owner)])
+
+SILENT = ("agent_unavailable", "the agent (tool registry) is not answering")
+STATUS: dict[str, int] = {}  # every refusal is the service failing: 502
 
 OWNER_POLICY = "base"  # the policy of the owner's own conversation (agent-policies.json)
 
@@ -25,12 +27,8 @@ OWNER_POLICY = "base"  # the policy of the owner's own conversation (agent-polic
 @router.get("/tools")
 async def list_tools(bus: BusDep) -> dict[str, Any]:
     """``{"tools": [{name, description, tags}], "refused": [{name, source, tool, reason}]}``."""
-    try:
-        reply: ToolListReply = await bus.request(topics.TOOLS_LIST, ToolListRequest(agent=OWNER_POLICY))
-    except BusUnavailable as exc:
-        raise ApiError(503, "agent_unavailable", "the agent (tool registry) is not answering") from exc
-    except RemoteError as exc:
-        raise ApiError(502, exc.code, exc.message) from exc
+    listing = ToolListRequest(agent=OWNER_POLICY)
+    reply: ToolListReply = await ask(bus, topics.TOOLS_LIST, listing, silent=SILENT, status=STATUS)
     return {
         "tools": [tool.model_dump(mode="json", include={"name", "description", "tags"}) for tool in reply.tools],
         "refused": [refused.model_dump(mode="json") for refused in reply.refused],

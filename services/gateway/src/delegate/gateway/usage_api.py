@@ -17,8 +17,8 @@ from delegate.contracts.events import ModelUsage
 from delegate.contracts.ids import utcnow
 from delegate.contracts.messages import QueryRequest
 from delegate.contracts.usage import UsageGroup, UsageRequest
-from delegate.runtime.bus import BusUnavailable, RemoteError
 
+from .ask import ask
 from .deps import BusDep, SettingsDep, require_owner
 from .errors import ApiError
 
@@ -43,14 +43,8 @@ def _bound(text: str, zone: ZoneInfo, *, end: bool) -> datetime:
     return at
 
 
-async def _ask(bus: BusDep, topic: Any, request: Any) -> Any:
-    try:
-        return await bus.request(topic, request)
-    except BusUnavailable as exc:
-        raise ApiError(503, "ledger_unavailable", "the ledger is not answering") from exc
-    except RemoteError as exc:
-        raise ApiError(503 if exc.code == "unavailable" else 400 if exc.code == "bad_request" else 502,
-                       exc.code, exc.message) from exc
+SILENT = ("ledger_unavailable", "the ledger is not answering")
+STATUS = {"unavailable": 503, "bad_request": 400}  # the ledger's other refusals are its failure here
 
 
 @router.get("/usage")
@@ -73,7 +67,7 @@ async def usage(
     if high - low > timedelta(days=MAX_DAYS):
         raise ApiError(400, "bad_request", f"at most {MAX_DAYS} days at a time")
     req = UsageRequest(from_ts=low, to_ts=high, group=group, timezone=settings.owner_timezone)
-    reply = await _ask(bus, topics.LEDGER_USAGE, req)
+    reply = await ask(bus, topics.LEDGER_USAGE, req, silent=SILENT, status=STATUS)
     return {
         "rows": [row.model_dump(mode="json", exclude_none=True) for row in reply.rows],
         "currency": "USD",
@@ -88,8 +82,8 @@ async def usage_calls(bus: BusDep, span_id: str | None = None) -> dict[str, Any]
     """The ``model.usage`` events of one span (a run's calls, oldest first), for the panel's hover."""
     if not span_id or len(span_id) > 64:
         raise ApiError(400, "bad_request", "give the span_id of a run")
-    reply = await _ask(bus, topics.LEDGER_QUERY,
-                       QueryRequest(span_id=span_id, kinds=[ModelUsage.KIND], limit=MAX_CALLS))
+    query = QueryRequest(span_id=span_id, kinds=[ModelUsage.KIND], limit=MAX_CALLS)
+    reply = await ask(bus, topics.LEDGER_QUERY, query, silent=SILENT, status=STATUS)
     return {"calls": [
         {"id": e.id, "ts": e.ts.isoformat(), "channel": e.channel, **e.payload} for e in reply.events
     ]}
