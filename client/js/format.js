@@ -213,7 +213,7 @@ export function signalSummary(p) {
   const kind = p.signal_kind || sig.kind || "";
   const sp = (sig.payload && typeof sig.payload === "object" && sig.payload) || {};
   const urgent = (p.urgency || sig.urgency) === "urgent";
-  if (!kind) return { label: "Inner signal", text: `${p.source || "inner"} · ${p.type || "signal"}`, tone: "", variant: "signal" };
+  if (!kind) return { label: "Inner signal", text: `${p.source || "inner"} · ${SIGNAL_WORDS[p.type] || p.type || "signal"}`, tone: "", variant: "signal" };
   if (kind === "reminder.due") {
     const late = reminderLateness(sp);
     const text = [clip(sp.text, 100), late ? `late by ${late}` : "", urgent ? "urgent" : ""].filter(Boolean).join(" · ");
@@ -261,7 +261,8 @@ export function decisionSummary(p) {
   const word = DECISION_WORDS[p.decision] || "Decided what to do about it";
   const known = Object.prototype.hasOwnProperty.call(REASON_WORDS, p.reason);
   let why = known ? REASON_WORDS[p.reason] : "";
-  if (p.until) why = `${why} until ${formatTime(p.until)}`.trim();
+  // "quiet hours until 07:00"; a reason that is a clause takes a comma before its end.
+  if (p.until) why = `${why}${why && why.includes(" ") && p.reason !== "quiet_hours" ? "," : ""} until ${formatTime(p.until)}`.trim();
   if (p.decision === "hold" && !p.until && !why) why = "for the right moment";
   return { label: "Decision", text: why ? `${word} (${clip(why, 140)})` : word, tone: "", variant: "decision" };
 }

@@ -33,6 +33,8 @@ test("a signal is one compact row: kind, source and its text", () => {
 test("a signal from before signals were typed still reads", () => {
   const s = innerSummary({ kind: "inner.signal", payload: { source: "timer", type: "due", priority: 1 } });
   assert.deepEqual([s.label, s.text], ["Inner signal", "timer · due"]);
+  // A kind this client has words for reads as those words, not as its code.
+  assert.equal(innerSummary({ kind: "inner.signal", payload: { source: "timer", type: "reminder.due" } }).text, "timer · reminder");
 });
 
 test("a fired reminder reads as the reminder, with 'late by X' only past its grace", () => {
@@ -89,6 +91,7 @@ test("every decision reason the inner plane writes reads as words; an unknown on
     }
   }
   assert.equal(decisionSummary({ decision: "hold", reason: "quiet_hours", until }).text, `Waiting (quiet hours until ${formatTime(until)})`);
+  assert.equal(decisionSummary({ decision: "hold", reason: "budget", until }).text, `Waiting (today's interruptions are used up, until ${formatTime(until)})`);
   assert.equal(decisionSummary({ decision: "act", reason: "due" }).text, "Acting");
   assert.equal(decisionSummary({ decision: "hold", reason: "some_new_gate" }).text, "Waiting (for the right moment)");
   assert.equal(decisionSummary({ decision: "defer_maybe", reason: "x_y" }).text, "Decided what to do about it");
