@@ -100,6 +100,16 @@ async def imports(bus: Bus) -> int:
     return len(reply.events)
 
 
+async def date_offers(bus: Bus) -> list[Any]:
+    reply = await bus.request(topics.LEDGER_QUERY, QueryRequest(kinds=["inner.signal"], limit=1000))
+    return [e for e in reply.events if e.payload["signal_kind"] == "person.dates"]
+
+
+async def _two(bus: Bus) -> list[Any] | None:
+    found = await date_offers(bus)
+    return found if len(found) >= 2 else None
+
+
 async def test_cards_become_people_an_edit_updates_and_a_resync_adds_nobody(
     radicale: RadicaleServer, http: httpx.AsyncClient, bus: Bus
 ) -> None:
@@ -137,6 +147,10 @@ async def test_cards_become_people_an_edit_updates_and_a_resync_adds_nobody(
         return True if len(r.json()["people"]) == 2 and await imports(bus) == passes_before else None
 
     await eventually(settled, "still two people and three imports")
+    # the memory service offered the two imported birthdays once, together (not again on the edit)
+    [offer] = await eventually(lambda: date_offers(bus), "the one offer of the imported birthdays")
+    assert offer.payload["signal"]["payload"]["count"] == 2
+    assert [d["name"] for d in offer.payload["signal"]["payload"]["dates"]] == ["Ana Costa", "Bruno Lima"]
 
 
 async def test_a_pollers_crash_before_it_kept_the_etags_imports_nothing_twice(
@@ -205,3 +219,5 @@ async def test_a_card_deleted_on_the_server_leaves_its_person_no_longer_in_conta
     again = (await bus.request(topics.LEDGER_QUERY, QueryRequest(kinds=["person.unlisted"], limit=10))).events
     assert len(again) == 1
     assert (await people(http))["Bruno Lima"]["contacts"] == "unlisted"
+    offers = await eventually(lambda: _two(bus), "Carla's birthday offered alone")
+    assert [d["name"] for d in offers[1].payload["signal"]["payload"]["dates"]] == ["Carla Dias"]
