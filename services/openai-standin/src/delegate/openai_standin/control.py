@@ -1,17 +1,19 @@
 """The control API for tests and demos (`/_standin/*`). Not part of OpenAI's API."""
 
 import json
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from delegate.openai_standin.realtime.script import steps_adapter as realtime_steps
 from delegate.openai_standin.script import steps_adapter
 from delegate.openai_standin.state import StateDep
 
 router = APIRouter(prefix="/_standin")
+
+S = TypeVar("S")
 
 
 @router.get("/health")
@@ -22,14 +24,7 @@ async def health() -> dict[str, str]:
 @router.post("/script")
 async def add_script(request: Request, state: StateDep) -> JSONResponse:
     """Append steps: a JSON list of steps, or `{"steps": [...]}`."""
-    payload = await request.json()
-    raw = payload.get("steps") if isinstance(payload, dict) else payload
-    try:
-        steps = steps_adapter.validate_python(raw)
-    except ValidationError as exc:
-        return _invalid_script(exc)
-    state.script.add(steps)
-    return JSONResponse({"queued": len(steps), "pending": len(state.script.pending())})
+    return await _queue(request, steps_adapter, state.script)
 
 
 @router.get("/script")
@@ -68,14 +63,7 @@ async def reset(state: StateDep) -> dict[str, bool]:
 @router.post("/realtime/script")
 async def add_realtime_script(request: Request, state: StateDep) -> JSONResponse:
     """Append Realtime steps (a JSON list, or `{"steps": [...]}`) for the coming user turns."""
-    payload = await request.json()
-    raw = payload.get("steps") if isinstance(payload, dict) else payload
-    try:
-        steps = realtime_steps.validate_python(raw)
-    except ValidationError as exc:
-        return _invalid_script(exc)
-    state.realtime.script.add(steps)
-    return JSONResponse({"queued": len(steps), "pending": len(state.realtime.script.pending())})
+    return await _queue(request, realtime_steps, state.realtime.script)
 
 
 @router.get("/realtime/script")
@@ -92,6 +80,24 @@ async def realtime_sessions(state: StateDep) -> list[dict[str, Any]]:
 async def reset_realtime(state: StateDep) -> dict[str, bool]:
     state.realtime.reset()
     return {"ok": True}
+
+
+class _Queue(Protocol[S]):
+    def add(self, steps: list[S]) -> None: ...
+
+    def pending(self) -> list[dict[str, Any]]: ...
+
+
+async def _queue(request: Request, adapter: TypeAdapter[list[S]], script: _Queue[S]) -> JSONResponse:
+    """Validate the body's steps and queue them, for either API's script."""
+    payload = await request.json()
+    raw = payload.get("steps") if isinstance(payload, dict) else payload
+    try:
+        steps = adapter.validate_python(raw)
+    except ValidationError as exc:
+        return _invalid_script(exc)
+    script.add(steps)
+    return JSONResponse({"queued": len(steps), "pending": len(script.pending())})
 
 
 def _invalid_script(exc: ValidationError) -> JSONResponse:
