@@ -11,6 +11,7 @@ units each) still fits.
 """
 
 import re
+from collections.abc import Callable, Iterable
 
 from delegate.contracts.channels import SMS_BODY_LIMIT
 
@@ -35,21 +36,35 @@ def split_sms(text: str, limit: int = SMS_BODY_LIMIT) -> list[str]:
         return []
     if units(text) <= limit:
         return [text]
+    return _pack(_pieces(text, _SENTENCE_END), limit, _split_long, keep_tail=False)
+
+
+def _pack(items: Iterable[str], limit: int, split: Callable[[str, int], list[str]], *, keep_tail: bool) -> list[str]:
+    """``items`` joined by spaces and packed greedily into parts of at most ``limit`` units. An item
+    too long for one part becomes ``split``'s parts; with ``keep_tail`` the items after it may join
+    its last part (a word's), else the next item starts a part of its own (a sentence's)."""
     parts: list[str] = []
     current = ""
-    for sentence in _pieces(text, _SENTENCE_END):
-        if units(sentence) > limit:
+    for item in items:
+        if not item:
+            continue
+        if units(item) > limit:
             if current:
                 parts.append(current)
+            pieces = split(item, limit)
+            if keep_tail:
+                parts.extend(pieces[:-1])
+                current = pieces[-1]
+            else:
+                parts.extend(pieces)
                 current = ""
-            parts.extend(_split_long(sentence, limit))
             continue
-        joined = f"{current} {sentence}" if current else sentence
+        joined = f"{current} {item}" if current else item
         if units(joined) <= limit:
             current = joined
         else:
             parts.append(current)
-            current = sentence
+            current = item
     if current:
         parts.append(current)
     return parts
@@ -73,28 +88,7 @@ def _pieces(text: str, separator: re.Pattern[str]) -> list[str]:
 
 
 def _split_long(sentence: str, limit: int) -> list[str]:
-    parts: list[str] = []
-    current = ""
-    for word in _SPACE.split(sentence):
-        if not word:
-            continue
-        if units(word) > limit:
-            if current:
-                parts.append(current)
-                current = ""
-            chunks = _hard_split(word, limit)
-            parts.extend(chunks[:-1])
-            current = chunks[-1]
-            continue
-        joined = f"{current} {word}" if current else word
-        if units(joined) <= limit:
-            current = joined
-        else:
-            parts.append(current)
-            current = word
-    if current:
-        parts.append(current)
-    return parts
+    return _pack(_SPACE.split(sentence), limit, _hard_split, keep_tail=True)
 
 
 def _hard_split(word: str, limit: int) -> list[str]:
