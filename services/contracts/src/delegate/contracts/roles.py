@@ -30,6 +30,7 @@ class AnyTopic(Protocol):
 AnyQuery = Query[Any, Any]
 
 
+# A plain frozen record; the stand-in's TurnLine and PlannedCall have its shape, not its meaning.
 @dataclass(frozen=True)
 class Consumer:
     """A durable pull consumer a role reads: its stream, its name, the topic it filters on."""

@@ -78,6 +78,7 @@ class EmailReceived(SignalBase):
     payload: EmailReceivedPayload
 
 
+# TaskFinished and TaskFailed share a shape, not a meaning (a summary, an error): two kinds, two models.
 class TaskFinishedPayload(_Payload):
     task_id: str = Field(min_length=1, max_length=64)
     goal: str = Field(default="", max_length=MAX_TEXT)

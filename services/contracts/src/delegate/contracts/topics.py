@@ -121,6 +121,7 @@ VOICE_STATE: Topic[VoiceState] = Topic(s.VOICE_STATE, VoiceState)
 VOICE_IN_ANY: Topic[AnyVoiceIn] = Topic(s.VOICE_IN_ANY, VoiceIn)
 VOICE_OUT_ANY: Topic[AnyVoiceOut] = Topic(s.VOICE_OUT_ANY, VoiceOut)
 
+# One declaration a line below: a table alike by design (subject, request, reply, timeout), not repeated logic.
 # request/reply
 LEDGER_PAGE = Query(s.LEDGER_PAGE, PageRequest, PageReply)
 LEDGER_QUERY = Query(s.LEDGER_QUERY, QueryRequest, QueryReply)

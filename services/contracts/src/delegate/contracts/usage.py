@@ -29,6 +29,7 @@ class UsageRequest(BusModel):
     top: int = Field(default=10, ge=0, le=100)  # the most expensive activations and tasks
 
 
+# The sums over many calls; runtime.pricing.Usage is one call's figures: the same token names, another thing.
 class UsageTotals(BusModel):
     calls: int = 0
     input_tokens: int = 0

@@ -39,6 +39,7 @@ class MemoryExtractor:
             cp = event.typed(Checkpoint)
             if all(c.id != event.id for c in state.checkpoints):
                 state.checkpoints.append(
+# One keyword a field, like the MemoryExtracted event below and signal_event's: different records.
                     CheckpointRef(
                         id=event.id,
                         seq=event.seq,

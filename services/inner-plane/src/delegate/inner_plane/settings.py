@@ -11,6 +11,7 @@ from delegate.runtime.spend import BudgetSettings
 from .quiet_hours import QuietHours
 
 
+# One setting a line, each named with its variable: alike in shape by design, each a different knob.
 class Settings(ServiceSettings, BudgetSettings):  # BUDGET_*: the spend lines (runtime.spend)
     idle_span_seconds: float = Field(default=900.0, gt=0)  # IDLE_SPAN_SECONDS
     compact_threshold: CompactThreshold = 200_000  # COMPACT_THRESHOLD

@@ -43,6 +43,7 @@ _DEFAULTS: dict[int, tuple[str, str | None, str]] = {
 }
 
 
+# A plain record; alike in shape to other small dataclasses (contracts.people.Commitment), nothing to share.
 @dataclass
 class ApiError(Exception):
     status: int

@@ -16,6 +16,7 @@ class PlannedText:
     annotations: tuple[dict[str, Any], ...] = ()
 
 
+# A plain frozen record like facts.TurnLine: the same shape, a different thing.
 @dataclass(frozen=True)
 class PlannedCall:
     name: str

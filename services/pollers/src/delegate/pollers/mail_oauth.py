@@ -52,6 +52,7 @@ class MailOAuthError(Exception):
         self.final = final
 
 
+# A plain frozen record; the agent's FunctionCall has its shape, not its meaning.
 @dataclass(frozen=True)
 class Credentials:
     client_id: str

@@ -73,6 +73,7 @@ async def lead(settings: Settings, instance: str, bus: Bus, lease: Lease, stop: 
                 lease.raise_token(resume.fence_marks.get(lease.singleton, 0))
                 await service.restore()
                 break
+# The agent's takeover waits for the ledger the same way, restoring its own state: one loop each, different restores.
             except (LedgerUnavailable, BusUnavailable) as exc:
                 log.warning("waiting for the ledger before taking over: %s", exc)
                 await backoff.sleep(stop)

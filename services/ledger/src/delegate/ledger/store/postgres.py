@@ -216,6 +216,7 @@ class PostgresStore(SqlStore):
 
     # ---- reads ------------------------------------------------------------------------
 
+# LedgerStore.query's signature, which an override repeats; the statement itself is shared (SQL.query).
     async def query(
         self,
         *,

@@ -290,6 +290,7 @@ class SqliteStore(SqlStore):
     async def _scan(self, sql: str, params: Sequence[Any], room: Room, offer: Offer | None = None) -> None:
         await self._reader.call(_take, sql, params, offer or (lambda row: room.take(_stored(row))))
 
+# LedgerStore.query's signature, which an override repeats; the statement itself is shared (SQL.query).
     async def query(
         self,
         *,

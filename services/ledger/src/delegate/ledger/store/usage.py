@@ -98,6 +98,7 @@ class SpanTotals:
     unpriced_calls: int = 0
 
 
+# A plain record; alike in shape to the agent's model records, nothing shared.
 @dataclass
 class UsageChanges:
     hours: list[tuple[Any, ...]]
