@@ -23,10 +23,10 @@ from .lock import VoiceLock
 from .presets import PresetStore
 from .settings import Settings
 
-if TYPE_CHECKING:  # sessions and the OpenAI SDK load with the first session, not at start
+if TYPE_CHECKING:  # calls and the OpenAI SDK load with the first call, not at start
     from openai import AsyncOpenAI
 
-    from .sessions import VoiceSession
+    from .calls import Call
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ class Sessions:
         self._client: AsyncOpenAI | None = None
         self.presets = presets
         self.instance = instance
-        self.current: VoiceSession | None = None
+        self.current: Call | None = None
         self._last_state: VoiceState | None = None
 
     def client(self) -> "AsyncOpenAI":
@@ -64,7 +64,7 @@ class Sessions:
         """Import what a session runs on (the SDK, ~1 s on a busy machine) in a thread, before the
         lock is taken: imported on the event loop, it held up the lock's renewals, and a lock
         whose entry expired meanwhile ended the call it had just prepared."""
-        if "delegate.voice.sessions" not in sys.modules:
+        if "delegate.voice.calls" not in sys.modules:
             await asyncio.to_thread(_import_session_code)
 
     async def close_client(self) -> None:
@@ -73,7 +73,7 @@ class Sessions:
 
     async def prepare(
         self, req: PrepareSession, *, reason: str | None = None
-    ) -> tuple[PrepareReply, "VoiceSession | None"]:
+    ) -> tuple[PrepareReply, "Call | None"]:
         """The reply, and the session when one was prepared (the outbound call needs it)."""
         self.presets.refresh()
         preset = self.presets.get(req.preset)
@@ -95,9 +95,9 @@ class Sessions:
         if self.current is not None:  # another prepare here won while we waited for the lock
             await lock.release()
             return self._busy(), None
-        from .sessions import VoiceSession
+        from .calls import Call
 
-        session = VoiceSession(
+        session = Call(
             self.settings, self.bus, self.ledger, self.client(), lock, kind=req.kind, direction=req.direction,
             preset=preset, call_sid=req.call_sid, caller=req.caller, reason=reason, on_change=self.publish_state,
         )
@@ -118,7 +118,7 @@ class Sessions:
     def _busy(self) -> PrepareReply:
         return PrepareReply(ok=False, reason="busy", message="another voice or phone session is live")
 
-    async def _forget(self, session: "VoiceSession") -> None:
+    async def _forget(self, session: "Call") -> None:
         await session.done.wait()
         if self.current is session:
             self.current = None
@@ -183,4 +183,4 @@ class Sessions:
 
 def _import_session_code() -> None:
     import_sdk()
-    importlib.import_module("delegate.voice.sessions")
+    importlib.import_module("delegate.voice.calls")

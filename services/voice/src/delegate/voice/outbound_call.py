@@ -7,11 +7,11 @@ parameters, then the apology it plays if our side drops the stream, and a status
 turns a call never answered (busy, no-answer, failed) into the session's end.
 
 The phone rings for VOICE_CALL_RING_TIMEOUT_S (Twilio's ``Timeout``) and the prepared session is
-held as long (``VoiceSession.claim_within_s``), so a late answer still talks. Answering machine
+held as long (``Call.claim_within_s``), so a late answer still talks. Answering machine
 detection runs in the background (``AsyncAmd``): its verdict comes to the gateway's ``/call/amd``
 and, for a machine, becomes a voicemail and an SMS (``voicemail``); until it comes (at most
 VOICE_CALL_AMD_TIMEOUT_S, Twilio's MachineDetectionTimeout) the session screens the call: what
-the callee says is not the owner's yet, nor answered (``VoiceSession.on_answered_by``). The ``call.placed`` record,
+the callee says is not the owner's yet, nor answered (``Call.on_answered_by``). The ``call.placed`` record,
 written once Twilio took the call, keeps the words to leave for whoever acts on that verdict.
 
 The same ``request_id`` twice places one call (a retried tool call must not ring twice); the
@@ -31,7 +31,7 @@ from .manager import Sessions
 from .settings import Settings
 
 if TYPE_CHECKING:
-    from .sessions import VoiceSession
+    from .calls import Call
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ def call_twiml(public_base_url: str, session_id: str, token: str) -> str:
     # Twilio's SDK and the session code (with the OpenAI SDK) load when a call is placed.
     from twilio.twiml.voice_response import Connect, VoiceResponse
 
-    from .sessions import APOLOGY
+    from .calls import APOLOGY
 
     response = VoiceResponse()
     connect = Connect()
@@ -148,7 +148,7 @@ class OwnerCaller:
         await self._record_placed(session, str(call.sid), req.reason)
         return CallOwnerReply(ok=True, call_sid=str(call.sid), session_id=session.id)
 
-    async def _record_placed(self, session: "VoiceSession", call_sid: str, reason: str) -> None:
+    async def _record_placed(self, session: "Call", call_sid: str, reason: str) -> None:
         s = self.settings
         try:
             await asyncio.wait_for(session.recording.wait(), s.voice_connect_timeout_s)

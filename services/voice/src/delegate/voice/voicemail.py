@@ -7,7 +7,7 @@ SMS is on the pollers' outbox. Everything it writes has an id made from the Call
 SIGKILL of voice, or a Twilio retry, changes nothing: the outbox stream and the pollers'
 delivery log send the SMS once, the ledger stores the record once.
 
-Any verdict first ends the session's screening (``VoiceSession.on_answered_by``): the callee's
+Any verdict first ends the session's screening (``Call.on_answered_by``): the callee's
 words held until then become the owner's, or are dropped for a machine's.
 
 With the session still here, the record goes in its span and the session says the message after

@@ -1,4 +1,6 @@
-"""One voice session from prepare to end, and the one-at-a-time rule around it.
+"""One voice call from prepare to end, and the one-at-a-time rule around it.
+
+On the wire a call is still a "session" (``session_id``, ``session.started``, ``session.ended``).
 
 ``prepare`` takes the voice lock and pre-warms: the Realtime socket opens while the ledger is
 read (caught up, then its resume state), the session's span opens, the model is configured
@@ -94,7 +96,7 @@ def end_reason(hangup: str) -> tuple[SessionEndReason, str]:
     return "hangup", hangup
 
 
-class VoiceSession:
+class Call:
     def __init__(
         self,
         settings: Settings,
