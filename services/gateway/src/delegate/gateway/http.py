@@ -21,6 +21,7 @@ from .channels import ChannelsCache
 from .deps import BusDep, ContextDep, SettingsDep, check_cookie_origin, require_json_body, require_owner
 from .errors import ApiError
 from .inputs import InputRejected, message_problem
+from .params import parse_limit
 from .push_api import end_session
 from .settings import Settings
 from .sign_in import SessionsUnavailable
@@ -192,14 +193,7 @@ async def sign_out_everywhere(request: Request, ctx: ContextDep) -> Response:
 async def timeline(
     bus: BusDep, settings: SettingsDep, limit: str | None = None, before: str | None = None
 ) -> JSONResponse:
-    size = settings.timeline_history_event_limit
-    if limit is not None:
-        try:
-            size = int(limit)
-        except ValueError as exc:
-            raise ApiError(400, "bad_limit", "limit must be a whole number") from exc
-        if not 1 <= size <= MAX_PAGE:
-            raise ApiError(400, "bad_limit", f"limit must be between 1 and {MAX_PAGE}")
+    size = parse_limit(limit, default=settings.timeline_history_event_limit, most=MAX_PAGE)
     if before is not None:
         try:
             Cursor.decode(before)

@@ -25,7 +25,7 @@ from .deps import BusDep, require_owner
 from .errors import ApiError
 from .http import parse_body
 from .idempotency import idempotency_key
-from .reminders_api import parse_bool
+from .params import parse_bool, parse_limit
 
 router = APIRouter(prefix="/api", dependencies=[Depends(require_owner)])
 
@@ -56,19 +56,6 @@ async def ask_facts(bus: Bus, cmd: MemoryFactsCommand) -> MemoryFactsReply:
     return await ask_memory(bus, topics.MEMORY_FACTS, cmd)
 
 
-def parse_limit(value: str | None, *, default: int = DEFAULT_LIMIT, most: int = MAX_LIMIT) -> int:
-    """``limit`` as given (absent: ``default``), a whole number from 1 to ``most``."""
-    if value is None:
-        return default
-    try:
-        limit = int(value)
-    except ValueError as exc:
-        raise ApiError(400, "bad_limit", "limit must be a whole number") from exc
-    if not 1 <= limit <= most:
-        raise ApiError(400, "bad_limit", f"limit must be between 1 and {most}")
-    return limit
-
-
 def check_fact_id(fact_id: str) -> None:
     if not 1 <= len(fact_id) <= MAX_ID:
         raise ApiError(404, "not_found", f"there is no fact {fact_id[:MAX_ID]!r}")
@@ -83,7 +70,7 @@ def one_fact(reply: MemoryFactsReply) -> dict[str, Any]:
 @router.get("/memory/search")
 async def search(bus: BusDep, q: str | None = None, limit: str | None = None) -> dict[str, Any]:
     """Facts, episodes and messages together, best first; ``refs`` name imported sources."""
-    size = parse_limit(limit or None)  # an empty limit here is the default
+    size = parse_limit(limit or None, default=DEFAULT_LIMIT, most=MAX_LIMIT)  # an empty limit is the default
     query = (q or "").strip()
     if not query:
         raise ApiError(400, "bad_request", "q: say what to search for")

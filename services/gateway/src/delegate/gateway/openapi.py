@@ -67,7 +67,7 @@ def _whole(low: int, high: int) -> dict[str, Any]:
 # Query parameters as the handlers check them. They take them as text (to answer with their own
 # error, not FastAPI's 422), so FastAPI documents any string; the bounds are said here, from the
 # same constants, and a required one is marked so.
-BOOLEAN = {"type": "boolean"}  # also 1/0/yes/no (reminders_api.parse_bool)
+BOOLEAN = {"type": "boolean"}  # also 1/0/yes/no (params.parse_bool)
 QUERY: dict[tuple[str, str], dict[str, tuple[dict[str, Any], bool]]] = {
     ("get", "/api/timeline"): {"limit": (_whole(1, MAX_PAGE), False)},
     ("get", "/api/memory/search"): {

@@ -16,6 +16,7 @@ from delegate.runtime.bus import Bus
 from .ask import ask
 from .deps import BusDep, require_owner
 from .errors import ApiError
+from .params import parse_bool
 
 router = APIRouter(prefix="/api", dependencies=[Depends(require_owner)])
 
@@ -30,17 +31,6 @@ async def ask_reminders(bus: Bus, cmd: ReminderCommand) -> ReminderReply:
 
 def public(reminder: Reminder) -> dict[str, Any]:
     return reminder.model_dump(mode="json")
-
-
-def parse_bool(value: str | None, name: str) -> bool:
-    if value is None:
-        return False
-    lowered = value.strip().lower()
-    if lowered in ("true", "1", "yes"):
-        return True
-    if lowered in ("false", "0", "no", ""):
-        return False
-    raise ApiError(400, "bad_request", f"{name} must be true or false")
 
 
 @router.get("/reminders")
