@@ -180,6 +180,14 @@ async def test_everything_killed_mid_idle_window_still_checkpoints_the_span_once
             return found or None
 
         memories = await eventually(extracted, "memory.extracted after the restart", timeout=60)
+
+        # The agent's span.closed and the plane's extraction both follow the checkpoint, from two
+        # processes: neither is sure to be committed when the other is seen.
+        async def closed() -> list[Event] | None:
+            found = await h.events(span_id=span_id, kinds=["span.closed"])
+            return found or None
+
+        await eventually(closed, "the agent to close the idle span", timeout=60)
         in_span = await h.events(span_id=span_id)
         checkpoints = [e for e in in_span if e.kind == "checkpoint"]
         assert len(checkpoints) == 1
