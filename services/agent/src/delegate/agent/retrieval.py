@@ -42,8 +42,7 @@ from delegate.runtime.memory_context import (
     search_request,
     split_novel,
 )
-from delegate.runtime.working_context import Turn as VerbatimTurn
-from delegate.runtime.working_context import capsule_text
+from delegate.runtime.working_context import VerbatimMessage, capsule_text
 
 from .ledger import Ledger
 from .settings import Settings
@@ -131,7 +130,7 @@ class Retrieval:
 
     # ---- what the model carries verbatim ----------------------------------------------------
 
-    def carry_fresh(self, turns: Iterable[VerbatimTurn]) -> None:
+    def carry_fresh(self, turns: Iterable[VerbatimMessage]) -> None:
         """A fresh working context: the model carries exactly these turns now."""
         self.carried = Seen()
         self._carried_ids = {}

@@ -49,8 +49,11 @@ MARKER_NOTE = (
 
 
 @dataclass(frozen=True)
-class Turn:
-    """One verbatim user or assistant message, as a fresh working context holds it."""
+class VerbatimMessage:
+    """One verbatim user or assistant message, as a fresh working context holds it.
+
+    The design's "recent verbatim turns" are these: messages, not turns (``agent.turn_types.Turn``).
+    """
 
     event_id: str
     seq: int | None
@@ -72,7 +75,7 @@ class Turn:
 @dataclass(frozen=True)
 class WorkingContext:
     instructions: str
-    turns: list[Turn] = field(default_factory=list)
+    turns: list[VerbatimMessage] = field(default_factory=list)
     items: list[dict[str, Any]] = field(default_factory=list)  # Responses input items
     capsule_id: str | None = None
 
@@ -101,7 +104,7 @@ def select_recent_turns(
     max_turns: int = DEFAULT_MAX_TURNS,
     max_chars: int = DEFAULT_MAX_CHARS,
     exclude_ids: Iterable[str] = (),
-) -> list[Turn]:
+) -> list[VerbatimMessage]:
     """Newest message events not covered by the capsule, oldest first, within both budgets.
 
     The newest turn is always kept (cut to the character budget if it alone exceeds it);
@@ -110,7 +113,7 @@ def select_recent_turns(
     through = capsule_through_seq(capsule)
     skip = set(exclude_ids)
     seen: set[str] = set()
-    candidates: list[Turn] = []
+    candidates: list[VerbatimMessage] = []
     for event in messages:
         if event.kind != "message" or event.role not in ("user", "assistant") or event.id in skip:
             continue
@@ -122,10 +125,10 @@ def select_recent_turns(
         if not text:
             continue
         seen.add(event.id)
-        candidates.append(Turn(event.id, event.seq, event.ts, event.role, event.channel, text))
+        candidates.append(VerbatimMessage(event.id, event.seq, event.ts, event.role, event.channel, text))
     # Commit order when known; uncommitted events (no seq yet) are the newest.
     candidates.sort(key=lambda t: (t.seq is None, t.seq or 0, t.ts, t.event_id))
-    chosen: list[Turn] = []
+    chosen: list[VerbatimMessage] = []
     used = 0
     for turn in reversed(candidates):
         if len(chosen) >= max_turns:
@@ -135,7 +138,7 @@ def select_recent_turns(
             if chosen:
                 break
             room = max(max_chars - len(turn.marker) - 2, 0)
-            turn = Turn(turn.event_id, turn.seq, turn.ts, turn.role, turn.channel, _clip(turn.text, room))
+            turn = VerbatimMessage(turn.event_id, turn.seq, turn.ts, turn.role, turn.channel, _clip(turn.text, room))
             size = len(turn.marked_text)
         chosen.append(turn)
         used += size
@@ -143,7 +146,7 @@ def select_recent_turns(
     return chosen
 
 
-def responses_items(turns: Iterable[Turn]) -> list[dict[str, Any]]:
+def responses_items(turns: Iterable[VerbatimMessage]) -> list[dict[str, Any]]:
     """The turns as Responses API input messages (easy-message form, plain text content)."""
     items: list[dict[str, Any]] = []
     for turn in turns:

@@ -30,7 +30,7 @@ from delegate.runtime.memory_context import (
 )
 from delegate.runtime.working_context import (
     MARKER_NOTE,
-    Turn,
+    VerbatimMessage,
     capsule_text,
     compose_instructions,
     select_recent_turns,
@@ -57,7 +57,7 @@ tools when they help, and say briefly what you are doing when a tool takes a mom
 RECENT_HEADING = "## Recent conversation"
 
 
-def recent_section(turns: Iterable[Turn]) -> str | None:
+def recent_section(turns: Iterable[VerbatimMessage]) -> str | None:
     lines = [f"{'User' if t.role == 'user' else 'You'}: {t.marked_text}" for t in turns]
     if not lines:
         return None
@@ -101,7 +101,7 @@ def session_instructions(
     return "\n\n".join(parts)
 
 
-def memory_query(turns: Iterable[Turn]) -> str:
+def memory_query(turns: Iterable[VerbatimMessage]) -> str:
     """The words of the newest user turns (the conversation the call continues), newest last."""
     listed = list(turns)
     said = [t.text for t in listed if t.role == "user"][-QUERY_USER_TURNS:] or [t.text for t in listed][-2:]
