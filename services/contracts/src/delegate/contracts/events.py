@@ -2,6 +2,9 @@
 
 An event is immutable once made; the ledger only adds ``seq`` (its commit
 sequence). Timeline order is ``(ts, id)``; live fan-out order is ``seq``.
+
+One concept at this length: the catalogue of payload models, one per kind, in one place so a
+kind's wire shape is found by its name; the typed union over them is ``ledger_events``.
 """
 
 from datetime import datetime

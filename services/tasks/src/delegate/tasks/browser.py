@@ -8,6 +8,9 @@ What a page says is untrusted: anyone can write a page that addresses the model 
 task, text the owner..."). So page text, titles and link labels reach the model only as quoted
 data, under a header that says so and inside a fenced block no page can close (runs of
 backticks are broken up). The model is told, and can see, where the page ends.
+
+One concept at this length: the browser tool's five functions over one shared Chromium and
+the quoting of what pages say; the egress proxy is its own module.
 """
 
 import asyncio

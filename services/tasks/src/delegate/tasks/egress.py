@@ -14,6 +14,9 @@ threaded or multi-process server with a plugin lifecycle, mitmproxy intercepts T
 tunnel it) and is a large application, pproxy's rules see host names but not the addresses
 the proxy connects to. What remains is small: h11 (the HTTP/1.1 parser httpx is built on)
 parses and frames requests, asyncio pipes bytes.
+
+One concept at this length: the address policy and the proxy that enforces it, kept together
+so no connection path can skip the check.
 """
 
 import asyncio

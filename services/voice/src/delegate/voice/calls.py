@@ -19,6 +19,9 @@ recorded as the owner's words. "human" (or "unknown", Twilio's own timeout) ends
 the held words are the owner's and are answered; a machine's are dropped. No verdict at all counts
 as a person once Twilio's AMD timeout and a grace for its callback have passed since the stream
 attached.
+
+One concept at this length: a call's life from prepare to end, with its single ending path and
+its screening of an answering machine; the voicemail and outbound placing are their own modules.
 """
 
 import asyncio

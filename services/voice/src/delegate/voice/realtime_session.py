@@ -8,6 +8,9 @@ calls through the agent's tool registry, and hands what was said to the recorder
 
 Events are read raw (``recv_bytes`` + ``json.loads``) and handled as dicts: a few fields of each
 are needed, and an unknown event or field must never break a call.
+
+One concept at this length: the Realtime socket's events for one call, read in one loop; the
+recorder, playout and tools it hands work to live in their own modules.
 """
 
 import asyncio

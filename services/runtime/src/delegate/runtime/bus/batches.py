@@ -32,6 +32,9 @@ commits the previous batch; the messages are decoded as they arrive. ``depth`` >
 the handler on the next batch(es) before the previous call returned; acks still go out in
 delivery order, each after its own call and all earlier ones returned, and nothing after
 a failed batch is acked.
+
+One concept at this length: the ack-all consumer's gap rule, which must be read whole to be
+trusted (delivery numbering, the pipelined handler, settle-then-reset).
 """
 
 import asyncio
