@@ -162,6 +162,18 @@ export function innerSummary(ev, figures = null) {
       const waits = p.until ? ` · background work waits until ${formatTime(p.until)}` : "";
       return { label: what, text: `${clip(p.detail, 120)}${waits}`, tone: "warn" };
     }
+    case "person.imported":
+      return { label: "Contact imported", text: clip(p.name || "", 60), tone: "" };
+    case "person.unlisted":
+      // The card is gone from the address book; the person and what was said of them stay.
+      return { label: "Contact removed", text: "no longer in your address book", tone: "" };
+    case "contacts.synced": {
+      const parts = [];
+      if (p.imported) parts.push(`${p.imported} ${p.imported === 1 ? "contact" : "contacts"} read`);
+      if (p.unlisted) parts.push(`${p.unlisted} removed`);
+      if (p.birthdays) parts.push(`${p.birthdays} with a birthday`);
+      return { label: "Contacts synced", text: parts.join(" · "), tone: "" };
+    }
     case "inbound.refused": {
       const r = refusedText(ev);
       return { label: "Refused", text: [r.text, r.subject, r.preview].filter(Boolean).join(" · "), tone: "warn" };

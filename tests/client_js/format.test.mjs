@@ -42,6 +42,10 @@ test("inner summaries read as activity, not speech", () => {
   // A kind this client has no words for is never shown raw.
   assert.equal(s("something.new", {}).label, "Background step");
   assert.equal(s("thoughtflow.artifact", {}).label, "Run picture");
+  // The address book's changes read as such (issue #30), never as a bare background step.
+  assert.deepEqual(s("person.imported", { name: "Ana Costa" }), { label: "Contact imported", text: "Ana Costa", tone: "" });
+  assert.equal(s("person.unlisted", { contact_uid: "u1" }).label, "Contact removed");
+  assert.equal(s("contacts.synced", { imported: 1, unlisted: 2, birthdays: 1 }).text, "1 contact read · 2 removed · 1 with a birthday");
 });
 
 test("calls read as calls: who, how long, and why one ended early", () => {
