@@ -73,7 +73,9 @@ def _day(offset: int, hour: int, minute: int = 0) -> datetime:
     return base + timedelta(days=offset, hours=hour, minutes=minute)
 
 
-async def ask(h: Harness, timeout: float = 10.0, **fields: Any) -> CalendarReply:
+async def ask(h: Harness, timeout: float | None = None, **fields: Any) -> CalendarReply:
+    """The command as the agent sends it, with its deadline (the contract's 30 s, not a shorter one
+    of the tests' own: a write asks Radicale twice, and a loaded machine is slow to)."""
     return await h.bus.request(topics.POLLERS_CALENDAR, CalendarCommand(**fields), timeout=timeout)
 
 
