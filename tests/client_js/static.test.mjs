@@ -59,3 +59,14 @@ test("no :has() looks through a subtree: its every change would recalculate the 
     }
   }
 });
+
+test("each action in the top bar has its own icon (at desktop width they show only the icon)", () => {
+  const html = readFileSync(join(CLIENT, "index.html"), "utf8");
+  const actions = html.slice(html.indexOf('id="actions"'), html.indexOf('id="actions-more"'));
+  const more = html.slice(html.indexOf('id="actions-more"'), html.indexOf("</header>"));
+  const icons = [...(actions + more).matchAll(/data-icon="(\w+)"/g)].map((m) => m[1]);
+  assert.ok(icons.length >= 10, `${icons}`);
+  assert.deepEqual(icons.filter((name, i) => icons.indexOf(name) !== i), []);
+  const dom = readFileSync(join(CLIENT, "js", "dom.js"), "utf8");
+  for (const name of icons) assert.match(dom, new RegExp(`\\b${name}: \\[`), name);
+});
