@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import nats.js.errors
 import pytest
 
 from delegate.contracts import subjects, topics
@@ -23,7 +24,7 @@ from delegate.runtime.bus import Bus
 from delegate.runtime.bus.connection import seeds
 from delegate.runtime.credentials import NatsCredentials, connect_options
 from delegate.runtime.lease import Lease
-from tests.support.cluster import NatsCluster
+from tests.support.cluster import NatsCluster, wait_for_meta_leader
 from tests.support.system import ARTIFACTS, System
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -86,6 +87,24 @@ async def test_a_connection_moves_to_a_node_it_was_never_given(cluster: NatsClus
         assert ack.stream == "LEDGER" and (await bus.js.stream_info("LEDGER")).state.messages == 1
     finally:
         await bus.close()
+
+
+async def test_a_stream_the_cluster_cannot_place_is_refused_for_that_reason(tmp_path: Path) -> None:
+    """Two of three nodes elect a meta leader, but an R3 stream has no third peer: the error says so."""
+    partial = NatsCluster(tmp_path / "partial")
+    for node in partial.nodes[:2]:
+        node.start()
+    try:
+        await asyncio.to_thread(wait_for_meta_leader, partial.url)
+        bus = await Bus.connect(partial.url, "test", replicas=3)
+        try:
+            with pytest.raises(nats.js.errors.BadRequestError) as refused:
+                await bus.ensure_streams(all_owners=True)
+            assert refused.value.err_code == 10005, refused.value  # no suitable peers for placement
+        finally:
+            await bus.close()
+    finally:
+        partial.stop()
 
 
 async def _replicas(bus: Bus, stream: str) -> tuple[int, int]:

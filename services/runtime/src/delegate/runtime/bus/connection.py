@@ -136,10 +136,15 @@ class Bus:
             )
             try:
                 await self.js.add_stream(config)
-            except nats.js.errors.BadRequestError:
+            except nats.js.errors.BadRequestError as refused:
                 # It exists with other limits (or another replica count): JetStream changes
                 # them in place, moving a stream between 1 and 3 copies without losing it.
-                await update_stream(self.js, config)
+                try:
+                    await update_stream(self.js, config)
+                except nats.js.errors.NotFoundError:
+                    # It does not exist: the create was refused for its own reason (a cluster
+                    # short of peers for the replicas), which "stream not found" would hide.
+                    raise refused from None
 
     def require_server(self, *features: ServerFeature) -> None:
         """Raise ``ServerUnsuitable`` (naming the version found and the one needed) unless the
