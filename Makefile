@@ -97,9 +97,11 @@ lint: install
 lint-imports: install
 	$(BIN)/lint-imports
 
-# strict on contracts and runtime, the default rules plus a few strict flags on the services
+# strict (pyproject.toml) on every member and on the test directories named here; the others
+# are not clean yet (issue #28) and join as they become so.
+TYPED_TESTS := tests/support
 typecheck: install
-	$(BIN)/mypy services/*/src
+	$(BIN)/mypy services/*/src $(TYPED_TESTS)
 
 bench: install
 	$(BIN)/python bench/ledger.py

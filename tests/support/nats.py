@@ -12,6 +12,7 @@ import os
 import secrets
 import shutil
 from pathlib import Path
+from typing import Protocol
 
 import pytest
 
@@ -81,7 +82,18 @@ def upgraded(server: NatsServer, store: Path) -> NatsServer:
     return NatsServer(store, port=server.port, users=server.users, client=server.client)
 
 
-def role_env(server: NatsServer, role: str) -> dict[str, str]:
+class NatsEndpoint(Protocol):
+    """What a role's login needs of a server or a cluster (tests.support.cluster.NatsCluster)."""
+
+    @property
+    def address(self) -> str: ...
+
+    def url_as(self, user: NatsUser) -> str: ...
+
+    def user(self, name: str) -> NatsUser | None: ...
+
+
+def role_env(server: NatsEndpoint, role: str) -> dict[str, str]:
     """What a service process of ``role`` needs to log in: its own identity, nothing more."""
     user = server.user(role)
     if user is None:  # authentication off
@@ -89,7 +101,7 @@ def role_env(server: NatsServer, role: str) -> dict[str, str]:
     return child_env(role, {role: user.password})
 
 
-def role_url(server: NatsServer, role: str) -> str:
+def role_url(server: NatsEndpoint, role: str) -> str:
     """The server as ``role``'s identity (the URL carries it), for tests acting as that role."""
     user = server.user(role)
     return server.address if user is None else server.url_as(user)

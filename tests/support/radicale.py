@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import caldav
+from caldav.calendarobjectresource import Event
+from caldav.collection import Calendar
+from caldav.davclient import DAVClient
 
 from delegate.launcher.procs import free_port, wait_for_port
 
@@ -93,10 +95,14 @@ class Owner:
     """The owner's other devices: reads and changes the calendar on Radicale directly."""
 
     def __init__(self, url: str) -> None:
-        self.client = caldav.DAVClient(url=url, username=USER, password=PASSWORD, require_tls=False)
-        principal = self.client.principal()
-        found = [c for c in principal.calendars() if c.get_display_name() == CALENDAR]
-        self.calendar = found[0] if found else principal.make_calendar(name=CALENDAR)
+        self.client = DAVClient(url=url, username=USER, password=PASSWORD, require_tls=False)
+        principal = self.client.get_principal()
+        calendars = principal.calendars()
+        assert isinstance(calendars, list)  # a sync client's principal answers at once, never a coroutine
+        found = [c for c in calendars if c.get_display_name() == CALENDAR]
+        made = found[0] if found else principal.make_calendar(name=CALENDAR)
+        assert isinstance(made, Calendar)
+        self.calendar = made
 
     def close(self) -> None:
         self.client.close()
@@ -104,10 +110,13 @@ class Owner:
     def add(self, ics_body: str) -> str:
         """Store a VEVENT (or several, one UID) given as its VCALENDAR text; returns its UID."""
         event = self.calendar.save_event(ical=ics_body)
+        assert isinstance(event, Event)
         return str(event.icalendar_component["UID"])
 
     def events(self) -> list[Any]:
-        return list(self.calendar.events())
+        found = self.calendar.events()
+        assert isinstance(found, list)
+        return list(found)
 
     def uids(self) -> list[str]:
         return [str(e.icalendar_component["UID"]) for e in self.events()]

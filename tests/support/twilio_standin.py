@@ -533,7 +533,8 @@ class TwilioStandin:
         self._json(h, 201, call)
 
     def _update_call(self, h: BaseHTTPRequestHandler, sid: str, form: Mapping[str, list[str]]) -> None:
-        status = (form.get("Status") or [None])[0]
+        statuses = form.get("Status")
+        status = statuses[0] if statuses else None
         with self._lock:
             call = next((c for c in self.calls if c["sid"] == sid), None)
         if call is None:
