@@ -1,19 +1,17 @@
 """The control API for tests and demos (`/_standin/*`). Not part of OpenAI's API."""
 
 import json
-from typing import Any, Protocol, TypeVar
+from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import TypeAdapter, ValidationError
 
 from delegate.openai_standin.realtime.script import steps_adapter as realtime_steps
-from delegate.openai_standin.script import steps_adapter
+from delegate.openai_standin.script import S, StepQueue, steps_adapter
 from delegate.openai_standin.state import StateDep
 
 router = APIRouter(prefix="/_standin")
-
-S = TypeVar("S")
 
 
 @router.get("/health")
@@ -82,13 +80,7 @@ async def reset_realtime(state: StateDep) -> dict[str, bool]:
     return {"ok": True}
 
 
-class _Queue(Protocol[S]):
-    def add(self, steps: list[S]) -> None: ...
-
-    def pending(self) -> list[dict[str, Any]]: ...
-
-
-async def _queue(request: Request, adapter: TypeAdapter[list[S]], script: _Queue[S]) -> JSONResponse:
+async def _queue(request: Request, adapter: TypeAdapter[list[S]], script: StepQueue[S]) -> JSONResponse:
     """Validate the body's steps and queue them, for either API's script."""
     payload = await request.json()
     raw = payload.get("steps") if isinstance(payload, dict) else payload

@@ -6,8 +6,9 @@ A step with `times: n` stays queued until it has been used n times.
 """
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Generic, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
@@ -176,30 +177,50 @@ def matches(match: Match, facts: RequestFacts) -> bool:
     return match.stream is None or match.stream == facts.stream
 
 
+class _Timed(Protocol):
+    """A scripted step: served ``times`` times, listed by ``pending`` as its JSON."""
+
+    times: int
+
+    def model_dump(self, *, mode: str) -> dict[str, Any]: ...
+
+
+S = TypeVar("S", bound=_Timed)
+
+
 @dataclass
-class _Queued:
-    step: AnyStep
+class _Queued(Generic[S]):
+    step: S
     remaining: int
 
 
-class Script:
-    def __init__(self) -> None:
-        self._queue: list[_Queued] = []
+class StepQueue(Generic[S]):
+    """A FIFO of scripted steps, each served ``times`` times: both APIs' scripts (``Script``, the
+    realtime ``RealtimeScript``) differ only in which step a request wants."""
 
-    def add(self, steps: list[AnyStep]) -> None:
+    def __init__(self) -> None:
+        self._queue: list[_Queued[S]] = []
+
+    def add(self, steps: list[S]) -> None:
         self._queue.extend(_Queued(step, step.times) for step in steps)
 
-    def take(self, facts: RequestFacts) -> AnyStep | None:
-        for entry in self._queue:
-            if matches(entry.step.match, facts):
-                entry.remaining -= 1
-                if entry.remaining == 0:
-                    self._queue.remove(entry)
-                return entry.step
-        return None
+    def _take(self, wanted: Callable[[S], bool]) -> S | None:
+        """The first queued step ``wanted``, used once."""
+        entry = next((e for e in self._queue if wanted(e.step)), None)
+        if entry is None:
+            return None
+        entry.remaining -= 1
+        if entry.remaining == 0:
+            self._queue.remove(entry)
+        return entry.step
 
     def pending(self) -> list[dict[str, Any]]:
         return [{**e.step.model_dump(mode="json"), "remaining": e.remaining} for e in self._queue]
 
     def clear(self) -> None:
         self._queue.clear()
+
+
+class Script(StepQueue[AnyStep]):
+    def take(self, facts: RequestFacts) -> AnyStep | None:
+        return self._take(lambda step: matches(step.match, facts))

@@ -10,13 +10,10 @@ A step with `session_update_error` is no turn's: the next `session.update` of an
 session takes it and is answered with that `error` instead of `session.updated`
 (the session keeps its configuration)."""
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
 
 from pydantic import Field, TypeAdapter
 
-from delegate.openai_standin.script import ToolCall, _Strict
+from delegate.openai_standin.script import StepQueue, ToolCall, _Strict
 
 # A scripted function call is the same thing on both APIs: one model, so the two cannot drift.
 RealtimeToolCall = ToolCall
@@ -43,19 +40,7 @@ class RealtimeStep(_Strict):
 steps_adapter: TypeAdapter[list[RealtimeStep]] = TypeAdapter(list[RealtimeStep])
 
 
-@dataclass
-class _Queued:
-    step: RealtimeStep
-    remaining: int
-
-
-class RealtimeScript:
-    def __init__(self) -> None:
-        self._queue: list[_Queued] = []
-
-    def add(self, steps: list[RealtimeStep]) -> None:
-        self._queue.extend(_Queued(step, step.times) for step in steps)
-
+class RealtimeScript(StepQueue[RealtimeStep]):
     def take(self) -> RealtimeStep | None:
         """The next user turn's step."""
         return self._take(lambda step: step.session_update_error is None)
@@ -64,18 +49,3 @@ class RealtimeScript:
         """The error the next ``session.update`` answers with, if one is scripted."""
         step = self._take(lambda step: step.session_update_error is not None)
         return step.session_update_error if step is not None else None
-
-    def _take(self, wanted: Callable[[RealtimeStep], bool]) -> RealtimeStep | None:
-        entry = next((e for e in self._queue if wanted(e.step)), None)
-        if entry is None:
-            return None
-        entry.remaining -= 1
-        if entry.remaining == 0:
-            self._queue.remove(entry)
-        return entry.step
-
-    def pending(self) -> list[dict[str, Any]]:
-        return [{**e.step.model_dump(mode="json"), "remaining": e.remaining} for e in self._queue]
-
-    def clear(self) -> None:
-        self._queue.clear()
