@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from delegate.contracts import subjects
 from delegate.contracts.cursor import Cursor, CursorError
-from delegate.contracts.events import PAYLOADS, Event, Message, SpanOpened, make_event
+from delegate.contracts.events import PAYLOADS, Event, Message, Role, SpanOpened, make_event
 from delegate.contracts.streams import STREAMS
 from delegate.contracts.ws import CLIENT_MESSAGE
 
@@ -80,7 +80,7 @@ def test_every_kind_has_a_payload_model_that_round_trips(kind: str) -> None:
                  "budget.notice": {"reason": "budget_usd"}, "push.delivery": {"status": "sent"},
                  "calendar.changed": {"uid": "u"}, "calendar.written": {"uid": "u"}}
     payload = model.model_validate({k: overrides.get(kind, {}).get(k, samples[k]) for k in required})
-    role = "user" if kind == "message" else None
+    role: Role | None = "user" if kind == "message" else None
     event = make_event(payload, conversation_id="c", span_id="s", channel="text", role=role)
     again = Event.model_validate_json(event.model_dump_json())
     assert again == event

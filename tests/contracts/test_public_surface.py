@@ -74,6 +74,8 @@ def _past_the_surface(path: Path) -> list[str]:
     """The imports in ``path`` that reach a library's name or module not on its surface."""
     found = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if not isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue
         targets: list[tuple[str, list[str]]] = []
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             targets.append((node.module, [alias.name for alias in node.names]))

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
+from pydantic import BaseModel
 
 from delegate.tasks.browser import (
     TOOL_NAMES,
@@ -200,8 +201,10 @@ async def test_bad_calls_fail_for_the_model(tab: BrowserSession) -> None:
 
 
 def test_tool_specs_match_the_arguments() -> None:
-    models = {"browser_open": OpenArgs, "browser_follow": FollowArgs, "browser_search": SearchArgs,
-              "browser_read": ReadArgs, "browser_screenshot": ScreenshotArgs}
+    models: dict[str, type[BaseModel]] = {
+        "browser_open": OpenArgs, "browser_follow": FollowArgs, "browser_search": SearchArgs,
+        "browser_read": ReadArgs, "browser_screenshot": ScreenshotArgs,
+    }
     specs = tool_specs()
     assert TOOL_NAMES == set(models) == {spec["name"] for spec in specs}
     for spec in specs:
