@@ -67,7 +67,7 @@ async def settled(probe: Probe) -> None:
 
     async def idle() -> bool:
         info = await probe.bus.js.consumer_info("AGENT", streams.AGENT_WORKER)
-        return info.num_ack_pending == 0 and info.num_pending == 0
+        return bool(info.num_ack_pending == 0 and info.num_pending == 0)
 
     await poll(idle, "the agent to ack its inputs")
 

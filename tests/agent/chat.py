@@ -86,7 +86,7 @@ class ChatClient:
         return "".join(d["text"] for d in sorted((d for d in deltas if d.get("attempt", 1) == last),
                                                   key=lambda d: d["index"]))
 
-    async def wait_for(self, check: Callable[[], T], what: str, timeout: float = 30.0) -> T:
+    async def wait_for(self, check: Callable[[], T | None], what: str, timeout: float = 30.0) -> T:
         deadline = time.monotonic() + timeout
         while True:
             value = check()

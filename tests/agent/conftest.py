@@ -1,6 +1,6 @@
 """Agent tests: a real nats-server, real ledger and agent processes, the real OpenAI stand-in."""
 
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -40,7 +40,7 @@ def make_system(
 
 
 @pytest.fixture
-async def probe_for() -> AsyncIterator[Callable[[System], "Probe"]]:
+async def probe_for() -> AsyncIterator[Callable[[System], Awaitable[Probe]]]:
     probes: list[Probe] = []
 
     async def open_probe(system: System) -> Probe:
@@ -49,6 +49,6 @@ async def probe_for() -> AsyncIterator[Callable[[System], "Probe"]]:
         probes.append(probe)
         return probe
 
-    yield open_probe  # type: ignore[misc]
+    yield open_probe
     for probe in probes:
         await probe.close()

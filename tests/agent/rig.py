@@ -133,7 +133,7 @@ class Probe:
 
     # ---- waiting ----------------------------------------------------------------------------
 
-    async def wait_for(self, check: Callable[[], T], what: str, timeout: float = 30.0) -> T:
+    async def wait_for(self, check: Callable[[], T | None], what: str, timeout: float = 30.0) -> T:
         deadline = time.monotonic() + timeout
         while True:
             value = check()

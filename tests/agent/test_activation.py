@@ -80,7 +80,9 @@ async def probe(services: Services) -> AsyncIterator[Probe]:
     await opened.close()
 
 
-async def test_an_activation_span_carries_the_batch_the_answer_and_the_outcome(services: Services, probe: Probe):
+async def test_an_activation_span_carries_the_batch_the_answer_and_the_outcome(
+    services: Services, probe: Probe
+) -> None:
     standin = services.standin
     chat = await probe.send("What is on my list today?")
     await probe.answer(chat.id)
@@ -124,7 +126,7 @@ async def test_an_activation_span_carries_the_batch_the_answer_and_the_outcome(s
     assert "nothing_to_do" not in {t.get("name") for t in chat_body.get("tools") or []}
 
 
-async def test_nothing_to_do_is_an_outcome_and_nothing_is_delivered(services: Services, probe: Probe):
+async def test_nothing_to_do_is_an_outcome_and_nothing_is_delivered(services: Services, probe: Probe) -> None:
     twilio, standin = services.twilio, services.standin
     sms = sms_input("I am off to the gym tonight", "SM" + "7" * 32)
     await probe.publish_input(sms)
@@ -135,8 +137,12 @@ async def test_nothing_to_do_is_an_outcome_and_nothing_is_delivered(services: Se
     act = activation(reminder("Pack the gym bag"))
     why = "They said they are off to the gym already."
     standin.script(
-        {"action": "tool_call", "name": "nothing_to_do", "arguments": {"reason": why},
-         "match": {"input_contains": "Pack the gym bag"}},
+        {
+            "action": "tool_call",
+            "name": "nothing_to_do",
+            "arguments": {"reason": why},
+            "match": {"input_contains": "Pack the gym bag"},
+        },
         {"action": "text", "text": "Noted.", "match": {"has_tool_output": True, "input_contains": "nothing will be"}},
     )
     await probe.publish_input(act)
@@ -155,7 +161,7 @@ async def test_nothing_to_do_is_an_outcome_and_nothing_is_delivered(services: Se
     assert probe.turn_deltas(act.id) == []  # nor was the text after the decision shown live
 
 
-async def test_the_answer_goes_by_sms_when_the_owner_texted_last(services: Services, probe: Probe):
+async def test_the_answer_goes_by_sms_when_the_owner_texted_last(services: Services, probe: Probe) -> None:
     twilio, standin = services.twilio, services.standin
     sms = sms_input("Nudge me about my plants later", "SM" + "8" * 32)
     await probe.publish_input(sms)
@@ -176,7 +182,7 @@ async def test_the_answer_goes_by_sms_when_the_owner_texted_last(services: Servi
     assert isinstance(queued, OutboundSms) and (queued.origin, queued.parent_id) == ("activation", message.id)
 
 
-async def test_reply_via_email_sends_the_answer_by_email(services: Services, probe: Probe):
+async def test_reply_via_email_sends_the_answer_by_email(services: Services, probe: Probe) -> None:
     smtp, standin = services.smtp, services.standin
     act = activation(reminder("Renew the passport", reply_via="email"), reply_via="email")
     said = "Your passport expires next month: renew it this week."
@@ -200,7 +206,7 @@ def _plain(mail: EmailMessage) -> str:
     return str(body.get_content()) if body is not None else ""
 
 
-async def test_a_failed_activation_still_brings_the_reminder(services: Services, probe: Probe):
+async def test_a_failed_activation_still_brings_the_reminder(services: Services, probe: Probe) -> None:
     twilio, standin = services.twilio, services.standin
     act = activation(reminder("Feed the neighbour's cat", reply_via="sms"), reply_via="sms")
     standin.script({"action": "error", "status": 500, "times": 4, "match": {"input_contains": "neighbour's cat"}})
@@ -221,7 +227,7 @@ async def test_a_failed_activation_still_brings_the_reminder(services: Services,
 
 async def test_an_agent_killed_mid_activation_delivers_the_answer_once_after_restart(
     services: Services, probe: Probe
-):
+) -> None:
     system, twilio, standin = services.system, services.twilio, services.standin
     sms = sms_input("Text me when the parcel is due", "SM" + "9" * 32)
     await probe.publish_input(sms)

@@ -58,7 +58,7 @@ async def probe(calling: Calling) -> AsyncIterator[Probe]:
     await opened.close()
 
 
-async def test_an_urgent_activation_calls_the_owner_with_the_answer(calling: Calling, probe: Probe):
+async def test_an_urgent_activation_calls_the_owner_with_the_answer(calling: Calling, probe: Probe) -> None:
     standin, twilio = calling.standin, calling.twilio
     act = activation(reminder("Leave for the airport", urgency="urgent"), urgent=True)
     said = "Your flight boards in an hour: leave for the airport now."

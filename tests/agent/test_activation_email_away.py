@@ -62,11 +62,12 @@ async def inner_signals(probe: Probe) -> list[AnySignal]:
     for seq in range(info.state.first_seq, info.state.last_seq + 1):
         raw = await probe.bus.js.get_msg("INNER", seq)
         if raw.subject == subjects.INNER_SIGNAL:
+            assert raw.data is not None
             found.append(SIGNAL_ADAPTER.validate_json(raw.data))
     return found
 
 
-async def test_an_email_while_away_becomes_a_user_message_and_one_signal_and_no_reply(away: Away, probe: Probe):
+async def test_an_email_while_away_becomes_a_user_message_and_one_signal_and_no_reply(away: Away, probe: Probe) -> None:
     standin = away.standin
     before = (len(standin.response_requests()), len(await outbound(probe)),
               len(await probe.ledger_events(kinds=["span.opened"])))
@@ -98,7 +99,7 @@ async def test_an_email_while_away_becomes_a_user_message_and_one_signal_and_no_
     assert after == before
 
 
-async def test_an_email_during_a_conversation_is_answered_at_once(away: Away, probe: Probe):
+async def test_an_email_during_a_conversation_is_answered_at_once(away: Away, probe: Probe) -> None:
     standin = away.standin
     signals_before = len(await inner_signals(probe))
     standin.script(

@@ -60,7 +60,7 @@ async def spend_over_the_line(running: System) -> None:
     async with owner_http(running, timeout=30) as http:
         async def over() -> bool:
             body = (await http.get("/api/usage/budget")).json()
-            return body["daily"]["spent_usd"] >= 0.5
+            return bool(body["daily"]["spent_usd"] >= 0.5)
 
         await eventually(over, "the inner plane to count the spend")
 

@@ -7,15 +7,19 @@ pollers run: what is checked is what the agent queues, with which ids and fields
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
+from typing import TypedDict
 
 import pytest
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from delegate.contracts import streams, subjects, topics
 from delegate.contracts.channels import OUTBOUND_ADAPTER, OutboundEmail, OutboundSms
-from delegate.contracts.events import ConversationOpened, Message, SpanOpened, make_event
+from delegate.contracts.events import Channel, ConversationOpened, Message, SpanOpened, make_event
 from delegate.contracts.messages import RegenerateInput, UserInput
 from tests.agent.rig import Probe, response_bodies
+from tests.support.standin import StandinProcess
+from tests.support.system import System
 
 pytestmark = [pytest.mark.integration]
 
@@ -23,6 +27,14 @@ OWNER_SMS = {
     "TWILIO_ACCOUNT_SID": "AC" + "1" * 32, "TWILIO_AUTH_TOKEN": "twilio-test-token",
     "TWILIO_PHONE_NUMBER": "+15550002222", "OWNER_PHONE": "+15550001111",
 }
+
+
+class Place(TypedDict):
+    """Where a seeded event goes (make_event's keywords the events share)."""
+
+    conversation_id: str
+    span_id: str
+    channel: Channel
 
 
 async def outbound(probe: Probe) -> list[OutboundSms | OutboundEmail]:
@@ -34,6 +46,7 @@ async def outbound(probe: Probe) -> list[OutboundSms | OutboundEmail]:
     for seq in range(info.state.first_seq, info.state.last_seq + 1):
         raw = await probe.bus.js.get_msg("CHANNELS", seq)
         if raw.subject in (subjects.CHANNELS_SMS_OUT, subjects.CHANNELS_EMAIL_OUT):
+            assert raw.data is not None
             found.append(OUTBOUND_ADAPTER.validate_json(raw.data))
     return found
 
@@ -79,7 +92,9 @@ def email_input(text: str, subject: str, message_id: str, references: list[str])
     )
 
 
-async def test_an_sms_turn_is_answered_by_sms_and_a_chat_turn_is_not(make_system, probe_for, standin):
+async def test_an_sms_turn_is_answered_by_sms_and_a_chat_turn_is_not(
+    make_system: Callable[..., System], probe_for: Callable[[System], Awaitable[Probe]], standin: StandinProcess
+) -> None:
     system = make_system().start("ledger", "agent")
     probe = await probe_for(system)
     standin.script(
@@ -109,7 +124,9 @@ async def test_an_sms_turn_is_answered_by_sms_and_a_chat_turn_is_not(make_system
     assert "no Markdown" not in chat_body["instructions"]
 
 
-async def test_an_email_turn_is_answered_on_its_thread(make_system, probe_for, standin):
+async def test_an_email_turn_is_answered_on_its_thread(
+    make_system: Callable[..., System], probe_for: Callable[[System], Awaitable[Probe]], standin: StandinProcess
+) -> None:
     system = make_system().start("ledger", "agent")
     probe = await probe_for(system)
     standin.script(
@@ -122,13 +139,17 @@ async def test_an_email_turn_is_answered_on_its_thread(make_system, probe_for, s
     mail = await queued(probe, answer.id)
     assert isinstance(mail, OutboundEmail)
     assert (mail.subject, mail.text, mail.origin) == ("Re: Weekend plans", "Saturday suits me.\n\nBest", "reply")
-    assert (mail.in_reply_to, mail.references, mail.parent_id) == ("<a1@mail.example>", ["<a1@mail.example>"],
-                                                                    answer.id)
+    assert (mail.in_reply_to, mail.references, mail.parent_id) == (
+        "<a1@mail.example>",
+        ["<a1@mail.example>"],
+        answer.id,
+    )
     assert "email reply" in response_bodies(standin)[0]["instructions"]
 
     # A reply on the thread: its subject is not doubled, the references grow.
-    second = email_input("Actually, Sunday.", "RE: Weekend plans", "<a3@mail.example>",
-                         ["<a1@mail.example>", "<r2@delegate.example>"])
+    second = email_input(
+        "Actually, Sunday.", "RE: Weekend plans", "<a3@mail.example>", ["<a1@mail.example>", "<r2@delegate.example>"]
+    )
     await probe.publish_input(second)
     again = await probe.answer(second.id)
     threaded = await queued(probe, again.id)
@@ -138,7 +159,9 @@ async def test_an_email_turn_is_answered_on_its_thread(make_system, probe_for, s
     assert threaded.references == ["<a1@mail.example>", "<r2@delegate.example>", "<a3@mail.example>"]
 
 
-async def test_a_failed_sms_turn_says_sorry_by_sms(make_system, probe_for, standin):
+async def test_a_failed_sms_turn_says_sorry_by_sms(
+    make_system: Callable[..., System], probe_for: Callable[[System], Awaitable[Probe]], standin: StandinProcess
+) -> None:
     system = make_system().start("ledger", "agent")
     probe = await probe_for(system)
     standin.script({"action": "error", "status": 500, "times": 2})
@@ -152,7 +175,9 @@ async def test_a_failed_sms_turn_says_sorry_by_sms(make_system, probe_for, stand
     assert failed.payload["message"] in notice.text
 
 
-async def test_a_redelivered_answered_input_sends_its_reply_once(make_system, probe_for, standin):
+async def test_a_redelivered_answered_input_sends_its_reply_once(
+    make_system: Callable[..., System], probe_for: Callable[[System], Awaitable[Probe]], standin: StandinProcess
+) -> None:
     system = make_system(AGENT_ACK_WAIT="2").start("ledger")
     probe: Probe = await probe_for(system)
 
@@ -163,8 +188,12 @@ async def test_a_redelivered_answered_input_sends_its_reply_once(make_system, pr
     await probe.publish_input(sms)
     await probe.publish_input(mail)
     config = ConsumerConfig(
-        durable_name=streams.AGENT_WORKER, ack_wait=2.0, max_deliver=30, deliver_policy=DeliverPolicy.ALL,
-        filter_subject=subjects.AGENT_INPUT, max_ack_pending=1000,
+        durable_name=streams.AGENT_WORKER,
+        ack_wait=2.0,
+        max_deliver=30,
+        deliver_policy=DeliverPolicy.ALL,
+        filter_subject=subjects.AGENT_INPUT,
+        max_ack_pending=1000,
     )
     psub = await probe.bus.js.pull_subscribe(
         subjects.AGENT_INPUT, durable=streams.AGENT_WORKER, stream="AGENT", config=config
@@ -173,20 +202,28 @@ async def test_a_redelivered_answered_input_sends_its_reply_once(make_system, pr
     assert [topics.AGENT_INPUT.decode(m.data).id for m in taken] == [sms.id, mail.id]
     conversation, span = "conv-dead-leader", "span-dead-leader"
     await probe.append(make_event(ConversationOpened(), conversation_id=conversation, span_id=None, channel="sms"))
-    await probe.append(make_event(SpanOpened(type="interaction"), conversation_id=conversation, span_id=span,
-                                  channel="sms"))
+    await probe.append(
+        make_event(SpanOpened(type="interaction"), conversation_id=conversation, span_id=span, channel="sms")
+    )
     answers = {}
     for msg, text in ((sms, "The plumber comes at 9."), (mail, "The invoice is paid.")):
-        common = {"conversation_id": conversation, "span_id": span, "channel": msg.channel}
-        await probe.append(make_event(Message(text=msg.text, meta=msg.meta), role="user", id=msg.id, ts=msg.ts,
-                                      **common))
-        answer = make_event(Message(text=text, response_id=f"resp_{msg.channel}"), role="assistant",
-                            parent_id=msg.id, **common)
+        common: Place = {"conversation_id": conversation, "span_id": span, "channel": msg.channel}
+        await probe.append(
+            make_event(Message(text=msg.text, meta=msg.meta), role="user", id=msg.id, ts=msg.ts, **common)
+        )
+        answer = make_event(
+            Message(text=text, response_id=f"resp_{msg.channel}"), role="assistant", parent_id=msg.id, **common
+        )
         await probe.append(answer)
         answers[msg.channel] = answer
-    published = OutboundEmail(id=answers["email"].id, subject="Re: Invoice", text="The invoice is paid.",
-                              in_reply_to="<inv@mail.example>", references=["<inv@mail.example>"],
-                              parent_id=answers["email"].id)
+    published = OutboundEmail(
+        id=answers["email"].id,
+        subject="Re: Invoice",
+        text="The invoice is paid.",
+        in_reply_to="<inv@mail.example>",
+        references=["<inv@mail.example>"],
+        parent_id=answers["email"].id,
+    )
     await probe.bus.publish(topics.EMAIL_OUT, published, msg_id=published.id)
     await psub.unsubscribe()
 
@@ -204,12 +241,18 @@ async def test_a_redelivered_answered_input_sends_its_reply_once(make_system, pr
     assert len([e for e in ledger if e.parent_id in (sms.id, mail.id)]) == 2
 
 
-async def test_send_sms_to_owner_uses_the_outbox(make_system, probe_for, standin):
+async def test_send_sms_to_owner_uses_the_outbox(
+    make_system: Callable[..., System], probe_for: Callable[[System], Awaitable[Probe]], standin: StandinProcess
+) -> None:
     system = make_system(OWNER_DELIVERY_WAIT_S="1", **OWNER_SMS).start("ledger", "agent")
     probe = await probe_for(system)
     standin.script(
-        {"action": "tool_call", "name": "send_sms_to_owner", "arguments": {"text": "Leaving now"},
-         "call_id": "call_owner_sms_1"},
+        {
+            "action": "tool_call",
+            "name": "send_sms_to_owner",
+            "arguments": {"text": "Leaving now"},
+            "call_id": "call_owner_sms_1",
+        },
         {"action": "text", "text": "I texted you.", "match": {"has_tool_output": True}},
     )
     chat = await probe.send("Text me when you leave")
@@ -227,7 +270,9 @@ async def test_send_sms_to_owner_uses_the_outbox(make_system, probe_for, standin
     assert [m.id for m in await outbound(probe)] == ["call_owner_sms_1"]  # the chat answer itself is not sent
 
 
-async def test_a_regenerated_sms_answer_is_sent_as_a_new_sms(make_system, probe_for, standin):
+async def test_a_regenerated_sms_answer_is_sent_as_a_new_sms(
+    make_system: Callable[..., System], probe_for: Callable[[System], Awaitable[Probe]], standin: StandinProcess
+) -> None:
     system = make_system().start("ledger", "agent")
     probe = await probe_for(system)
     standin.script(

@@ -4,6 +4,8 @@ Real ledger and agent processes, the real OpenAI stand-in; the probe publishes w
 gateway would (``UserInput``, ``RegenerateInput``) and sends ``agent.cmd.stop`` as it does.
 """
 
+from collections.abc import Awaitable, Callable
+
 import pytest
 
 from delegate.contracts import topics
@@ -11,6 +13,8 @@ from delegate.contracts.events import Event
 from delegate.contracts.messages import RegenerateInput, TurnCommand
 from delegate.runtime.bus import RemoteError
 from tests.agent.rig import Probe, input_texts, response_bodies
+from tests.support.standin import StandinProcess
+from tests.support.system import System
 
 pytestmark = [pytest.mark.integration]
 
@@ -36,7 +40,9 @@ def answers_to(probe: Probe, turn_id: str) -> list[Event]:
     return [e for e in probe.events if e.kind == "message" and e.role == "assistant" and e.parent_id == turn_id]
 
 
-async def test_stop_keeps_the_partial_answer_marked_stopped_and_drops_the_stream(make_system, probe_for, standin):
+async def test_stop_keeps_the_partial_answer_marked_stopped_and_drops_the_stream(
+    make_system: Callable[..., System], probe_for: Callable[[System], Awaitable[Probe]], standin: StandinProcess
+) -> None:
     system = make_system().start("ledger", "agent")
     probe = await probe_for(system)
     standin.script({"action": "slow", "delay_ms": 150, "text": LONG})
@@ -76,7 +82,9 @@ async def test_stop_keeps_the_partial_answer_marked_stopped_and_drops_the_stream
     assert info.num_ack_pending == 0
 
 
-async def test_stop_while_nothing_streams_is_refused(make_system, probe_for, standin):
+async def test_stop_while_nothing_streams_is_refused(
+    make_system: Callable[..., System], probe_for: Callable[[System], Awaitable[Probe]], standin: StandinProcess
+) -> None:
     system = make_system().start("ledger", "agent")
     probe = await probe_for(system)
     with pytest.raises(RemoteError) as refused:
@@ -84,7 +92,9 @@ async def test_stop_while_nothing_streams_is_refused(make_system, probe_for, sta
     assert refused.value.code == "nothing_to_stop"
 
 
-async def test_regenerate_is_a_new_attempt_from_before_the_previous_answer(make_system, probe_for, standin):
+async def test_regenerate_is_a_new_attempt_from_before_the_previous_answer(
+    make_system: Callable[..., System], probe_for: Callable[[System], Awaitable[Probe]], standin: StandinProcess
+) -> None:
     system = make_system().start("ledger", "agent")
     probe = await probe_for(system)
     standin.script(
@@ -127,13 +137,15 @@ async def test_regenerate_is_a_new_attempt_from_before_the_previous_answer(make_
     # History keeps every attempt: nothing was rewritten.
     stored = [e for e in await probe.ledger_events(kinds=["message"]) if e.parent_id == poem.id]
     assert [e.payload["text"] for e in stored] == [
-        "First try at a poem.", "Second try at a poem.", "Third try at a poem."
+        "First try at a poem.",
+        "Second try at a poem.",
+        "Third try at a poem.",
     ]
 
 
 async def test_an_edit_supersedes_the_last_question_and_the_model_never_sees_the_old_one(
-    make_system, probe_for, standin
-):
+    make_system: Callable[..., System], probe_for: Callable[[System], Awaitable[Probe]], standin: StandinProcess
+) -> None:
     system = make_system().start("ledger", "agent")
     probe = await probe_for(system)
     standin.script(
@@ -159,8 +171,8 @@ async def test_an_edit_supersedes_the_last_question_and_the_model_never_sees_the
 
 
 async def test_after_a_restart_regenerate_and_edit_replay_history_without_what_they_replace(
-    make_system, probe_for, standin
-):
+    make_system: Callable[..., System], probe_for: Callable[[System], Awaitable[Probe]], standin: StandinProcess
+) -> None:
     system = make_system().start("ledger", "agent")
     probe = await probe_for(system)
     standin.script(
@@ -194,8 +206,8 @@ async def test_after_a_restart_regenerate_and_edit_replay_history_without_what_t
 
 
 async def test_compaction_figures_and_time_agree_with_usage_and_survive_restart_and_end(
-    make_system, probe_for, standin
-):
+    make_system: Callable[..., System], probe_for: Callable[[System], Awaitable[Probe]], standin: StandinProcess
+) -> None:
     """Defect 6: the state's last_compacted_at and the compaction row come from the same events."""
     system = make_system().start("ledger", "agent")
     probe = await probe_for(system)

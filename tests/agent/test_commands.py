@@ -49,7 +49,7 @@ async def settled(agent: Agent) -> None:
 
 async def test_a_state_publish_that_fails_does_not_leave_the_agent_locked(agent: Agent) -> None:
     real = agent.status.publish
-    failures = []
+    failures: list[bool] = []
 
     async def away(**kwargs: Any) -> None:
         if not failures:

@@ -44,7 +44,7 @@ def extraction_answers(standin: Any, word: str, answer: dict[str, Any]) -> None:
 
 
 async def open_commitments(bus: Bus, word: str, state: str = "open") -> list[Commitment]:
-    cmd = CommitmentsCommand(op="list", state=state)  # type: ignore[arg-type]
+    cmd = CommitmentsCommand(op="list", state=state)
     reply = await bus.request(topics.MEMORY_COMMITMENTS, cmd)
     return [c for c in reply.commitments if word in c.what]
 
@@ -57,7 +57,7 @@ def next_friday_9(now: datetime, zone: ZoneInfo) -> datetime:
 
 async def watch_on_an_injected_clock(bus: Bus, tmp: Path, events: list[Event], now: datetime) -> CommitmentWatch:
     """The inner plane's commitment watch, in this process, fed the committed events, its clock at ``now``."""
-    settings = PlaneSettings(_env_file=None, runtime_data_dir=tmp)  # type: ignore[call-arg]
+    settings = PlaneSettings(_env_file=None, runtime_data_dir=tmp)
     ctx = Context(settings=settings, bus=bus, model=Model(settings), state_file=StateFile(tmp / "state.json"))
     watch = CommitmentWatch(ctx, clock=lambda: now)
     for event in events:

@@ -8,7 +8,7 @@ instead of being acknowledged by one whose events the ledger refuses.
 """
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -23,6 +23,7 @@ from delegate.runtime.bus import Bus
 from delegate.runtime.lease import LEASE_KEY, Lease
 from delegate.runtime.openai_client import LazyOpenAI
 from tests.support.standin import TEST_API_KEY, StandinProcess
+from tests.support.system import System
 
 pytestmark = [pytest.mark.integration]
 
@@ -51,7 +52,7 @@ class Rig:
 
 
 @pytest.fixture
-async def rig(make_system, standin: StandinProcess) -> AsyncIterator[Rig]:
+async def rig(make_system: Callable[..., System], standin: StandinProcess) -> AsyncIterator[Rig]:
     system = make_system().start("ledger")
     assert system.nats is not None
     bus = await Bus.connect(system.nats.url, "agent-deposed-test")

@@ -1,20 +1,26 @@
 """OpenAI failures: retried where safe, otherwise a clear turn.failed; the chain never breaks."""
 
+from collections.abc import Awaitable, Callable
+
 import pytest
 
-from tests.agent.rig import input_texts, response_bodies
+from delegate.contracts.events import Event
+from delegate.contracts.messages import UserInput
+from tests.agent.rig import Probe, input_texts, response_bodies
+from tests.support.standin import StandinProcess
+from tests.support.system import System
 
 pytestmark = [pytest.mark.integration]
 
 
 async def test_failures_end_in_turn_failed_and_the_chain_stays_at_the_last_good_answer(
-    make_system, probe_for, standin
-):
+    make_system: Callable[..., System], probe_for: Callable[[System], Awaitable[Probe]], standin: StandinProcess
+) -> None:
     # OPENAI_MAX_RETRIES=1: the SDK tries an HTTP error twice before the agent sees it.
     system = make_system(OPENAI_MAX_RETRIES="1").start("ledger", "agent")
     probe = await probe_for(system)
 
-    async def turn(text: str):
+    async def turn(text: str) -> tuple[UserInput, Event]:
         msg = await probe.send(text)
         return msg, await probe.answer(msg.id)
 
@@ -83,7 +89,9 @@ async def test_failures_end_in_turn_failed_and_the_chain_stays_at_the_last_good_
     assert not state.busy and not state.compacting
 
 
-async def test_a_forgotten_chain_falls_back_to_capsule_and_recent_turns(make_system, probe_for, standin):
+async def test_a_forgotten_chain_falls_back_to_capsule_and_recent_turns(
+    make_system: Callable[..., System], probe_for: Callable[[System], Awaitable[Probe]], standin: StandinProcess
+) -> None:
     system = make_system().start("ledger", "agent")
     probe = await probe_for(system)
     for text in ("My sister is called Maria.", "She lives in Porto."):
@@ -105,8 +113,8 @@ async def test_a_forgotten_chain_falls_back_to_capsule_and_recent_turns(make_sys
 
 
 async def test_a_refused_compaction_replacement_falls_back_to_capsule_and_recent_turns(
-    make_system, probe_for, standin
-):
+    make_system: Callable[..., System], probe_for: Callable[[System], Awaitable[Probe]], standin: StandinProcess
+) -> None:
     """Compact now's output is replayed as the next turn's input; a 400 on it (the server refusing
     what its own compact endpoint returned) must not leave every later turn failing."""
     system = make_system().start("ledger", "agent")
@@ -115,11 +123,16 @@ async def test_a_refused_compaction_replacement_falls_back_to_capsule_and_recent
     assert (await probe.answer(first.id)).kind == "message"
     assert (await probe.compact()).ok
     await probe.wait_for(lambda: probe.of_kind("context.compacted"), "the compaction")
-    standin.script({
-        "action": "error", "status": 400, "param": "input", "times": 3,
-        "message": "Invalid 'input[0]': this compaction item cannot be used here.",
-        "match": {"endpoint": "responses", "has_item_type": "compaction"},
-    })
+    standin.script(
+        {
+            "action": "error",
+            "status": 400,
+            "param": "input",
+            "times": 3,
+            "message": "Invalid 'input[0]': this compaction item cannot be used here.",
+            "match": {"endpoint": "responses", "has_item_type": "compaction"},
+        }
+    )
 
     msg = await probe.send("What is my sister called?")
     answer = await probe.answer(msg.id)

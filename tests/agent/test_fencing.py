@@ -4,12 +4,17 @@ On a real nats-server, reading the LEDGER stream itself (no ledger process: what
 there is the ledger's part, tests/ledger/test_fencing.py).
 """
 
+from collections.abc import Awaitable, Callable
+
 import pytest
 
 from delegate.agent.ledger import Ledger
 from delegate.contracts.events import Event, Fence, Message, make_event
 from delegate.runtime.bus import MSG_ID, Bus
+from tests.agent.rig import Probe
 from tests.support.nats import role_url
+from tests.support.standin import StandinProcess
+from tests.support.system import System
 
 pytestmark = [pytest.mark.integration]
 
@@ -19,6 +24,7 @@ async def stream_messages(bus: Bus) -> list[tuple[str | None, Event]]:
     found = []
     for seq in range(info.state.first_seq, info.state.last_seq + 1):
         msg = await bus.js.get_msg("LEDGER", seq)
+        assert msg.data is not None
         found.append(((msg.headers or {}).get(MSG_ID), Event.model_validate_json(msg.data)))
     return found
 
@@ -46,7 +52,7 @@ async def test_a_successors_copy_of_an_event_is_not_deduplicated_against_a_depos
 
 
 async def test_a_term_after_the_lease_bucket_was_recreated_still_reaches_the_timeline(
-    make_system, probe_for, standin
+    make_system: Callable[..., System], probe_for: Callable[[System], Awaitable[Probe]], standin: StandinProcess
 ) -> None:
     """Lease revisions start over in a new bucket; the ledger still remembers the old terms'
     tokens. The new term's token must exceed the ledger's mark, or every event is refused."""

@@ -1,14 +1,20 @@
 """Inputs from the inner plane: idle checks (checkpoint + span close) and activations."""
 
+from collections.abc import Awaitable, Callable
+
 import pytest
 
 from delegate.contracts.messages import ActivationInput, IdleCheckInput
-from tests.agent.rig import response_bodies
+from tests.agent.rig import Probe, response_bodies
+from tests.support.standin import StandinProcess
+from tests.support.system import System
 
 pytestmark = [pytest.mark.integration]
 
 
-async def test_idle_check_writes_one_checkpoint_and_closes_the_span(make_system, probe_for, standin):
+async def test_idle_check_writes_one_checkpoint_and_closes_the_span(
+    make_system: Callable[..., System], probe_for: Callable[[System], Awaitable[Probe]], standin: StandinProcess
+) -> None:
     system = make_system().start("ledger", "agent")
     probe = await probe_for(system)
     first = await probe.send("Note that I like tea.")
@@ -29,6 +35,7 @@ async def test_idle_check_writes_one_checkpoint_and_closes_the_span(make_system,
     [checkpoint] = probe.of_kind("checkpoint")
     [closed] = probe.of_kind("span.closed")
     assert checkpoint.span_id == closed.span_id == span_id
+    assert checkpoint.seq is not None and closed.seq is not None
     assert checkpoint.seq < closed.seq
     assert closed.payload["reason"] == "idle"
     cp = checkpoint.payload
@@ -41,7 +48,8 @@ async def test_idle_check_writes_one_checkpoint_and_closes_the_span(make_system,
     opened = probe.of_kind("span.opened")
     assert len(opened) == 2 and opened[1].span_id != span_id
     assert {e.conversation_id for e in probe.events} == {conversation_id}
-    assert probe.outcome(second.id).span_id == opened[1].span_id
+    answered = probe.outcome(second.id)
+    assert answered is not None and answered.span_id == opened[1].span_id
     state = await probe.state()
     assert state.span_id == opened[1].span_id
 
@@ -53,7 +61,9 @@ async def test_idle_check_writes_one_checkpoint_and_closes_the_span(make_system,
     assert (nxt["after_seq"], nxt["through_seq"], nxt["turn_ids"]) == (last, new_last, [second.id])
 
 
-async def test_an_activation_runs_in_its_own_inner_span(make_system, probe_for, standin):
+async def test_an_activation_runs_in_its_own_inner_span(
+    make_system: Callable[..., System], probe_for: Callable[[System], Awaitable[Probe]], standin: StandinProcess
+) -> None:
     system = make_system().start("ledger", "agent")
     probe = await probe_for(system)
     msg = await probe.send("Remind me about the dentist later.")

@@ -10,7 +10,8 @@ from delegate.contracts import subjects
 from delegate.contracts.events import Fence
 from delegate.runtime.bus import Bus, BusUnavailable, RemoteError
 from delegate.runtime.lease import LEASE_KEY, Lease
-from tests.agent.rig import LEASE_TTL, term_rows
+from tests.agent.rig import LEASE_TTL, Probe, term_rows
+from tests.support.system import System
 
 pytestmark = [pytest.mark.integration]
 
@@ -34,7 +35,7 @@ def lease(bus: Bus, holder: str, ttl: float = LEASE_TTL) -> Lease:
     )
 
 
-async def test_one_holder_at_a_time_and_takeover_after_expiry(nats_url):
+async def test_one_holder_at_a_time_and_takeover_after_expiry(nats_url: str) -> None:
     bus = await Bus.connect(nats_url, "lease-test")
     try:
         a, b = lease(bus, "a"), lease(bus, "b")
@@ -48,7 +49,11 @@ async def test_one_holder_at_a_time_and_takeover_after_expiry(nats_url):
         holding = asyncio.create_task(a.hold(lost))
         for _ in range(3):
             before = a.revision or 0
-            await _until(lambda before=before: (a.revision or 0) > before, "a renewal")
+
+            def renewed(before: int = before) -> bool:
+                return (a.revision or 0) > before
+
+            await _until(renewed, "a renewal")
             assert not await b.try_acquire()
             assert await a.confirm()
         # Renewals move the revision, never the term's fencing token.
@@ -71,7 +76,7 @@ async def test_one_holder_at_a_time_and_takeover_after_expiry(nats_url):
         await bus.close()
 
 
-async def test_a_failed_renewal_reports_the_loss(nats_url):
+async def test_a_failed_renewal_reports_the_loss(nats_url: str) -> None:
     bus = await Bus.connect(nats_url, "lease-test")
     try:
         a = lease(bus, "a")
@@ -84,7 +89,7 @@ async def test_a_failed_renewal_reports_the_loss(nats_url):
         await bus.close()
 
 
-async def test_the_lease_is_in_doubt_once_renewals_stop(nats_url):
+async def test_the_lease_is_in_doubt_once_renewals_stop(nats_url: str) -> None:
     """No I/O needed: a holder whose renewals stopped (paused, cut off) knows from its clock."""
     bus = await Bus.connect(nats_url, "lease-test")
     try:
@@ -98,7 +103,9 @@ async def test_the_lease_is_in_doubt_once_renewals_stop(nats_url):
         await bus.close()
 
 
-async def test_an_agent_that_loses_its_lease_steps_down_and_later_leads_again(make_system, probe_for):
+async def test_an_agent_that_loses_its_lease_steps_down_and_later_leads_again(
+    make_system: Callable[..., System], probe_for: Callable[[System], Awaitable[Probe]]
+) -> None:
     system = make_system().start("ledger", "agent")
     probe = await probe_for(system)
     assert (await probe.bus.ping("agent")).ready
@@ -131,7 +138,7 @@ async def test_an_agent_that_loses_its_lease_steps_down_and_later_leads_again(ma
     assert rows[1]["supersedes"] is None and rows[0]["holder"] == rows[1]["holder"] == "agent"
 
 
-async def test_the_bucket_follows_the_configured_ttl(nats_url):
+async def test_the_bucket_follows_the_configured_ttl(nats_url: str) -> None:
     bus = await Bus.connect(nats_url, "lease-test")
     try:
         assert await lease(bus, "a", ttl=6.0).try_acquire()
@@ -144,7 +151,9 @@ async def test_the_bucket_follows_the_configured_ttl(nats_url):
         await bus.close()
 
 
-async def test_a_restarted_holder_reclaims_its_dead_predecessors_lease_at_once_and_nobody_else_can(nats_url):
+async def test_a_restarted_holder_reclaims_its_dead_predecessors_lease_at_once_and_nobody_else_can(
+    nats_url: str,
+) -> None:
     bus = await Bus.connect(nats_url, "lease-test")
     try:
         dead = lease(bus, "tasks", ttl=60.0)  # a ttl far beyond the test: only a reclaim can take it

@@ -7,6 +7,7 @@ and it excludes the newest verbatim turns when there are more than a request may
 """
 
 import json
+from collections.abc import Awaitable, Callable
 
 import pytest
 from nats.aio.msg import Msg
@@ -16,6 +17,9 @@ from delegate.agent.settings import Settings
 from delegate.contracts import subjects
 from delegate.runtime.memory_context import MAX_EXCLUDED
 from tests.agent.memory_rig import ON_TIME, SERVICES
+from tests.agent.rig import Probe
+from tests.support.standin import StandinProcess
+from tests.support.system import System
 
 LEASE_READS = (
     f"$JS.API.DIRECT.GET.KV_{subjects.AGENT_LEASE_BUCKET}.>",
@@ -25,7 +29,9 @@ LEASE_READS = (
 
 
 @pytest.mark.integration
-async def test_the_search_goes_out_before_the_lease_read_once_per_turn(make_system, probe_for, standin):
+async def test_the_search_goes_out_before_the_lease_read_once_per_turn(
+    make_system: Callable[..., System], probe_for: Callable[[System], Awaitable[Probe]], standin: StandinProcess
+) -> None:
     system = make_system(**ON_TIME).start(*SERVICES)
     probe = await probe_for(system)
     first = await probe.send("Hello, is anyone there?")  # the chain exists from here on
@@ -54,7 +60,7 @@ async def test_the_search_goes_out_before_the_lease_read_once_per_turn(make_syst
         assert wire == [("search", text), ("lease read", ""), ("lease read", "")], wire
 
 
-def test_a_search_excludes_the_newest_verbatim_turns():
+def test_a_search_excludes_the_newest_verbatim_turns() -> None:
     retrieval = Retrieval(None, None, Settings(_env_file=None, nats_url="nats://127.0.0.1:4222"))  # type: ignore[arg-type]
     carried = [f"turn-{i:04d}" for i in range(MAX_EXCLUDED + 100)]
     for event_id in carried:

@@ -5,6 +5,8 @@ instructions: memory is developer context there, never a user message); what mem
 consulted, from the ``memory.retrieved`` events.
 """
 
+from collections.abc import Awaitable, Callable
+
 import pytest
 
 from delegate.contracts.events import Event
@@ -18,8 +20,10 @@ from tests.agent.memory_rig import (
     remember,
     section,
 )
-from tests.agent.rig import input_texts
+from tests.agent.rig import Probe, input_texts
 from tests.agent.test_channel_replies import sms_input
+from tests.support.standin import StandinProcess
+from tests.support.system import System
 
 pytestmark = [pytest.mark.integration]
 
@@ -32,7 +36,9 @@ def retrieved_for(events: list[Event], parent_id: str) -> list[Event]:
     return [e for e in events if e.kind == "memory.retrieved" and e.parent_id == parent_id]
 
 
-async def test_a_fact_said_by_sms_is_given_to_a_later_chat_turn(make_system, probe_for, standin):
+async def test_a_fact_said_by_sms_is_given_to_a_later_chat_turn(
+    make_system: Callable[..., System], probe_for: Callable[[System], Awaitable[Probe]], standin: StandinProcess
+) -> None:
     system = make_system(**MEMORY_ONLY).start(*SERVICES)
     probe = await probe_for(system)
     sms = sms_input("My sister Ada moved to Porto last month.", "SM" + "7" * 32)
@@ -60,7 +66,9 @@ async def test_a_fact_said_by_sms_is_given_to_a_later_chat_turn(make_system, pro
     assert all({"kind", "id", "text", "ts"} <= set(item) for item in payload["items"])
 
 
-async def test_adaptations_shape_the_instructions(make_system, probe_for, standin):
+async def test_adaptations_shape_the_instructions(
+    make_system: Callable[..., System], probe_for: Callable[[System], Awaitable[Probe]], standin: StandinProcess
+) -> None:
     system = make_system(**ON_TIME).start(*SERVICES)
     probe = await probe_for(system)
     await remember(probe.bus, "Address me as Captain and keep answers to one sentence.", "adaptation")
@@ -76,7 +84,9 @@ async def test_adaptations_shape_the_instructions(make_system, probe_for, standi
     assert any(i.get("type") == "adaptation" and "Captain" in i["text"] for i in record[0].payload["items"])
 
 
-async def test_nothing_found_is_recorded_too(make_system, probe_for, standin):
+async def test_nothing_found_is_recorded_too(
+    make_system: Callable[..., System], probe_for: Callable[[System], Awaitable[Probe]], standin: StandinProcess
+) -> None:
     system = make_system(**ON_TIME).start(*SERVICES)
     probe = await probe_for(system)
     turn = await probe.send("Zyxwvut qwertz?")
@@ -86,7 +96,9 @@ async def test_nothing_found_is_recorded_too(make_system, probe_for, standin):
     assert "## Memory" not in agent_bodies(standin)[-1]["instructions"]
 
 
-async def test_late_results_reach_the_next_request_only_when_novel(make_system, probe_for, standin):
+async def test_late_results_reach_the_next_request_only_when_novel(
+    make_system: Callable[..., System], probe_for: Callable[[System], Awaitable[Probe]], standin: StandinProcess
+) -> None:
     # Every search is late: the request never waits for memory.
     system = make_system(MEMORY_RETRIEVAL_WAIT_MS="0").start(*SERVICES)
     probe = await probe_for(system)
@@ -105,7 +117,10 @@ async def test_late_results_reach_the_next_request_only_when_novel(make_system, 
     again = await probe.wait_for(lambda: retrieved_for(probe.of_kind("memory.retrieved"), second.id), "its record")
     # The second search found the bike again, but the model had it by then: not surfaced.
     assert (again[0].payload["late"], again[0].payload["surfaced"], again[0].payload["reason"]) == (
-        True, False, "not_novel")
+        True,
+        False,
+        "not_novel",
+    )
     assert again[0].payload["items"] == []
     assert any(d["why"] == "same_id" for d in again[0].payload.get("dropped") or [])
 
@@ -118,7 +133,9 @@ async def test_late_results_reach_the_next_request_only_when_novel(make_system, 
     assert "Brompton" not in bodies[2]["instructions"]  # the not-novel one was added to nothing
 
 
-async def test_memory_down_the_turn_goes_on_without_it(make_system, probe_for, standin):
+async def test_memory_down_the_turn_goes_on_without_it(
+    make_system: Callable[..., System], probe_for: Callable[[System], Awaitable[Probe]], standin: StandinProcess
+) -> None:
     system = make_system(**ON_TIME).start(*SERVICES)
     probe = await probe_for(system)
     before = await probe.send("Hello there")
@@ -135,7 +152,9 @@ async def test_memory_down_the_turn_goes_on_without_it(make_system, probe_for, s
     assert log.count("goes on without memory") == 1  # once per outage, not once per turn
 
 
-async def test_an_activation_is_given_memory_for_its_signals(make_system, probe_for, standin):
+async def test_an_activation_is_given_memory_for_its_signals(
+    make_system: Callable[..., System], probe_for: Callable[[System], Awaitable[Probe]], standin: StandinProcess
+) -> None:
     system = make_system(**ON_TIME).start(*SERVICES)
     probe = await probe_for(system)
     await remember(probe.bus, "Ada's birthday present should be a book about Porto.")

@@ -13,7 +13,7 @@ def fact(id: str, text: str, type: str = "fact") -> MemoryResult:
     return MemoryResult.model_validate({"kind": "fact", "id": id, "text": text, "score": 1.0, "ts": T0, "type": type})
 
 
-def test_late_results_join_the_next_request_once_and_count_as_given():
+def test_late_results_join_the_next_request_once_and_count_as_given() -> None:
     span = SpanMemory("s1")
     turn = TurnMemory(span)
     turn.give([fact("f1", "Bike: Brompton")], [fact("a1", "Be brief", "adaptation")])
@@ -29,13 +29,13 @@ def test_late_results_join_the_next_request_once_and_count_as_given():
     assert not next_turn.context()  # nothing left pending: given once, to one request
 
 
-def test_the_same_item_twice_is_given_once():
+def test_the_same_item_twice_is_given_once() -> None:
     turn = TurnMemory(SpanMemory("s1"))
     turn.give([fact("f1", "x"), fact("f1", "x")], [])
     turn.give([fact("f1", "x")], [])
     assert [i.id for i in turn.context().items] == ["f1"]
 
 
-def test_the_query_is_the_user_items_text():
+def test_the_query_is_the_user_items_text() -> None:
     assert item_text(user_item("Where does my sister live?")) == "Where does my sister live?"
     assert item_text({"type": "message", "role": "assistant", "content": "plain"}) == "plain"

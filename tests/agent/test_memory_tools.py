@@ -4,11 +4,15 @@ Real ledger, memory and agent processes; the stand-in plays the model and calls 
 """
 
 import json
+from collections.abc import Awaitable, Callable
 
 import pytest
 
 from delegate.contracts.events import ToolResult
 from tests.agent.memory_rig import ON_TIME, SERVICES, agent_bodies, facts, findable, forget, memory_of
+from tests.agent.rig import Probe
+from tests.support.standin import StandinProcess
+from tests.support.system import System
 
 pytestmark = [pytest.mark.integration]
 
@@ -16,18 +20,25 @@ CODE = "4512"
 FACT = f"The owner's locker code is {CODE}."
 
 
-def tool_result(probe, name: str) -> ToolResult:
+def tool_result(probe: Probe, name: str) -> ToolResult:
     found = [e.typed(ToolResult) for e in probe.of_kind("tool.result") if e.payload.get("name") == name]
     assert found, f"no {name} result"
     return found[-1]
 
 
-async def test_a_remembered_then_forgotten_fact_never_reaches_a_later_model_request(make_system, probe_for, standin):
+async def test_a_remembered_then_forgotten_fact_never_reaches_a_later_model_request(
+    make_system: Callable[..., System], probe_for: Callable[[System], Awaitable[Probe]], standin: StandinProcess
+) -> None:
     system = make_system(**ON_TIME).start(*SERVICES)
     probe = await probe_for(system)
     standin.script(
-        {"match": {"input_contains": "blue card", "has_tool": "memory_remember"}, "action": "tool_call",
-         "name": "memory_remember", "arguments": {"text": FACT}, "call_id": "call_remember_1"},
+        {
+            "match": {"input_contains": "blue card", "has_tool": "memory_remember"},
+            "action": "tool_call",
+            "name": "memory_remember",
+            "arguments": {"text": FACT},
+            "call_id": "call_remember_1",
+        },
         {"match": {"has_tool_output": True, "has_tool": "memory_remember"}, "action": "text", "text": "Noted."},
     )
     said = await probe.send("Please remember my locker code, it is the one on the blue card.")
@@ -55,13 +66,19 @@ async def test_a_remembered_then_forgotten_fact_never_reaches_a_later_model_requ
         assert all(CODE not in item["text"] for item in record.payload["items"])
 
 
-async def test_recall_and_forget_tools_answer_from_the_memory_service(make_system, probe_for, standin):
+async def test_recall_and_forget_tools_answer_from_the_memory_service(
+    make_system: Callable[..., System], probe_for: Callable[[System], Awaitable[Probe]], standin: StandinProcess
+) -> None:
     system = make_system(**ON_TIME).start(*SERVICES)
     probe = await probe_for(system)
     standin.script(
-        {"match": {"input_contains": "green tea", "has_tool": "memory_remember"}, "action": "tool_call",
-         "name": "memory_remember", "arguments": {"text": "The owner prefers green tea.", "type": "preference"},
-         "call_id": "call_tea_1"},
+        {
+            "match": {"input_contains": "green tea", "has_tool": "memory_remember"},
+            "action": "tool_call",
+            "name": "memory_remember",
+            "arguments": {"text": "The owner prefers green tea.", "type": "preference"},
+            "call_id": "call_tea_1",
+        },
         {"match": {"has_tool_output": True}, "action": "text", "text": "Noted."},
     )
     said = await probe.send("I prefer green tea, by the way.")
@@ -71,8 +88,13 @@ async def test_recall_and_forget_tools_answer_from_the_memory_service(make_syste
     await findable(probe.bus, "tea preference", "green tea", purpose="turn")
 
     standin.script(
-        {"match": {"input_contains": "what tea", "has_tool": "memory_recall"}, "action": "tool_call",
-         "name": "memory_recall", "arguments": {"query": "tea preference"}, "call_id": "call_recall_1"},
+        {
+            "match": {"input_contains": "what tea", "has_tool": "memory_recall"},
+            "action": "tool_call",
+            "name": "memory_recall",
+            "arguments": {"query": "tea preference"},
+            "call_id": "call_recall_1",
+        },
         {"match": {"has_tool_output": True}, "action": "text", "text": "Green tea."},
     )
     asked = await probe.send("So what tea do I like?")
@@ -84,8 +106,13 @@ async def test_recall_and_forget_tools_answer_from_the_memory_service(make_syste
     assert hit["kind"] == "fact" and hit["type"] == "preference" and hit["date"]
 
     standin.script(
-        {"match": {"input_contains": "forget the tea", "has_tool": "memory_forget"}, "action": "tool_call",
-         "name": "memory_forget", "arguments": {"id": fact.id}, "call_id": "call_forget_1"},
+        {
+            "match": {"input_contains": "forget the tea", "has_tool": "memory_forget"},
+            "action": "tool_call",
+            "name": "memory_forget",
+            "arguments": {"id": fact.id},
+            "call_id": "call_forget_1",
+        },
         {"match": {"has_tool_output": True}, "action": "text", "text": "Forgotten."},
     )
     gone = await probe.send("Please forget the tea thing.")

@@ -4,9 +4,14 @@ Whatever the model does, and however fast, the stream must still hold conversati
 span.opened and the user message before anything else of the turn, in that order.
 """
 
+from collections.abc import Awaitable, Callable
+
 import pytest
 
 from delegate.contracts.events import Event
+from tests.agent.rig import Probe
+from tests.support.standin import StandinProcess
+from tests.support.system import System
 
 pytestmark = [pytest.mark.integration]
 
@@ -19,7 +24,9 @@ def answer_of(events: list[Event], turn_id: str) -> Event:
     return answer
 
 
-async def test_a_model_failing_at_once_is_recorded_after_the_opening_events(make_system, probe_for, standin):
+async def test_a_model_failing_at_once_is_recorded_after_the_opening_events(
+    make_system: Callable[..., System], probe_for: Callable[[System], Awaitable[Probe]], standin: StandinProcess
+) -> None:
     system = make_system().start("ledger", "agent")
     probe = await probe_for(system)
     # 400 is not retried by the SDK: turn.failed is ready while the opening may still be in flight.
@@ -40,7 +47,9 @@ async def test_a_model_failing_at_once_is_recorded_after_the_opening_events(make
     assert state.conversation_id == opened.conversation_id and state.span_id == span.span_id and not state.busy
 
 
-async def test_instant_answers_keep_every_turn_in_order(make_system, probe_for, standin):
+async def test_instant_answers_keep_every_turn_in_order(
+    make_system: Callable[..., System], probe_for: Callable[[System], Awaitable[Probe]], standin: StandinProcess
+) -> None:
     system = make_system().start("ledger", "agent")
     probe = await probe_for(system)
     sent = [await probe.send(f"quick {i}") for i in range(12)]  # queued at once: back-to-back turns

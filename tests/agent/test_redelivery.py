@@ -1,19 +1,32 @@
 """A leader that died after answering but before acking: the next leader must not answer again."""
 
 import asyncio
+from collections.abc import Awaitable, Callable
+from typing import TypedDict
 
 import pytest
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from delegate.contracts import streams, subjects, topics
-from delegate.contracts.events import ConversationOpened, Message, SpanOpened, make_event
+from delegate.contracts.events import Channel, ConversationOpened, Message, SpanOpened, make_event
 from delegate.contracts.messages import UserInput
 from tests.agent.rig import Probe
+from tests.support.standin import StandinProcess
+from tests.support.system import System
 
 pytestmark = [pytest.mark.integration]
 
 
-async def test_a_redelivered_input_that_was_answered_is_acked_not_rerun(make_system, probe_for, standin):
+class Place(TypedDict):
+    """Where a seeded event goes (make_event's keywords the events share)."""
+
+    conversation_id: str
+    channel: Channel
+
+
+async def test_a_redelivered_input_that_was_answered_is_acked_not_rerun(
+    make_system: Callable[..., System], probe_for: Callable[[System], Awaitable[Probe]], standin: StandinProcess
+) -> None:
     system = make_system(AGENT_ACK_WAIT="2").start("ledger")
     probe: Probe = await probe_for(system)
 
@@ -21,8 +34,12 @@ async def test_a_redelivered_input_that_was_answered_is_acked_not_rerun(make_sys
     msg = UserInput(text="answered just before the crash")
     await probe.publish_input(msg)
     config = ConsumerConfig(
-        durable_name=streams.AGENT_WORKER, ack_wait=2.0, max_deliver=30, deliver_policy=DeliverPolicy.ALL,
-        filter_subject=subjects.AGENT_INPUT, max_ack_pending=1000,
+        durable_name=streams.AGENT_WORKER,
+        ack_wait=2.0,
+        max_deliver=30,
+        deliver_policy=DeliverPolicy.ALL,
+        filter_subject=subjects.AGENT_INPUT,
+        max_ack_pending=1000,
     )
     psub = await probe.bus.js.pull_subscribe(
         subjects.AGENT_INPUT, durable=streams.AGENT_WORKER, stream="AGENT", config=config
@@ -30,13 +47,18 @@ async def test_a_redelivered_input_that_was_answered_is_acked_not_rerun(make_sys
     [taken] = await psub.fetch(1, timeout=5)
     assert topics.AGENT_INPUT.decode(taken.data).id == msg.id
     conversation, span = "conv-dead-leader", "span-dead-leader"
-    common = {"conversation_id": conversation, "channel": "text"}
+    common: Place = {"conversation_id": conversation, "channel": "text"}
     await probe.append(make_event(ConversationOpened(), span_id=None, **common))
     await probe.append(make_event(SpanOpened(type="interaction"), span_id=span, **common))
     await probe.append(make_event(Message(text=msg.text), span_id=span, role="user", id=msg.id, ts=msg.ts, **common))
     await probe.append(
-        make_event(Message(text="the answer", response_id="resp_dead"), span_id=span, role="assistant",
-                   parent_id=msg.id, **common)
+        make_event(
+            Message(text="the answer", response_id="resp_dead"),
+            span_id=span,
+            role="assistant",
+            parent_id=msg.id,
+            **common,
+        )
     )
     await psub.unsubscribe()
 
@@ -70,7 +92,9 @@ async def test_a_redelivered_input_that_was_answered_is_acked_not_rerun(make_sys
     assert all("and the next one" in str(b["input"]) for b in bodies)
 
 
-async def test_an_input_handed_out_again_as_new_is_answered_once(make_system, probe_for, standin):
+async def test_an_input_handed_out_again_as_new_is_answered_once(
+    make_system: Callable[..., System], probe_for: Callable[[System], Awaitable[Probe]], standin: StandinProcess
+) -> None:
     """A nats-server SIGKILLed after the answer can forget both the ack and the delivery count
     (JetStream writes consumer state lazily), so the input comes back as a *first* delivery.
     Here it is put on the stream again past the dedup window's message id, which the agent sees

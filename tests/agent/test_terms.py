@@ -1,6 +1,7 @@
 """The agent's leadership terms in the ledger: real ledger and agent processes, SIGTERM and SIGKILL."""
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -46,7 +47,9 @@ def stop(system: System, name: str) -> int | None:
     return system.procs[name].stop(20)
 
 
-async def test_a_term_opens_with_the_lease_and_closes_on_sigterm(make_system, probe_for):
+async def test_a_term_opens_with_the_lease_and_closes_on_sigterm(
+    make_system: Callable[..., System], probe_for: Callable[[System], Awaitable[Probe]]
+) -> None:
     system = make_system().start("ledger", "agent")
     probe: Probe = await probe_for(system)
     [opened] = await until_rows(probe, system, lambda rows: len(rows) == 1, "the agent's term row")
@@ -67,7 +70,8 @@ async def test_a_term_opens_with_the_lease_and_closes_on_sigterm(make_system, pr
     assert (await resume(probe)).agent_term is None
     events = await probe.ledger_events(kinds=["term.started", "term.ended"])
     assert [(e.kind, e.payload["term_id"]) for e in events] == [
-        ("term.started", opened["id"]), ("term.ended", opened["id"]),
+        ("term.started", opened["id"]),
+        ("term.ended", opened["id"]),
     ]
     assert all(e.conversation_id is None and e.span_id is None and e.channel == "inner" for e in events)
 
@@ -78,7 +82,9 @@ async def test_a_term_opens_with_the_lease_and_closes_on_sigterm(make_system, pr
     assert rows[0]["end_reason"] == "shutdown"
 
 
-async def test_a_standby_supersedes_a_killed_holder(make_system, probe_for):
+async def test_a_standby_supersedes_a_killed_holder(
+    make_system: Callable[..., System], probe_for: Callable[[System], Awaitable[Probe]]
+) -> None:
     system = make_system().start("ledger", "agent")
     system.start_one("agent", instance="agent-b")  # hot standby: waits for the lease
     probe: Probe = await probe_for(system)
@@ -116,4 +122,3 @@ async def test_a_standby_supersedes_a_killed_holder(make_system, probe_for):
     rows = await until_rows(probe, system, lambda rows: rows[1]["ended_at"] is not None, "the standby's end")
     assert [r["end_reason"] for r in rows] == ["superseded", "shutdown"]
     assert (await resume(probe)).agent_term is None
-

@@ -1,14 +1,20 @@
 """A text turn on the bus: events in order, deltas, the chain, compaction settings, tools."""
 
+from collections.abc import Awaitable, Callable
+
 import pytest
 
 from delegate.contracts.messages import UserInput
-from tests.agent.rig import input_texts, response_bodies
+from tests.agent.rig import Probe, input_texts, response_bodies
+from tests.support.standin import StandinProcess
+from tests.support.system import System
 
 pytestmark = [pytest.mark.integration]
 
 
-async def test_turns_record_events_in_order_and_continue_the_chain(make_system, probe_for, standin):
+async def test_turns_record_events_in_order_and_continue_the_chain(
+    make_system: Callable[..., System], probe_for: Callable[[System], Awaitable[Probe]], standin: StandinProcess
+) -> None:
     system = make_system(COMPACT_THRESHOLD="50000").start("ledger", "agent")
     probe = await probe_for(system)
     standin.script({"action": "text", "text": "Hello there, nice to meet you."})
@@ -53,7 +59,9 @@ async def test_turns_record_events_in_order_and_continue_the_chain(make_system, 
     assert not state.busy and state.usage.input_tokens == probe.of_kind("context.usage")[-1].payload["input_tokens"]
 
 
-async def test_a_repeated_input_is_answered_once(make_system, probe_for, standin):
+async def test_a_repeated_input_is_answered_once(
+    make_system: Callable[..., System], probe_for: Callable[[System], Awaitable[Probe]], standin: StandinProcess
+) -> None:
     system = make_system().start("ledger", "agent")
     probe = await probe_for(system)
     msg = UserInput(text="once please")
@@ -67,12 +75,18 @@ async def test_a_repeated_input_is_answered_once(make_system, probe_for, standin
     assert [e.id for e in probe.events if e.id == msg.id] == [msg.id]
 
 
-async def test_tool_calls_go_back_as_function_call_outputs_with_compaction_on(make_system, probe_for, standin):
+async def test_tool_calls_go_back_as_function_call_outputs_with_compaction_on(
+    make_system: Callable[..., System], probe_for: Callable[[System], Awaitable[Probe]], standin: StandinProcess
+) -> None:
     system = make_system(COMPACT_THRESHOLD="80000").start("ledger", "agent")
     probe = await probe_for(system)
     standin.script(
-        {"action": "tool_call", "name": "notes_create", "arguments": {"title": "Call Ana", "body": "at five"},
-         "call_id": "call_notes_1"},
+        {
+            "action": "tool_call",
+            "name": "notes_create",
+            "arguments": {"title": "Call Ana", "body": "at five"},
+            "call_id": "call_notes_1",
+        },
         {"action": "text", "text": "Noted: call Ana at five.", "match": {"has_tool_output": True}},
     )
     msg = await probe.send("Remind me: call Ana at five.")

@@ -2,6 +2,7 @@
 activations, on the channel of their cause and priced from the shipped table (real ledger, agent
 and stand-in)."""
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -11,6 +12,8 @@ from delegate.runtime.pricing import Usage, load_prices
 from tests.agent.activations import activation, reminder
 from tests.agent.rig import Probe, response_bodies
 from tests.agent.test_channel_replies import sms_input
+from tests.support.standin import StandinProcess
+from tests.support.system import System
 
 pytestmark = [pytest.mark.integration]
 
@@ -34,16 +37,27 @@ async def usage_count(probe: Probe, n: int, what: str) -> list[Event]:
     return usage_events(probe)
 
 
-async def test_each_model_call_writes_one_priced_usage_event(make_system, probe_for, standin):
+async def test_each_model_call_writes_one_priced_usage_event(
+    make_system: Callable[..., System], probe_for: Callable[[System], Awaitable[Probe]], standin: StandinProcess
+) -> None:
     system = make_system(COMPACT_THRESHOLD="50000", OPENAI_MODEL=MODEL).start("ledger", "agent")
     probe = await probe_for(system)
 
     # A chat turn that searches the web: two Responses calls of the turn, one of the search.
     standin.script(
-        {"action": "tool_call", "name": "web_search", "arguments": {"query": "museum Sunday hours"},
-         "call_id": "call_ws_1", "match": {"input_contains": "Look it up"}},
-        {"action": "web_search", "text": "It opens at 10:00 on Sundays.", "match": {"input_contains": "Sunday hours"},
-         "results": [{"url": "https://museum.example.org/hours", "title": "Hours"}]},
+        {
+            "action": "tool_call",
+            "name": "web_search",
+            "arguments": {"query": "museum Sunday hours"},
+            "call_id": "call_ws_1",
+            "match": {"input_contains": "Look it up"},
+        },
+        {
+            "action": "web_search",
+            "text": "It opens at 10:00 on Sundays.",
+            "match": {"input_contains": "Sunday hours"},
+            "results": [{"url": "https://museum.example.org/hours", "title": "Hours"}],
+        },
         {"action": "text", "text": "It opens at ten.", "match": {"has_tool_output": True}},
     )
     chat = await probe.send("Look it up: when does the museum open?")
@@ -101,7 +115,9 @@ def chat_span(probe: Probe, turn_id: str) -> str | None:
     return next(e.span_id for e in probe.events if e.id == turn_id)
 
 
-async def test_a_call_that_failed_after_billing_is_recorded_too(make_system, probe_for, standin):
+async def test_a_call_that_failed_after_billing_is_recorded_too(
+    make_system: Callable[..., System], probe_for: Callable[[System], Awaitable[Probe]], standin: StandinProcess
+) -> None:
     system = make_system(OPENAI_MODEL=MODEL).start("ledger", "agent")
     probe = await probe_for(system)
     # The first attempt fails mid-answer (response.failed, with its usage); the retry answers.

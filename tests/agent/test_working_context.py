@@ -3,7 +3,16 @@
 from datetime import UTC, datetime, timedelta
 
 from delegate.agent.conversation_state import state_from_resume
-from delegate.contracts.events import ContextCapsule, ContextCompacted, Event, Message, SpanOpened, make_event
+from delegate.contracts.events import (
+    Channel,
+    ContextCapsule,
+    ContextCompacted,
+    Event,
+    Message,
+    Role,
+    SpanOpened,
+    make_event,
+)
 from delegate.contracts.messages import ResumeState
 from delegate.runtime.working_context import (
     build_working_context,
@@ -14,7 +23,7 @@ from delegate.runtime.working_context import (
 T0 = datetime(2026, 5, 1, 14, 3, tzinfo=UTC)
 
 
-def msg(seq: int, text: str, role: str = "user", channel: str = "text", **payload: object) -> Event:
+def msg(seq: int, text: str, role: Role = "user", channel: Channel = "text", **payload: object) -> Event:
     return make_event(
         Message(text=text, **payload), conversation_id="c", span_id="s", channel=channel, role=role,
         ts=T0 + timedelta(minutes=seq),
@@ -27,7 +36,7 @@ def capsule(seq: int, through: int | None, text: str = "Ana likes tea.") -> Even
     ).with_seq(seq)
 
 
-def test_turns_after_the_capsule_only_marked_with_channel_and_time():
+def test_turns_after_the_capsule_only_marked_with_channel_and_time() -> None:
     events = [msg(1, "old"), msg(2, "covered", "assistant"), msg(5, "hello by sms", channel="sms"),
               msg(6, "hi back", "assistant", channel="sms"), msg(7, "from the phone", channel="phone")]
     ctx = build_working_context("BASE", capsule(4, through=2), events, channel="text", now=T0)
@@ -43,7 +52,7 @@ def test_turns_after_the_capsule_only_marked_with_channel_and_time():
     assert ctx.capsule_id is not None
 
 
-def test_budgets_keep_the_newest_turns_whole_and_skip_excluded_and_empty_ones():
+def test_budgets_keep_the_newest_turns_whole_and_skip_excluded_and_empty_ones() -> None:
     events = [msg(i, f"turn {i} " + "x" * 50) for i in range(1, 11)] + [msg(11, "   "), msg(12, "the new one")]
     turns = select_recent_turns(events, None, max_turns=3, max_chars=10_000, exclude_ids=[events[-1].id])
     assert [t.seq for t in turns] == [8, 9, 10]
@@ -53,7 +62,7 @@ def test_budgets_keep_the_newest_turns_whole_and_skip_excluded_and_empty_ones():
     assert len(huge) == 1 and len(huge[0].marked_text) <= 300 and huge[0].text.endswith("…")
 
 
-def test_no_capsule_no_turns_still_says_where_and_when():
+def test_no_capsule_no_turns_still_says_where_and_when() -> None:
     text = compose_instructions("BASE", capsule=None, channel="email", now=T0)
     assert "email" in text and "2026-05-01 14:03 UTC" in text and "capsule" not in text.lower()
     assert build_working_context("BASE", None, [], channel="text", now=T0).items == []
@@ -64,14 +73,14 @@ def resume(**fields: object) -> ResumeState:
     return ResumeState(conversation_id="c", open_span=opened, **fields)
 
 
-def test_resume_continues_the_chain_of_the_newest_text_answer():
+def test_resume_continues_the_chain_of_the_newest_text_answer() -> None:
     answer = msg(10, "ok", "assistant", response_id="resp_10")
     state = state_from_resume(resume(recent_turns=[msg(9, "hi"), answer], last_response_id="resp_10"))
     assert state.chain_id == "resp_10" and state.replacement is None
     assert state.span is not None and (state.span.id, state.span.channel) == ("s1", "sms")
 
 
-def test_a_later_manual_compaction_replaces_the_chain_with_its_replacement_input():
+def test_a_later_manual_compaction_replaces_the_chain_with_its_replacement_input() -> None:
     answer = msg(10, "ok", "assistant", response_id="resp_10")
     items = [{"type": "compaction", "id": "cmp_1", "encrypted_content": "x"}]
     compacted = make_event(
@@ -85,13 +94,13 @@ def test_a_later_manual_compaction_replaces_the_chain_with_its_replacement_input
     assert state_from_resume(resume(last_assistant=newer, last_compacted=compacted)).chain_id == "resp_12"
 
 
-def test_a_voice_answer_since_the_last_text_answer_cleared_the_chain():
+def test_a_voice_answer_since_the_last_text_answer_cleared_the_chain() -> None:
     voice = msg(12, "spoken answer", "assistant", channel="browser_voice", response_id="resp_rt")
     state = state_from_resume(resume(last_assistant=voice, last_response_id="resp_rt"))
     assert state.chain_id is None and state.conversation_id == "c"
 
 
-def test_no_open_conversation_means_a_fresh_start_with_the_capsule():
+def test_no_open_conversation_means_a_fresh_start_with_the_capsule() -> None:
     cap = capsule(3, through=2)
     state = state_from_resume(ResumeState(capsule=cap, last_response_id=None))
     assert state.conversation_id is None and state.chain_id is None and state.capsule == cap

@@ -86,7 +86,7 @@ def usage(tokens: int, *, conv: str = "c1", span: str | None = "s1", t: float | 
 
 def compacted(trigger: str = "manual", *, conv: str = "c1", span: str | None = "s1", t: float | None = None) -> Event:
     return make_event(
-        ContextCompacted(trigger=trigger), conversation_id=conv, span_id=span, channel="text",  # type: ignore[arg-type]
+        ContextCompacted(trigger=trigger), conversation_id=conv, span_id=span, channel="text",
         ts=at(t) if t is not None else None,
     )
 
@@ -117,7 +117,7 @@ def term_started(
 
 def term_ended(term: str, reason: str = "shutdown", *, t: float | None = None) -> Event:
     return make_event(
-        TermEnded(term_id=term, reason=reason),  # type: ignore[arg-type]
+        TermEnded(term_id=term, reason=reason),
         conversation_id=None, span_id=None, channel="inner", ts=at(t) if t is not None else None,
     )
 

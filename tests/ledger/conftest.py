@@ -157,7 +157,7 @@ async def start_ledger(
             "sqlite_journal_mode": None, "timeline_history_event_limit": 500, "ledger_ack_wait_seconds": 3.0,
         }
         values.update(overrides)
-        settings = Settings(_env_file=None, **values)  # type: ignore[call-arg]
+        settings = Settings(_env_file=None, **values)
         bus = await Bus.connect(nats_url, "ledger-test")
         running = Running(bus, settings)
 

@@ -55,8 +55,8 @@ def scenarios(draw: st.DrawFn, budgeted: bool = False) -> Scenario:
     for _ in range(n_loose):
         events.append(message("loose" + text(), span=None, t=draw(st.integers(0, 45)), id=next(ids)))
     limit = draw(st.integers(1, 6))
-    arrivals = draw(st.lists(st.lists(st.tuples(st.integers(0, 2), st.just(None)), max_size=3), max_size=12))
-    arrivals = [[(choice, next(ids)) for choice, _ in batch] for batch in arrivals]
+    drawn = draw(st.lists(st.lists(st.tuples(st.integers(0, 2), st.just(None)), max_size=3), max_size=12))
+    arrivals: list[list[tuple[int, str | None]]] = [[(choice, next(ids)) for choice, _ in batch] for batch in drawn]
     max_bytes = draw(st.integers(300, 4000)) if budgeted else None
     return Scenario(events, limit, arrivals, max_bytes)
 

@@ -34,7 +34,8 @@ def _reference(data: bytes) -> tuple[Any, ...]:
 
 
 def _wire(event: Event) -> dict[str, Any]:
-    return json.loads(topics.LEDGER_APPEND_ANY.encode(event))
+    wire: dict[str, Any] = json.loads(topics.LEDGER_APPEND_ANY.encode(event))
+    return wire
 
 
 def _same(doc: dict[str, Any] | bytes) -> None:

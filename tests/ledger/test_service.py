@@ -43,7 +43,8 @@ async def test_commits_announce_in_seq_order_once_and_queries_answer(ledger: Run
     await until(lambda: len(ledger.committed) >= len(events), what="all announced")
     assert [e.id for e in ledger.committed] == [e.id for e in events]
     seqs = [e.seq for e in ledger.committed]
-    assert all(s is not None for s in seqs) and seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+    known = [s for s in seqs if s is not None]
+    assert known == seqs and known == sorted(known) and len(set(known)) == len(known)
 
     # The same events again under new message ids (past JetStream's dedupe): stored and announced once.
     for event in events[:5]:
@@ -56,7 +57,7 @@ async def test_commits_announce_in_seq_order_once_and_queries_answer(ledger: Run
     # Acked only after the commit: nothing stays pending.
     async def drained() -> bool:
         info = await bus.js.consumer_info("LEDGER", LEDGER_WRITER)
-        return info.num_ack_pending == 0 and info.num_pending == 0
+        return bool(info.num_ack_pending == 0 and info.num_pending == 0)
 
     await until(drained, what="all acked")
 

@@ -50,7 +50,7 @@ def test_settings_pick_the_backend(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("RUNTIME_DATA_DIR", str(tmp_path))
     monkeypatch.setenv("SQLITE_JOURNAL_MODE", "delete")
     monkeypatch.setenv("DATABASE_URL", "")
-    settings = Settings(_env_file=None)  # type: ignore[call-arg]
+    settings = Settings(_env_file=None)
     assert settings.database_url is None and settings.sqlite_journal_mode == "DELETE"
     assert settings.timeline_history_event_limit == 500
     store = open_store(
@@ -61,7 +61,7 @@ def test_settings_pick_the_backend(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert store.path == sqlite_path(tmp_path) == tmp_path / "db" / "assistant.sqlite"
 
     monkeypatch.setenv("DATABASE_URL", "postgresql://u@db:5432/delegate")
-    settings = Settings(_env_file=None)  # type: ignore[call-arg]
+    settings = Settings(_env_file=None)
     store = open_store(database_url=settings.database_url, runtime_data_dir=tmp_path)
     assert isinstance(store, PostgresStore)
     with pytest.raises(ValueError, match="postgresql://"):
@@ -72,6 +72,6 @@ def test_ack_wait_is_bounded_below(monkeypatch: pytest.MonkeyPatch) -> None:
     # in_progress goes out every third of it: a tiny ack_wait would flood the bus with them.
     monkeypatch.setenv("LEDGER_ACK_WAIT_SECONDS", "0.1")
     with pytest.raises(ValidationError, match="ledger_ack_wait_seconds"):
-        Settings(_env_file=None)  # type: ignore[call-arg]
+        Settings(_env_file=None)
     monkeypatch.setenv("LEDGER_ACK_WAIT_SECONDS", "30")
-    assert Settings(_env_file=None).ledger_ack_wait_seconds == 30.0  # type: ignore[call-arg]
+    assert Settings(_env_file=None).ledger_ack_wait_seconds == 30.0

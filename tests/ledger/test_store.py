@@ -40,7 +40,7 @@ def rows(store: LedgerStore, sql: str) -> list[tuple[Any, ...]]:
             return conn.execute(sql).fetchall()
     assert isinstance(store, PostgresStore)
     with psycopg.connect(store.url) as conn:
-        return conn.execute(sql).fetchall()  # type: ignore[arg-type]
+        return conn.execute(sql).fetchall()
 
 
 async def test_append_assigns_seq_in_order_and_stores_each_event_once(store: LedgerStore) -> None:

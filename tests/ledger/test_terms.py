@@ -136,7 +136,7 @@ def _execute(store: LedgerStore, sql: str, params: tuple[Any, ...]) -> None:
         return
     assert isinstance(store, PostgresStore)
     with psycopg.connect(store.url) as conn:
-        conn.execute(sql.replace("?", "%s"), params)  # type: ignore[arg-type]
+        conn.execute(sql.replace("?", "%s"), params)
 
 
 # What a ledger before 003 stored for the agent's lease: session.* events (session_id first, as
@@ -165,7 +165,9 @@ async def test_a_v2_database_with_sessions_migrates_to_terms(
         await v2.open()
         written = await v2.append([conversation_opened("c1", t=1), span_opened("s1", t=2), message("before", t=3)])
         await v2.close()
-    ts = (lambda when: when.strftime("%Y-%m-%dT%H:%M:%S.%fZ")) if backend != "postgres" else (lambda when: when)
+    def ts(when: datetime) -> str | datetime:
+        return when if backend == "postgres" else when.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
     for event_id, when, kind, payload in OLD_EVENTS:
         _execute(v2, "INSERT INTO conversation_events (id, ts, kind, channel, payload) VALUES (?, ?, ?, 'inner', ?)",
                  (event_id, ts(when), kind, payload))
@@ -199,7 +201,7 @@ async def test_a_v2_database_with_sessions_migrates_to_terms(
         await store.append([term_ended("C", "lost", t=8), term_started("D", supersedes="C", t=9)])
         got = terms(store)
         assert (got["C"]["end_reason"], got["D"]["supersedes"]) == ("lost", "C")
-        for event in written:
-            assert (await store.get(event_id=event.id)) is not None
+        for stored in written:
+            assert (await store.get(event_id=stored.id)) is not None
     finally:
         await store.close()

@@ -27,7 +27,7 @@ def usage(purpose: UsagePurpose, ts: datetime, cost: float | None, *, channel: C
 
 def request(group: str = "day", days: int = 30, **fields: object) -> UsageRequest:
     return UsageRequest(from_ts=DAY - timedelta(days=days - 1), to_ts=DAY + timedelta(days=1),
-                        group=group, **fields)  # type: ignore[arg-type]
+                        group=group, **fields)
 
 
 async def test_totals_grouped_each_way_count_every_call_once(store: LedgerStore) -> None:

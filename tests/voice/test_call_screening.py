@@ -35,7 +35,8 @@ def messages(events: list[Event]) -> list[tuple[str | None, str]]:
 
 
 def first_audio(caller: Any) -> float:
-    return min(a.sent_at for a in caller.of(AudioOut))
+    first: float = min(a.sent_at for a in caller.of(AudioOut))
+    return first
 
 
 def user_message_at(events: list[Event]) -> float:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from delegate.contracts import topics
-from delegate.contracts.events import ConversationOpened, Event, Message, make_event
+from delegate.contracts.events import ConversationOpened, Event, Message, Role, make_event
 from delegate.contracts.ids import new_id
 from delegate.contracts.messages import UserInput
 from delegate.contracts.voice import TranscriptOut
@@ -58,7 +58,11 @@ async def test_a_session_is_seeded_with_memory_and_records_it(
     system = make_system("memory", "voice", fresh=True, **MEMORY)
     bus, caller = await connect(system)
     conversation = new_id()
-    for payload, role in ((ConversationOpened(), None), (Message(text="Let's plan the garden this weekend."), "user")):
+    seeds: tuple[tuple[ConversationOpened | Message, Role | None], ...] = (
+        (ConversationOpened(), None),
+        (Message(text="Let's plan the garden this weekend."), "user"),
+    )
+    for payload, role in seeds:
         event = make_event(payload, conversation_id=conversation, span_id=None, channel="text", role=role)
         await bus.publish(topics.ledger_append("test"), event, msg_id=event.id)
     await remember(bus, "Speak slowly and call me Sam.", "adaptation")
@@ -76,8 +80,8 @@ async def test_a_session_is_seeded_with_memory_and_records_it(
     events = await events_until(bus, caller.session_id, "span.closed")
     records = [e for e in events if e.kind == "memory.retrieved"]
     assert len(records) == 1 and records[0].channel == "phone"
-    payload = records[0].payload
-    assert payload["purpose"] == "voice" and "plan the garden" in payload["query"]
-    assert payload["late"] is False and payload["surfaced"] is True
-    assert {i["text"] for i in payload["items"]} >= {"Speak slowly and call me Sam.",
+    retrieved = records[0].payload
+    assert retrieved["purpose"] == "voice" and "plan the garden" in retrieved["query"]
+    assert retrieved["late"] is False and retrieved["surfaced"] is True
+    assert {i["text"] for i in retrieved["items"]} >= {"Speak slowly and call me Sam.",
                                                       "The owner grows tomatoes and beans in the garden."}
