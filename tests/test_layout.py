@@ -1,5 +1,6 @@
 """Cheap checks that keep services, the Dockerfile, compose and entry points in step."""
 
+import ast
 import re
 import tomllib
 from pathlib import Path
@@ -150,3 +151,15 @@ def test_no_bench_script_shadows_a_standard_module() -> None:
 
     shadowing = [p.name for p in (ROOT / "bench").glob("*.py") if p.stem in sys.stdlib_module_names]
     assert shadowing == []
+
+
+def test_a_long_module_says_why_it_is_one_concept() -> None:
+    # Issue #28: past 450 lines a module is split, or its docstring says why it is one concept (the
+    # agent's own test, tests/agent/test_structure.py, holds the agent to the same rule).
+    long = {}
+    for path in sorted((ROOT / "services").glob("*/src/delegate/**/*.py")):
+        text = path.read_text()
+        docstring = ast.get_docstring(ast.parse(text)) or ""
+        if text.count("\n") > 450 and "one concept" not in docstring.lower():
+            long[str(path.relative_to(ROOT))] = text.count("\n")
+    assert long == {}

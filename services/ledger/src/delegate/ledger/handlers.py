@@ -32,7 +32,8 @@ from delegate.runtime.bus import MSG_ID, TRANSIENT, Bus, DomainError, in_progres
 from delegate.runtime.retry import Backoff
 
 from .store import BadValue, LedgerStore, StoreUnavailable
-from .store.base import FENCED, StoredEvent
+from .store.base import StoredEvent
+from .store.commit_rules import FENCED
 from .writer import FOREIGN, UNFENCED, Announcement, WriterProcess, announcements
 
 log = logging.getLogger(__name__)

@@ -253,7 +253,7 @@ def rows_of(
     only its own ``ledger.evt.append.<producer>``): a fenced event must come from its
     singleton's own subject, and everything on a singleton's subject must be fenced, or a
     deposed leader could write past the fence by leaving it off. The token itself is judged
-    in the transaction (``store.base.judge_fences``).
+    in the transaction (``store.commit_rules.judge_fences``).
     """
     # The writer process's: ``run`` imports it at its start. The bus process (which imports this
     # module for ``WriterProcess``) never validates, so it does not build these validators

@@ -28,12 +28,11 @@ from .base import (
     StoredEvent,
     StoreUnavailable,
     Written,
-    judge_fences,
     migrations,
-    refusals,
     stored,
     unique_by_id,
 )
+from .commit_rules import judge_fences, refusals
 from .dialect import Dialect
 from .sql import Offer, SqlStore
 from .statements import Statements

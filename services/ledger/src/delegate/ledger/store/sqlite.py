@@ -45,12 +45,11 @@ from .base import (
     StoredEvent,
     Written,
     insert_params,
-    judge_fences,
     migrations,
-    refusals,
     stored,
     unique_by_id,
 )
+from .commit_rules import judge_fences, refusals
 from .dialect import Dialect
 from .sql import Offer, SqlStore
 from .statements import INSERT_EVENT_HEAD, Statements

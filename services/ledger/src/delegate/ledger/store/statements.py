@@ -9,16 +9,8 @@ from collections.abc import Collection, Sequence
 from typing import Any
 
 from . import usage
-from .base import (
-    ANNOUNCED,
-    FenceVerdict,
-    Row,
-    StoredEvent,
-    artifact_changes,
-    narrowing,
-    summarize,
-    term_changes,
-)
+from .base import ANNOUNCED, Row, StoredEvent, narrowing
+from .commit_rules import FenceVerdict, artifact_changes, summarize, term_changes
 from .dialect import Dialect
 
 EVENT_COLUMNS = "seq, id, ts, conversation_id, span_id, kind, channel, role, parent_id"
