@@ -260,7 +260,7 @@ class BrowserChat:
 
         return await self.wait_for(check, f"the answer to {client_msg_id}", timeout)
 
-    async def wait_for(self, check: Callable[[], T], what: str, timeout: float = 30.0) -> T:
+    async def wait_for(self, check: Callable[[], T | None], what: str, timeout: float = 30.0) -> T:
         deadline = time.monotonic() + timeout
         while True:
             self._changed.clear()

@@ -5,6 +5,7 @@ Stop, regenerate and edit-and-resend, their acks, and the stable error codes a c
 """
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -12,6 +13,8 @@ import pytest
 from tests.agent.chat import ChatClient, api
 from tests.agent.conftest import make_system, probe_for  # noqa: F401 - fixtures (standin: conftest.py)
 from tests.agent.rig import input_texts, response_bodies
+from tests.support.standin import StandinProcess
+from tests.support.system import System
 
 pytestmark = [pytest.mark.integration]
 
@@ -48,7 +51,9 @@ def answers(chat: ChatClient, turn_id: str) -> list[dict[str, Any]]:
     return [e for e in chat.events("message") if e["role"] == "assistant" and e["parent_id"] == turn_id]
 
 
-async def test_stop_regenerate_and_edit_over_the_websocket(make_system, standin):  # noqa: F811
+async def test_stop_regenerate_and_edit_over_the_websocket(
+    make_system: Callable[..., System], standin: StandinProcess  # noqa: F811
+) -> None:
     system = make_system().start("ledger", "agent", "gateway")
     chat = await ChatClient.open(system)
     try:
@@ -102,7 +107,9 @@ async def test_stop_regenerate_and_edit_over_the_websocket(make_system, standin)
         await chat.close()
 
 
-async def test_turn_controls_over_rest_with_stable_codes(make_system, standin):  # noqa: F811
+async def test_turn_controls_over_rest_with_stable_codes(
+    make_system: Callable[..., System], standin: StandinProcess  # noqa: F811
+) -> None:
     system = make_system().start("ledger", "agent", "gateway")
     chat = await ChatClient.open(system)
     try:

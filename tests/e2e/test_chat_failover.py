@@ -1,17 +1,22 @@
 """The agent SIGKILLed mid-stream: the standby takes over; nothing lost, nothing doubled."""
 
 import asyncio
+from collections.abc import Awaitable, Callable
 
 import pytest
 
 from tests.agent.chat import ChatClient
 from tests.agent.conftest import make_system, probe_for  # noqa: F401 - fixtures (standin: conftest.py)
 from tests.agent.rig import Probe, response_bodies
+from tests.support.standin import StandinProcess
+from tests.support.system import System
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
-async def test_standby_takes_over_a_turn_killed_mid_stream(make_system, probe_for, standin):  # noqa: F811
+async def test_standby_takes_over_a_turn_killed_mid_stream(
+    make_system: Callable[..., System], probe_for: Callable[[System], Awaitable[Probe]], standin: StandinProcess  # noqa: F811
+) -> None:
     system = make_system().start("ledger", "agent", "gateway")
     system.start_one("agent", instance="agent-b")  # hot standby: waits for the lease
     probe: Probe = await probe_for(system)

@@ -1,10 +1,14 @@
 """OpenAI failing (429, 500, a dropped stream): the browser sees a clear turn.failed, then carries on."""
 
+from collections.abc import Callable
+
 import pytest
 
 from tests.agent.chat import ChatClient
 from tests.agent.conftest import make_system, probe_for  # noqa: F401 - fixtures (standin: conftest.py)
 from tests.agent.rig import response_bodies
+from tests.support.standin import StandinProcess
+from tests.support.system import System
 
 pytestmark = [pytest.mark.integration]
 
@@ -17,7 +21,9 @@ FAILURES = [
 ]
 
 
-async def test_a_failed_turn_is_shown_and_the_next_one_works(make_system, standin):  # noqa: F811
+async def test_a_failed_turn_is_shown_and_the_next_one_works(
+    make_system: Callable[..., System], standin: StandinProcess  # noqa: F811
+) -> None:
     # OPENAI_MAX_RETRIES=1: each scripted failure is served twice (the SDK's try and its retry,
     # or the agent's one retry of a broken stream), so the turn really fails.
     system = make_system(OPENAI_MAX_RETRIES="1").start("ledger", "agent", "gateway")

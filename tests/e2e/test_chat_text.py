@@ -1,15 +1,21 @@
 """Text chat end to end: browser WebSocket → gateway → agent → stand-in → ledger → every tab."""
 
+from collections.abc import Callable
+
 import pytest
 
 from tests.agent.chat import ChatClient, api
 from tests.agent.conftest import make_system, probe_for  # noqa: F401 - fixtures (standin: conftest.py)
 from tests.agent.rig import input_texts, response_bodies
+from tests.support.standin import StandinProcess
+from tests.support.system import System
 
 pytestmark = [pytest.mark.integration]
 
 
-async def test_messages_stream_deltas_then_persist_and_chain_with_tools(make_system, standin):  # noqa: F811
+async def test_messages_stream_deltas_then_persist_and_chain_with_tools(
+    make_system: Callable[..., System], standin: StandinProcess  # noqa: F811
+) -> None:
     system = make_system(COMPACT_THRESHOLD="120000").start("ledger", "agent", "gateway")
     chat = await ChatClient.open(system)
     watcher = await ChatClient.open(system)  # a second tab sees the same timeline
@@ -25,8 +31,12 @@ async def test_messages_stream_deltas_then_persist_and_chain_with_tools(make_sys
 
         # A tool call and its continuation, inside the same chain.
         standin.script(
-            {"action": "tool_call", "name": "notes_create", "arguments": {"title": "Groceries", "body": "milk"},
-             "call_id": "call_groceries"},
+            {
+                "action": "tool_call",
+                "name": "notes_create",
+                "arguments": {"title": "Groceries", "body": "milk"},
+                "call_id": "call_groceries",
+            },
             {"action": "text", "text": "Saved your groceries note.", "match": {"has_tool_output": True}},
         )
         second = await chat.send("Make a note: groceries, milk")

@@ -1,15 +1,21 @@
 """Compaction changes only the model's working context: the timeline keeps every message."""
 
+from collections.abc import Awaitable, Callable
+
 import pytest
 
 from tests.agent.chat import ChatClient, api, timeline
 from tests.agent.conftest import make_system, probe_for  # noqa: F401 - fixtures (standin: conftest.py)
 from tests.agent.rig import Probe, response_bodies
+from tests.support.standin import StandinProcess
+from tests.support.system import System
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
-async def test_auto_compaction_then_compact_now_replaces_the_chain(make_system, probe_for, standin):  # noqa: F811
+async def test_auto_compaction_then_compact_now_replaces_the_chain(
+    make_system: Callable[..., System], probe_for: Callable[[System], Awaitable[Probe]], standin: StandinProcess  # noqa: F811
+) -> None:
     system = make_system(COMPACT_THRESHOLD="2500").start("ledger", "agent", "gateway")
     probe: Probe = await probe_for(system)
     chat = await ChatClient.open(system)
@@ -28,8 +34,10 @@ async def test_auto_compaction_then_compact_now_replaces_the_chain(make_system, 
         compacting_id = compacted["payload"]["response_id"]
         usage = [e for e in chat.events("context.usage") if e["payload"]["response_id"] == compacting_id]
         assert usage and usage[0]["payload"]["input_tokens"] >= 2500
-        assert all(b["context_management"] == [{"type": "compaction", "compact_threshold": 2500}]
-                   for b in response_bodies(standin))
+        assert all(
+            b["context_management"] == [{"type": "compaction", "compact_threshold": 2500}]
+            for b in response_bodies(standin)
+        )
         history = await timeline(system)
         assert [e["id"] for e in history if e["kind"] == "message" and e["role"] == "user"] == sent
         async with api(system) as http:
@@ -75,13 +83,15 @@ async def test_auto_compaction_then_compact_now_replaces_the_chain(make_system, 
         assert body["context_management"] == [{"type": "compaction", "compact_threshold": 2500}]
         nxt = await chat.send("And after that?")
         answer = await chat.answer(nxt)
-        assert response_bodies(standin)[-1]["previous_response_id"] == chat.outcome(turn)["payload"]["response_id"]
+        outcome = chat.outcome(turn)
+        assert outcome is not None
+        assert response_bodies(standin)[-1]["previous_response_id"] == outcome["payload"]["response_id"]
         assert answer["kind"] == "message"
 
         # Nothing was lost from the timeline, and every message is there once.
         history = await timeline(system)
         users = [e["id"] for e in history if e["kind"] == "message" and e["role"] == "user"]
-        assert users == [*sent, *[e["id"] for e in chat.events("message") if e["role"] == "user"][len(sent):]]
+        assert users == [*sent, *[e["id"] for e in chat.events("message") if e["role"] == "user"][len(sent) :]]
         assert len(users) == len(set(users)) == len(sent) + 3
         ledger = await probe.ledger_events(kinds=["context.compacted"])
         triggers = [e.payload["trigger"] for e in ledger]

@@ -1,16 +1,20 @@
 """The real inner plane's idle check: one checkpoint, the span closes, the conversation goes on."""
 
+from collections.abc import Callable
+
 import pytest
 
 from tests.agent.chat import ChatClient
 from tests.agent.conftest import make_system, probe_for  # noqa: F401 - fixtures (standin: conftest.py)
+from tests.support.standin import StandinProcess
+from tests.support.system import System
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 async def test_an_idle_span_is_checkpointed_once_and_the_next_message_opens_a_new_span(
-    make_system, standin  # noqa: F811
-):
+    make_system: Callable[..., System], standin: StandinProcess  # noqa: F811
+) -> None:
     system = make_system(IDLE_SPAN_SECONDS="2").start("ledger", "agent", "inner-plane", "gateway")
     chat = await ChatClient.open(system)
     try:

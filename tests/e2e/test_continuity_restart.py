@@ -1,18 +1,25 @@
 """Continuity across a full restart and across End conversation: chain, capsule, recent turns."""
 
+from collections.abc import Awaitable, Callable
+
 import pytest
 
 from delegate.contracts.events import ContextCapsule, make_event
+from delegate.launcher.procs import NatsServer
 from tests.agent.chat import ChatClient, api, timeline
 from tests.agent.conftest import make_system, probe_for  # noqa: F401 - fixtures (standin: conftest.py)
 from tests.agent.rig import Probe, input_texts, response_bodies
+from tests.support.standin import StandinProcess
+from tests.support.system import System
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 CAPSULE = "CAPSULE-7: Ana prefers tea, her dentist is on Tuesday, she asked for short answers."
 
 
-async def test_restart_reuses_chain_and_capsule_and_end_starts_fresh(make_system, probe_for, standin):  # noqa: F811
+async def test_restart_reuses_chain_and_capsule_and_end_starts_fresh(
+    make_system: Callable[..., System], probe_for: Callable[[System], Awaitable[Probe]], standin: StandinProcess  # noqa: F811
+) -> None:
     system = make_system().start("ledger", "agent", "gateway")
     probe: Probe = await probe_for(system)
     chat = await ChatClient.open(system)
@@ -25,7 +32,9 @@ async def test_restart_reuses_chain_and_capsule_and_end_starts_fresh(make_system
         await probe.append(
             make_event(
                 ContextCapsule(text=CAPSULE, through_seq=second["seq"], through_event_id=second["id"], reason="test"),
-                conversation_id=conversation, span_id=None, channel="inner",
+                conversation_id=conversation,
+                span_id=None,
+                channel="inner",
             )
         )
         await chat.wait_for(
@@ -38,7 +47,7 @@ async def test_restart_reuses_chain_and_capsule_and_end_starts_fresh(make_system
         # A full restart of every process, NATS included.
         for name in ("gateway", "agent", "ledger"):
             system.procs[name].stop()
-        assert system.nats is not None
+        assert isinstance(system.nats, NatsServer)  # one server: a cluster restarts node by node
         system.nats.restart()
         for name in ("ledger", "agent", "gateway"):
             system.procs[name].start()
@@ -82,11 +91,15 @@ async def test_restart_reuses_chain_and_capsule_and_end_starts_fresh(make_system
         history = await timeline(system)
         said = [e["payload"]["text"] for e in history if e["kind"] == "message" and e["role"] == "user"]
         assert said == [
-            "I prefer tea, by the way.", "My dentist is on Tuesday.", "What do I drink?",
-            "Still there after the restart?", "A new topic: plan my weekend.",
+            "I prefer tea, by the way.",
+            "My dentist is on Tuesday.",
+            "What do I drink?",
+            "Still there after the restart?",
+            "A new topic: plan my weekend.",
         ]
         assert {e["conversation_id"] for e in history if e["kind"] == "message"} == {
-            conversation, fifth["conversation_id"],
+            conversation,
+            fifth["conversation_id"],
         }
         # The capsule is never shown as a message.
         assert not [e for e in history if e["kind"] == "message" and CAPSULE in e["payload"]["text"]]

@@ -7,6 +7,7 @@ the browser WebSocket. What the model was given is read from the stand-in's reco
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 
 import nats.js.errors
 import pytest
@@ -17,6 +18,8 @@ from delegate.contracts.messages import UserInput
 from tests.agent.chat import ChatClient, api
 from tests.agent.conftest import make_system, probe_for  # noqa: F401 - fixtures (standin: conftest.py)
 from tests.agent.rig import Probe, input_texts, response_bodies
+from tests.support.standin import StandinProcess
+from tests.support.system import System
 
 pytestmark = [pytest.mark.integration]
 
@@ -38,7 +41,9 @@ async def sms_reply(probe: Probe, outbox_id: str, timeout: float = 20.0) -> Outb
         await asyncio.sleep(0.05)
 
 
-async def test_a_fact_sent_by_sms_is_in_the_next_chat_turns_context(make_system, probe_for, standin):  # noqa: F811
+async def test_a_fact_sent_by_sms_is_in_the_next_chat_turns_context(
+    make_system: Callable[..., System], probe_for: Callable[[System], Awaitable[Probe]], standin: StandinProcess  # noqa: F811
+) -> None:
     system = make_system().start("ledger", "agent", "gateway")
     probe: Probe = await probe_for(system)
     chat = await ChatClient.open(system)
@@ -49,8 +54,12 @@ async def test_a_fact_sent_by_sms_is_in_the_next_chat_turns_context(make_system,
             {"action": "text", "text": "It is 4471."},
         )
         sid = "SM" + "4" * 32
-        sms = UserInput(channel="sms", text=FACT, client_msg_id=f"sms:{sid}",
-                        meta={"from": "+15550001111", "message_sid": sid, "media": []})
+        sms = UserInput(
+            channel="sms",
+            text=FACT,
+            client_msg_id=f"sms:{sid}",
+            meta={"from": "+15550001111", "message_sid": sid, "media": []},
+        )
         await probe.publish_input(sms)
         sms_answer = await probe.answer(sms.id)
         assert sms_answer.kind == "message" and sms_answer.channel == "sms"

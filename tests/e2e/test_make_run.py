@@ -67,11 +67,11 @@ def _check_identities(runtime: Path, launcher: int) -> None:
             assert not any(pw.encode() in environ for pw in passwords.values()), cmd
             continue
         role = module.removeprefix("delegate.").replace("_", "-")
-        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-        assert f"NATS_USER={role}".encode() in environ
-        assert f"NATS_PASSWORD={passwords[role]}".encode() in environ
+        entries = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        assert f"NATS_USER={role}".encode() in entries
+        assert f"NATS_PASSWORD={passwords[role]}".encode() in entries
         others = [pw for r, pw in passwords.items() if r != role]
-        assert not any(pw.encode() in b"\0".join(environ) for pw in others), role
+        assert not any(pw.encode() in b"\0".join(entries) for pw in others), role
 
     config = (runtime / "nats" / "nats.conf").read_text().splitlines()
     listen = next(line for line in config if line.startswith("listen"))
@@ -150,7 +150,7 @@ def test_launcher_runs_the_whole_system_offline_and_stops_on_ctrl_c(tmp_path: Pa
 
         def answered(count: int = 1) -> bool:
             events = httpx.get(f"{base}/api/timeline", headers=auth, timeout=5).json()["events"]
-            return sum(e["kind"] == "message" and e["role"] == "assistant" for e in events) >= count
+            return bool(sum(e["kind"] == "message" and e["role"] == "assistant" for e in events) >= count)
 
         _wait(answered, 60, "an assistant answer from the offline stand-in")
         _check_identities(runtime, proc.pid)

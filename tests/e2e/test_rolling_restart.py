@@ -18,6 +18,8 @@ import logging
 import signal
 import time
 from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,6 +27,7 @@ import pytest
 from delegate.contracts import topics
 from delegate.contracts.events import Event
 from delegate.contracts.messages import QueryRequest
+from delegate.launcher.procs import NatsServer
 from delegate.runtime.bus import Bus
 from tests.agent.conftest import make_system  # noqa: F401 - a fixture (standin: conftest.py)
 from tests.e2e.browser_chat import BrowserChat
@@ -57,8 +60,15 @@ def restart(system: System, name: str, how: str) -> dict[str, Any]:
     """Stop (SIGTERM, drained) or kill one process, start it again, wait until it answers."""
     began = time.monotonic()
     if name.startswith("nats"):
-        server = system.nats if name == "nats" else system.nats.node(name.split(":")[1])  # type: ignore[union-attr]
-        assert server is not None and server.proc is not None
+        nats = system.nats
+        server: NatsServer
+        if name == "nats":
+            assert isinstance(nats, NatsServer)
+            server = nats
+        else:  # "nats:<node>", one node of the cluster
+            assert isinstance(nats, NatsCluster)
+            server = nats.node(name.split(":")[1])
+        assert server.proc is not None
         (server.stop if how == "SIGTERM" else server.kill)()
         assert server.proc.proc is not None
         code = server.proc.proc.returncode
@@ -137,19 +147,19 @@ async def ledger_messages(system: System) -> list[Event]:
 
 
 async def test_every_service_restarted_during_a_200_turn_chat_loses_and_doubles_nothing(
-    make_system,  # noqa: F811
-    standin,
-):
+    make_system: Callable[..., System],  # noqa: F811
+    standin: StandinProcess,
+) -> None:
     system = make_system().start(*SERVICES)
     await rolling_chat(system, standin, steps(["nats"]))
 
 
 @pytest.mark.timeout(300)  # ~100 s alone; a SIGKILLed node takes seconds to catch up
 async def test_on_the_three_node_cluster_every_node_is_restarted_too(
-    make_system,  # noqa: F811
-    standin,
-    tmp_path,
-):
+    make_system: Callable[..., System],  # noqa: F811
+    standin: StandinProcess,
+    tmp_path: Path,
+) -> None:
     system = make_system(NATS_REPLICAS="3")
     system.nats = await asyncio.to_thread(NatsCluster(tmp_path / "cluster").start)
     await asyncio.to_thread(system.start, *SERVICES)
@@ -181,16 +191,22 @@ async def rolling_chat(system: System, standin: StandinProcess, plan: list[tuple
     before_send: dict[int, Any] = {}
     unacked: list[str] = []
 
+    def pause_gateway() -> None:
+        proc = system.procs["gateway"].proc
+        assert proc is not None
+        proc.send_signal(signal.SIGSTOP)
+
     async def roll() -> None:
         for (name, how), turn in zip(plan, due, strict=True):
             cid = cids[turn]
             if name == "gateway" and how == "SIGKILL":
-                before_send[turn] = lambda: system.procs["gateway"].proc.send_signal(signal.SIGSTOP)
+                before_send[turn] = pause_gateway
                 unacked.append(cid)
+            # The checks below are awaited before the loop moves on: they see this turn's variables.
             if name == "gateway":
-                await chat.wait_for(lambda cid=cid: cid in chat.pending, f"turn {turn} to be sent", timeout=120)
+                await chat.wait_for(lambda: cid in chat.pending, f"turn {turn} to be sent", timeout=120)  # noqa: B023
             else:
-                await chat.wait_for(lambda cid=cid: chat.streaming(cid), f"turn {turn} to stream", timeout=120)
+                await chat.wait_for(lambda: chat.streaming(cid), f"turn {turn} to stream", timeout=120)  # noqa: B023
             in_flight = chat.answer_to(cid) is None
             step = await asyncio.to_thread(restart, system, name, how)
             restarts.append({**step, "turn": turn, "in_flight": in_flight})
@@ -203,8 +219,10 @@ async def rolling_chat(system: System, standin: StandinProcess, plan: list[tuple
         for i, cid in enumerate(cids):
             # The chat goes on while a process restarts, but the turn of the next restart waits
             # for the one before to finish (so that every restart lands on its own turn).
-            earlier = sum(1 for turn in due if turn <= i) - 1
-            await chat.wait_for(lambda n=earlier: len(restarts) >= n, f"restart {earlier} before turn {i}", timeout=90)
+            earlier = sum(1 for turn in due if turn <= i) - 1  # awaited at once: the lambda sees this value
+            await chat.wait_for(
+                lambda: len(restarts) >= earlier, f"restart {earlier} before turn {i}", timeout=90  # noqa: B023
+            )
             if i in before_send:
                 before_send.pop(i)()
             await chat.say(said(i), cid)

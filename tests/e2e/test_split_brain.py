@@ -9,6 +9,7 @@ answered exactly once.
 
 import os
 import signal
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from delegate.runtime.lease import LEASE_KEY
 from tests.agent.chat import ChatClient
 from tests.agent.conftest import make_system, probe_for  # noqa: F401 - fixtures (standin: conftest.py)
 from tests.agent.rig import Probe, term_rows
+from tests.support.standin import StandinProcess
 from tests.support.system import System
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -34,8 +36,8 @@ def signal_agent(system: System, name: str, sig: signal.Signals) -> None:
 
 
 async def test_a_paused_leader_never_writes_after_its_successor_took_over(
-    make_system, probe_for, standin  # noqa: F811
-):
+    make_system: Callable[..., System], probe_for: Callable[[System], Awaitable[Probe]], standin: StandinProcess  # noqa: F811
+) -> None:
     system = make_system().start("ledger", "agent", "gateway")
     system.start_one("agent", instance="agent-b")  # hot standby: waits for the lease
     probe: Probe = await probe_for(system)
