@@ -9,7 +9,7 @@ from pathlib import Path
 
 import niquests
 import requests
-import urllib3
+from urllib3._version import __version__ as urllib3_version  # not in urllib3's __all__
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -22,7 +22,7 @@ def pinned(name: str) -> str:
 
 
 def test_urllib3_is_the_pinned_urllib3_not_the_fork() -> None:
-    assert urllib3.__version__ == pinned("urllib3")
+    assert urllib3_version == pinned("urllib3")
     assert importlib.metadata.version("urllib3") == pinned("urllib3")
     assert not any((Path(root) / "urllib3_future.pth").exists() for root in site.getsitepackages()), (
         "urllib3-future was installed from its wheel: its .pth overwrites urllib3 at each start"
