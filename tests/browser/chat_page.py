@@ -59,16 +59,18 @@ class ChatPage:
 
     async def event_ids(self) -> list[str]:
         """Every rendered ledger event, in DOM order."""
-        return await self.page.eval_on_selector_all(
+        found: list[str] = await self.page.eval_on_selector_all(
             "#timeline [data-event-id]", "nodes => nodes.map(n => n.dataset.eventId)"
         )
+        return found
 
     async def messages(self) -> list[dict[str, Any]]:
-        return await self.page.eval_on_selector_all(
+        found: list[dict[str, Any]] = await self.page.eval_on_selector_all(
             "#timeline article.msg[data-event-id]",
             """nodes => nodes.map(n => ({id: n.dataset.eventId, role: n.dataset.role, channel: n.dataset.channel,
                                          text: n.querySelector('.bubble').textContent}))""",
         )
+        return found
 
     async def wait_for(self, expression: str, arg: Any = None, timeout: int = WAIT_MS) -> Any:
         """Poll a JS predicate until it holds (a deadline, not a pause); returns its value."""
@@ -102,10 +104,11 @@ class ChatPage:
 
     async def expand_activity(self) -> int:
         """Open every folded "inner activity" line (a turn's context management); returns how many."""
-        return await self.page.evaluate(
+        found: int = await self.page.evaluate(
             """() => { const ds = [...document.querySelectorAll('#timeline .activity > details:not([open])')];
                        ds.forEach(d => { d.open = true; }); return ds.length; }"""
         )
+        return found
 
     async def screenshot(self, name: str | None = None, full_page: bool = False) -> Path:
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)

@@ -33,7 +33,7 @@ from .seed import Script, demo_timeline, publish
 pytestmark = [pytest.mark.browser, pytest.mark.integration]
 
 NewPage = Callable[..., Awaitable[ChatPage]]
-VIEWPORTS = {
+VIEWPORTS: dict[str, dict[str, Any]] = {  # new_page's keywords per screen
     "desktop": {"viewport": {"width": 1280, "height": 860}},
     "phone": {
         "viewport": {"width": 390, "height": 844},
@@ -136,7 +136,7 @@ async def test_axe_finds_nothing_serious_in_any_state(
 ) -> None:
     sys_ = await delegate()
     events = demo_timeline()
-    await publish(sys_.nats.url, events)
+    await publish(sys_.nats_url, events)
     page = await new_page(sys_, color_scheme=scheme, **VIEWPORTS[size])
     await page.wait_event_count(len(rendered_ids(events)))
     findings = await audit_everything(page, f"{size}-{scheme}")
@@ -223,7 +223,7 @@ async def test_after_a_reminder_a_task_and_a_call_the_chat_stays_open_after_a_re
 ) -> None:
     sys_ = await delegate()
     events = one_relationship()
-    await publish(sys_.nats.url, events)
+    await publish(sys_.nats_url, events)
     for size in ("desktop", "phone"):
         page = await new_page(sys_, **VIEWPORTS[size])
         p = page.page

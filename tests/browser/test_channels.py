@@ -90,7 +90,7 @@ async def test_sms_and_email_share_the_timeline(
 ) -> None:
     sys_ = await delegate()
     assert sys_.nats is not None
-    nats_url = sys_.nats.url
+    nats_url = sys_.nats_url
     t = Timeline()
 
     t.span("sms")

@@ -185,10 +185,14 @@ async def test_gateway_restart_reconnects_without_gaps_or_duplicates(
         InnerSignal(source="timer", type="reminder.due", data={"note": "call the hotel"}),
         conversation_id=None, span_id=None, channel="inner",
     )
-    await publish(sys_.nats.url, [missed])
+    await publish(sys_.nats_url, [missed])
     await page.screenshot("gateway-down")
 
-    await asyncio.to_thread(lambda: (sys_.procs["gateway"].start(), sys_.wait_ready(["gateway"])))
+    def restart_gateway() -> None:
+        sys_.procs["gateway"].start()
+        sys_.wait_ready(["gateway"])
+
+    await asyncio.to_thread(restart_gateway)
     await page.wait_live()
     await page.page.wait_for_selector(f"[data-event-id='{missed.id}']")
     await same_as_ledger(page, sys_)

@@ -5,6 +5,7 @@ would (clicks, typing), and both the timeline and the stand-in's recorded reques
 """
 
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import pytest
 
@@ -29,18 +30,18 @@ async def until(check: Callable[[], bool]) -> None:
     await eventually(probe)
 
 
-def bodies(standin: StandinProcess) -> list[dict]:
+def bodies(standin: StandinProcess) -> list[dict[str, Any]]:
     return [r["body"] for r in standin.response_requests()]
 
 
-def assistant_messages(system: System, parent_id: str) -> list[dict]:
+def assistant_messages(system: System, parent_id: str) -> list[dict[str, Any]]:
     return [
         e for e in ledger_events(system)
         if e["kind"] == "message" and e["role"] == "assistant" and e["parent_id"] == parent_id
     ]
 
 
-def user_messages(system: System) -> list[dict]:
+def user_messages(system: System) -> list[dict[str, Any]]:
     return [e for e in ledger_events(system) if e["kind"] == "message" and e["role"] == "user"]
 
 

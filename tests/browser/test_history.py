@@ -33,7 +33,7 @@ async def test_load_older_across_span_boundaries(
 ) -> None:
     sys_ = await delegate(env={"TIMELINE_HISTORY_EVENT_LIMIT": "7"})
     events = long_history(SPANS, PER_SPAN)
-    await publish(sys_.nats.url, events)
+    await publish(sys_.nats_url, events)
     page = await new_page(sys_, viewport={"width": 1000, "height": 700})
     p = page.page
     older = p.locator("#older-btn")
@@ -63,7 +63,7 @@ async def test_load_older_across_span_boundaries(
                 make_event(Message(text="Arrived while you were reading history"), conversation_id=None,
                            span_id=live_span, channel="sms", role="user", ts=now + timedelta(milliseconds=5)),
             ]
-            await publish(sys_.nats.url, live)
+            await publish(sys_.nats_url, live)
             await page.wait_for(
                 "id => document.querySelector('#timeline').lastElementChild.dataset.spanId === id", live_span
             )
@@ -113,7 +113,7 @@ async def test_a_reload_draws_the_newest_first_then_the_rest_above_it(
     events.append(make_event(Message(text="The zanzibar itinerary, first draft."), conversation_id=None,
                              span_id=oldest.span_id, channel="text", role="user",
                              ts=oldest.ts + timedelta(milliseconds=1)))
-    await publish(sys_.nats.url, events)
+    await publish(sys_.nats_url, events)
     page = await new_page(sys_, viewport={"width": 1000, "height": 700})
     p = page.page
     everything = sorted(rendered_ids(ledger_events(sys_)))

@@ -82,7 +82,7 @@ async def test_deltas_paint_at_once_and_the_reading_position_is_kept(
 ) -> None:
     sys_ = await delegate(env={"TIMELINE_HISTORY_EVENT_LIMIT": "1000"})
     history = long_history(8, 20)
-    await publish(sys_.nats.url, history)
+    await publish(sys_.nats_url, history)
     standin.script({"action": "slow", "delay_ms": 60, "text": STORY})
     page = await new_page(sys_, viewport={"width": 1000, "height": 700})
     p = page.page
@@ -96,7 +96,7 @@ async def test_deltas_paint_at_once_and_the_reading_position_is_kept(
     signals = live_signals(12)
     # At the bottom: live events land while it streams, and the answer stays in view.
     for ev in signals[:6]:
-        await publish(sys_.nats.url, [ev])
+        await publish(sys_.nats_url, [ev])
     await page.wait_for(AT_BOTTOM)
     assert await p.locator("#timeline article.streaming").count() == 1, "the answer ended too soon for this test"
 
@@ -105,7 +105,7 @@ async def test_deltas_paint_at_once_and_the_reading_position_is_kept(
     await page.wait_for("() => !window.__delegate.pane.pinned")
     top = await p.eval_on_selector("#scroller", "s => s.scrollTop")
     for ev in signals[6:]:
-        await publish(sys_.nats.url, [ev])
+        await publish(sys_.nats_url, [ev])
     await page.wait_for("() => document.querySelectorAll('#timeline article.msg-assistant[data-event-id]').length > 80")
     await p.locator("#jump-btn").wait_for(state="visible")
     assert await p.eval_on_selector("#scroller", "s => s.scrollTop") == top

@@ -97,7 +97,7 @@ async def test_the_memory_panel_edits_forgets_shows_history_and_the_source(
     new = fact_added(s, "The owner's sister lives in Porto", porto, supersedes=[old])
     s.close()
     filler(s)
-    await publish(sys_.nats.url, s.events)
+    await publish(sys_.nats_url, s.events)
     # The memory service takes the facts in from the ledger (its index is their projection).
     facts = await eventually(lambda: off_loop(lambda: (f := memories(sys_)) and len(f) == 3 and f))
     assert facts[old]["status"] == "superseded" and facts[old]["superseded_by"] == new
@@ -193,7 +193,7 @@ async def test_the_search_box_finds_an_old_message_that_is_not_loaded_and_jumps_
     s.assistant("Pier seven, at dawn: noted.", channel="sms")
     s.close()
     filler(s)
-    await publish(sys_.nats.url, s.events)
+    await publish(sys_.nats_url, s.events)
     await eventually(lambda: off_loop(lambda: any(r["id"] == boat.id for r in search(sys_, "Tavira pier"))))
 
     page = await new_page(sys_)

@@ -17,6 +17,7 @@ from delegate.contracts import topics
 from delegate.contracts.ids import utcnow
 from delegate.contracts.reminders import ReminderCommand, ReminderSpec
 from delegate.runtime.bus import Bus
+from tests.support.system import System
 
 from .chat_page import ChatPage, eventually
 
@@ -47,7 +48,7 @@ def png_size(data: bytes) -> tuple[int, int]:
 
 
 async def test_the_manifest_is_valid_and_the_service_worker_controls_the_page_and_serves_the_offline_shell(
-    delegate: Callable[..., Awaitable], new_page: Callable[..., Awaitable[ChatPage]]
+    delegate: Callable[..., Awaitable[System]], new_page: Callable[..., Awaitable[ChatPage]]
 ) -> None:
     sys_ = await delegate()
     page = await new_page(sys_)
@@ -99,7 +100,7 @@ async def test_the_manifest_is_valid_and_the_service_worker_controls_the_page_an
 
 
 async def test_a_reminder_firing_with_the_tab_in_the_background_raises_a_notification(
-    delegate: Callable[..., Awaitable], new_page: Callable[..., Awaitable[ChatPage]]
+    delegate: Callable[..., Awaitable[System]], new_page: Callable[..., Awaitable[ChatPage]]
 ) -> None:
     sys_ = await delegate(extra=("inner-plane",))
     page = await new_page(sys_, permissions=["notifications"])
@@ -112,15 +113,16 @@ async def test_a_reminder_firing_with_the_tab_in_the_background_raises_a_notific
     # it: document.hidden and a visibilitychange event. The notification path itself is real.
     await p.evaluate(HIDE)
 
-    bus = await Bus.connect(sys_.nats.url, "test-probe")
+    bus = await Bus.connect(sys_.nats_url, "test-probe")
     try:
         await set_reminder(bus, "Stretch your legs", in_s=3)
 
         async def notifications() -> list[dict[str, str]]:
-            return await p.evaluate(
+            found: list[dict[str, str]] = await p.evaluate(
                 """async () => (await (await navigator.serviceWorker.getRegistration()).getNotifications())
                      .map(n => ({title: n.title, body: n.body, tag: n.tag}))"""
             )
+            return found
 
         shown = await eventually(notifications, timeout=40)
     finally:
@@ -137,7 +139,7 @@ async def test_a_reminder_firing_with_the_tab_in_the_background_raises_a_notific
 
 
 async def test_permission_is_offered_when_the_owner_sets_a_reminder_not_asked_at_sign_in(
-    delegate: Callable[..., Awaitable], new_page: Callable[..., Awaitable[ChatPage]]
+    delegate: Callable[..., Awaitable[System]], new_page: Callable[..., Awaitable[ChatPage]]
 ) -> None:
     sys_ = await delegate(extra=("inner-plane",))
     page = await new_page(sys_)
@@ -146,7 +148,7 @@ async def test_permission_is_offered_when_the_owner_sets_a_reminder_not_asked_at
     assert await p.locator("#notify-offer").count() == 0
     assert await p.locator("#notify-btn").get_attribute("aria-pressed") == "false"
 
-    bus = await Bus.connect(sys_.nats.url, "test-probe")
+    bus = await Bus.connect(sys_.nats_url, "test-probe")
     try:
         await set_reminder(bus, "Call the dentist", in_s=3600)
         await page.wait_for("() => !!document.querySelector('#notify-offer')")
@@ -164,7 +166,7 @@ async def test_permission_is_offered_when_the_owner_sets_a_reminder_not_asked_at
 
 
 async def test_a_push_the_service_worker_receives_shows_one_notification_per_event(
-    delegate: Callable[..., Awaitable], new_page: Callable[..., Awaitable[ChatPage]]
+    delegate: Callable[..., Awaitable[System]], new_page: Callable[..., Awaitable[ChatPage]]
 ) -> None:
     """The worker's push handler, fed through DevTools' ServiceWorker.deliverPushMessage (headless
     Chromium has no push service to receive from); the payload is the pollers' notice JSON."""
@@ -189,10 +191,11 @@ async def test_a_push_the_service_worker_receives_shows_one_notification_per_eve
                        {"origin": sys_.http, "registrationId": registration_id, "data": json.dumps(notice)})
 
     async def notifications() -> list[dict[str, str]]:
-        return await p.evaluate(
+        found: list[dict[str, str]] = await p.evaluate(
             """async () => (await (await navigator.serviceWorker.getRegistration()).getNotifications())
                  .map(n => ({title: n.title, body: n.body, tag: n.tag}))"""
         )
+        return found
 
     shown = await eventually(notifications)
     assert shown == [{"title": "Task finished", "body": "The shop opens at 8.", "tag": "event-1"}]

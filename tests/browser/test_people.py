@@ -23,6 +23,7 @@ from delegate.contracts.events import (
 from delegate.contracts.ids import new_id, utcnow
 from delegate.contracts.people import CommitmentsCommand, PeopleCommand
 from delegate.runtime.bus import Bus
+from tests.support.system import System
 
 from .chat_page import ChatPage
 
@@ -48,10 +49,10 @@ async def until(check: Callable[[], Awaitable[bool]], what: str, timeout: float 
 
 
 async def test_the_people_panel_shows_a_person_their_cited_facts_and_forgets_them(
-    delegate: Callable[..., Awaitable], new_page: Callable[..., Awaitable[ChatPage]]
+    delegate: Callable[..., Awaitable[System]], new_page: Callable[..., Awaitable[ChatPage]]
 ) -> None:
     sys_ = await delegate(extra=("memory",), env={"OWNER_TIMEZONE": "UTC"})
-    bus = await Bus.connect(sys_.nats.url, "test-probe")
+    bus = await Bus.connect(sys_.nats_url, "test-probe")
     try:
         said = make_event(Message(text="My sister Ana <b>Costa</b> loves sailing."), conversation_id=None,
                           span_id=None, channel="sms", role="user")
@@ -100,10 +101,10 @@ async def test_the_people_panel_shows_a_person_their_cited_facts_and_forgets_the
 
 
 async def test_the_commitments_panel_groups_due_soon_open_and_done_and_follows_changes(
-    delegate: Callable[..., Awaitable], new_page: Callable[..., Awaitable[ChatPage]]
+    delegate: Callable[..., Awaitable[System]], new_page: Callable[..., Awaitable[ChatPage]]
 ) -> None:
     sys_ = await delegate(extra=("memory",))
-    bus = await Bus.connect(sys_.nats.url, "test-probe")
+    bus = await Bus.connect(sys_.nats_url, "test-probe")
     try:
         now = utcnow()
         soon, later, done = new_id(), new_id(), new_id()

@@ -57,7 +57,7 @@ def readable_timeline() -> list[Event]:
 async def seeded(delegate: Callable[..., Awaitable[System]]) -> tuple[System, list[Event]]:
     sys_ = await delegate()
     events = readable_timeline()
-    await publish(sys_.nats.url, events)
+    await publish(sys_.nats_url, events)
     return sys_, events
 
 
@@ -300,7 +300,7 @@ async def test_search_all_history_loads_older_pages(
 ) -> None:
     sys_ = await delegate(env={"TIMELINE_HISTORY_EVENT_LIMIT": "7"})
     events = long_history(5, 6)
-    await publish(sys_.nats.url, events)
+    await publish(sys_.nats_url, events)
     page = await new_page(sys_)
     p = page.page
     await p.locator("#older-btn").wait_for(state="visible")
@@ -361,7 +361,7 @@ async def test_context_and_decisions_read_in_plain_words(
             span_id=None,
             parent_id=signal.id,
         )
-    await publish(sys_.nats.url, s.events)
+    await publish(sys_.nats_url, s.events)
     page = await new_page(sys_)
     p = page.page
     await page.wait_event_count(len(rendered_ids(s.events)))

@@ -35,7 +35,7 @@ async def test_a_known_persons_sms_is_refused_and_the_timeline_names_them(
                                "MEMORY_RESYNC_SECONDS": "1"}, extra=("memory",))
     assert sys_.nats is not None
     ana = PersonAdded(person_id="p-ana", name="Ana Costa", relation="sister", phones=[SISTER])
-    await publish(sys_.nats.url, [make_event(ana, conversation_id=None, span_id=None, channel="inner")])
+    await publish(sys_.nats_url, [make_event(ana, conversation_id=None, span_id=None, channel="inner")])
     async with probe_bus(sys_) as bus:
 
         async def known() -> bool:

@@ -10,6 +10,7 @@ from delegate.contracts import topics
 from delegate.contracts.ids import utcnow
 from delegate.contracts.reminders import Reminder, ReminderCommand, ReminderSpec
 from delegate.runtime.bus import Bus
+from tests.support.system import System
 
 from .chat_page import ChatPage
 
@@ -32,10 +33,10 @@ async def listed(bus: Bus) -> dict[str, str]:
 
 
 async def test_the_panel_lists_reminders_cancels_one_and_a_fired_one_shows_in_the_timeline(
-    delegate: Callable[..., Awaitable], new_page: Callable[..., Awaitable[ChatPage]]
+    delegate: Callable[..., Awaitable[System]], new_page: Callable[..., Awaitable[ChatPage]]
 ) -> None:
     sys_ = await delegate(extra=("inner-plane",))
-    bus = await Bus.connect(sys_.nats.url, "test-probe")
+    bus = await Bus.connect(sys_.nats_url, "test-probe")
     try:
         plants = await set_reminder(bus, "Water the <b>plants</b>", in_s=3600)
         page = await new_page(sys_)

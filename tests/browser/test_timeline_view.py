@@ -4,6 +4,8 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
+from tests.support.system import System
+
 from .chat_page import ChatPage, ledger_events, rendered_ids
 from .seed import demo_timeline, publish
 
@@ -11,11 +13,11 @@ pytestmark = [pytest.mark.browser, pytest.mark.integration]
 
 
 async def test_one_timeline_across_channels_with_spans_and_inner_activity(
-    delegate: Callable[..., Awaitable], new_page: Callable[..., Awaitable[ChatPage]]
+    delegate: Callable[..., Awaitable[System]], new_page: Callable[..., Awaitable[ChatPage]]
 ) -> None:
     sys_ = await delegate()
     events = demo_timeline()
-    await publish(sys_.nats.url, events)
+    await publish(sys_.nats_url, events)
     page = await new_page(sys_)
     p = page.page
     await page.wait_event_count(len(rendered_ids(events)))

@@ -9,6 +9,7 @@ import pytest
 
 from delegate.contracts.events import ActivationOutcome, Channel, Event, ModelUsage, UsagePurpose, make_event
 from delegate.contracts.ids import new_id, utcnow
+from tests.support.system import System
 
 from .chat_page import ChatPage
 from .seed import Script, publish
@@ -73,11 +74,11 @@ def seeded() -> tuple[list[Event], str, str]:
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 async def test_the_usage_panel_draws_30_days_and_a_known_days_total(
-    delegate: Callable[..., Awaitable], new_page: Callable[..., Awaitable[ChatPage]], scheme: str
+    delegate: Callable[..., Awaitable[System]], new_page: Callable[..., Awaitable[ChatPage]], scheme: str
 ) -> None:
     sys_ = await delegate()
     events, known_day, today = seeded()
-    await publish(sys_.nats.url, events)
+    await publish(sys_.nats_url, events)
     page = await new_page(sys_, color_scheme=scheme)
     p = page.page
 
@@ -87,7 +88,8 @@ async def test_the_usage_panel_draws_30_days_and_a_known_days_total(
     await page.action("#usage-btn")
     await page.wait_for("() => document.querySelectorAll('#usage-chart g.spend-bar').length === 30")
     bars = p.locator("#usage-chart g.spend-bar")
-    assert await bars.first.get_attribute("data-day") < today
+    first_day = await bars.first.get_attribute("data-day")
+    assert first_day is not None and first_day < today
     assert await bars.last.get_attribute("data-day") == today
     # Stacked by purpose: the known day has its three purposes as segments.
     known = p.locator(f"#usage-chart g.spend-bar[data-day='{known_day}']")
@@ -122,7 +124,7 @@ async def test_the_usage_panel_draws_30_days_and_a_known_days_total(
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 async def test_with_no_spend_the_panel_says_so_in_the_themes_colours(
-    delegate: Callable[..., Awaitable], new_page: Callable[..., Awaitable[ChatPage]], scheme: str
+    delegate: Callable[..., Awaitable[System]], new_page: Callable[..., Awaitable[ChatPage]], scheme: str
 ) -> None:
     sys_ = await delegate()
     page = await new_page(sys_, color_scheme=scheme)
@@ -143,7 +145,7 @@ async def test_with_no_spend_the_panel_says_so_in_the_themes_colours(
 
 
 async def test_an_activation_shows_its_cost_and_the_panel_leads_to_it(
-    delegate: Callable[..., Awaitable], new_page: Callable[..., Awaitable[ChatPage]]
+    delegate: Callable[..., Awaitable[System]], new_page: Callable[..., Awaitable[ChatPage]]
 ) -> None:
     sys_ = await delegate()
     s = Script(utcnow() - timedelta(hours=3))
@@ -175,7 +177,7 @@ async def test_an_activation_shows_its_cost_and_the_panel_leads_to_it(
             s.user(f"Later {n}.{i}: " + "something else, to push the activation up and away. " * 3)
             s.assistant(f"Answer {n}.{i}: noted.")
         s.close()
-    await publish(sys_.nats.url, s.events)
+    await publish(sys_.nats_url, s.events)
     page = await new_page(sys_)
     p = page.page
 

@@ -112,6 +112,12 @@ class System:
         }
 
     @property
+    def nats_url(self) -> str:
+        """The bus as the all-powerful test identity, once NATS is up."""
+        assert self.nats is not None
+        return self.nats.url
+
+    @property
     def http(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
