@@ -47,7 +47,7 @@ def stdio_server() -> dict[str, Any]:
 async def eventually(check: Callable[[], Awaitable[T | None]], timeout: float = 20.0, what: str = "") -> T:
     """Poll ``check`` until it returns something truthy; fail after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
-    last: Any = None
+    last: T | None = None
     while time.monotonic() < deadline:
         last = await check()
         if last:
@@ -62,6 +62,7 @@ async def ledger_events(bus: Bus) -> list[Event]:
     events = []
     for seq in range(info.state.first_seq, info.state.last_seq + 1):
         msg = await bus.js.get_msg("LEDGER", seq)
+        assert msg.data is not None
         events.append(topics.LEDGER_APPEND_ANY.decode(msg.data))
     return events
 

@@ -82,7 +82,7 @@ async def queued(bus: Bus, subject: str, outbox_id: str, timeout: float = 10.0) 
 
 async def record_outcome(bus: Bus, msg: OutboundSms | OutboundEmail, status: str, **fields: Any) -> None:
     """What the pollers record once they sent (or gave up on) an outbound message."""
-    delivery = Delivery(outbox_id=msg.id, channel=msg.type, status=status, final=True, **fields)  # type: ignore[arg-type]
+    delivery = Delivery(outbox_id=msg.id, channel=msg.type, status=status, final=True, **fields)
     event = make_event(delivery, conversation_id=msg.conversation_id, span_id=msg.span_id, channel=msg.type,
                        parent_id=msg.parent_id, id=f"{msg.id}:{status}")
     await bus.publish(topics.ledger_append("test"), event, msg_id=event.id)
