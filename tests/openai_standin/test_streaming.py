@@ -6,6 +6,13 @@ import time
 import httpx
 import pytest
 from openai import AsyncOpenAI, OpenAI
+from openai.types.responses import (
+    FunctionToolParam,
+    ResponseCompletedEvent,
+    ResponseCreatedEvent,
+    ResponseOutputItemAddedEvent,
+    ResponseTextDoneEvent,
+)
 
 from tests.support.standin import StandinProcess, start_standin
 
@@ -34,19 +41,21 @@ def test_create_stream_emits_the_documented_sequence(client: OpenAI) -> None:
     assert len(deltas) >= 5  # word-sized chunks
     assert [e.sequence_number for e in events] == list(range(len(events)))
 
-    created, completed = events[0], events[-1]
+    created, completed, item_added, text_done = events[0], events[-1], events[2], events[-4]
+    assert isinstance(created, ResponseCreatedEvent) and isinstance(completed, ResponseCompletedEvent)
+    assert isinstance(item_added, ResponseOutputItemAddedEvent) and isinstance(text_done, ResponseTextDoneEvent)
     assert created.response.status == "in_progress" and created.response.output == []
     assert completed.response.id == created.response.id
-    added = events[2].item
+    added = item_added.item
     assert added.type == "message" and added.status == "in_progress" and added.content == []
     for event in deltas:
         assert (event.item_id, event.output_index, event.content_index) == (added.id, 0, 0)
         assert event.logprobs == []
     text = "".join(e.delta for e in deltas)
     assert text == "Offline stand-in: I heard “stream this please”."
-    assert events[-4].text == text
+    assert text_done.text == text
     assert completed.response.output_text == text
-    assert completed.response.usage.total_tokens > 0
+    assert completed.response.usage is not None and completed.response.usage.total_tokens > 0
 
 
 def test_stream_helper_accumulates_the_final_response(client: OpenAI) -> None:
@@ -90,7 +99,7 @@ def test_wire_framing_has_event_and_data_lines_and_no_done(standin: StandinProce
 
 def test_function_call_streams_argument_deltas(client: OpenAI, standin: StandinProcess) -> None:
     standin.script({"action": "tool_call", "name": "set_timer", "arguments": {"minutes": 12, "label": "pasta"}})
-    tools = [
+    tools: list[FunctionToolParam] = [
         {
             "type": "function",
             "name": "set_timer",
@@ -118,11 +127,14 @@ def test_function_call_streams_argument_deltas(client: OpenAI, standin: StandinP
         "response.output_item.done",
         "response.completed",
     ]
-    added = events[2].item
+    item_added = events[2]
+    assert isinstance(item_added, ResponseOutputItemAddedEvent)
+    added = item_added.item
     assert added.type == "function_call" and added.arguments == "" and added.status == "in_progress"
     assert "".join(e.delta for e in arg_deltas) == '{"minutes":12,"label":"pasta"}'
     [call] = final.output
-    assert call.type == "function_call" and call.id.startswith("fc_") and call.call_id.startswith("call_")
+    assert call.type == "function_call" and call.id is not None
+    assert call.id.startswith("fc_") and call.call_id.startswith("call_")
     assert json.loads(call.arguments) == {"minutes": 12, "label": "pasta"}
     assert call.parsed_arguments == {"minutes": 12, "label": "pasta"}  # strict tool
 

@@ -3,17 +3,29 @@
 streaming event sequence, scripted results, `include` sources and domain filters."""
 
 import json
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 from openai import OpenAI
 from openai.types.responses import (
+    FunctionToolParam,
     Response,
+    ResponseCompletedEvent,
+    ResponseContentPartDoneEvent,
     ResponseFunctionWebSearch,
+    ResponseIncludable,
+    ResponseOutputItemAddedEvent,
+    ResponseOutputItemDoneEvent,
     ResponseOutputMessage,
     ResponseOutputText,
     ResponseOutputTextAnnotationAddedEvent,
+    ResponseTextDoneEvent,
     ResponseWebSearchCallSearchingEvent,
+    ToolChoiceAllowedParam,
+    ToolChoiceFunctionParam,
+    ToolChoiceTypesParam,
+    ToolParam,
+    WebSearchToolParam,
 )
 from openai.types.responses.response_output_text import AnnotationURLCitation
 
@@ -21,9 +33,9 @@ from tests.support.standin import StandinProcess
 
 MODEL = "gpt-5.5"
 QUESTION = "When does the city museum open on Sunday?"
-SEARCH: list[Any] = [{"type": "web_search"}]
-SOURCES = ["web_search_call.action.sources"]
-WEATHER_TOOL: dict[str, Any] = {
+SEARCH: list[ToolParam] = [{"type": "web_search"}]
+SOURCES: list[ResponseIncludable] = ["web_search_call.action.sources"]
+WEATHER_TOOL: FunctionToolParam = {
     "type": "function",
     "name": "get_weather",
     "strict": True,
@@ -116,7 +128,9 @@ def test_streaming_sequence_and_annotation_events(client: OpenAI) -> None:
     middle = set(types[9:-4])
     assert middle == {"response.output_text.delta", "response.output_text.annotation.added"}
 
-    started, finished = events[2].item, events[6].item
+    item_added, item_done = events[2], events[6]
+    assert isinstance(item_added, ResponseOutputItemAddedEvent) and isinstance(item_done, ResponseOutputItemDoneEvent)
+    started, finished = item_added.item, item_done.item
     assert isinstance(started, ResponseFunctionWebSearch) and isinstance(finished, ResponseFunctionWebSearch)
     assert started.id == finished.id and started.status == "in_progress" and finished.status == "completed"
     assert started.action.type == "search" and started.action.sources is None  # sources arrive with done
@@ -126,7 +140,9 @@ def test_streaming_sequence_and_annotation_events(client: OpenAI) -> None:
     assert (searching.item_id, searching.output_index) == (finished.id, 0)
 
     # Each citation is announced once the text it spans has streamed, in order.
-    message_id = events[7].item.id
+    message_added = events[7]
+    assert isinstance(message_added, ResponseOutputItemAddedEvent)
+    message_id = message_added.item.id
     written, announced = "", []
     for event in events[9:-4]:
         if event.type == "response.output_text.delta":
@@ -142,11 +158,14 @@ def test_streaming_sequence_and_annotation_events(client: OpenAI) -> None:
         announced.append(event)
     assert [e.annotation_index for e in announced] == [0, 1, 2]
 
-    final = events[-1].response
+    completed, text_done, part_done = events[-1], events[-4], events[-3]
+    assert isinstance(completed, ResponseCompletedEvent) and isinstance(text_done, ResponseTextDoneEvent)
+    assert isinstance(part_done, ResponseContentPartDoneEvent) and part_done.part.type == "output_text"
+    final = completed.response
     _, part = _split(final)
-    assert part.text == written and events[-4].text == written
+    assert part.text == written and text_done.text == written
     assert [a.to_dict() for a in part.annotations] == [e.annotation.to_dict() for e in announced if e.annotation]
-    assert events[-3].part.annotations == part.annotations  # content_part.done carries them
+    assert part_done.part.annotations == part.annotations  # content_part.done carries them
     assert final.tool_usage is not None and final.tool_usage.web_search.num_requests == 1
 
 
@@ -230,31 +249,38 @@ def test_allowed_domains_filter_invented_results(client: OpenAI) -> None:
 
 
 def test_tool_settings_are_accepted_and_shape_the_search(client: OpenAI) -> None:
-    def search(**tool: Any) -> Response:
-        return client.responses.create(model=MODEL, input="farmers market", tools=[{"type": "web_search", **tool}])
+    def search(tool: WebSearchToolParam) -> Response:
+        return client.responses.create(model=MODEL, input="farmers market", tools=[tool])
 
-    low, high = search(search_context_size="low"), search(search_context_size="high")
+    low = search({"type": "web_search", "search_context_size": "low"})
+    high = search({"type": "web_search", "search_context_size": "high"})
     assert low.usage is not None and high.usage is not None
     assert high.usage.input_tokens > low.usage.input_tokens
 
-    located = search(user_location={"type": "approximate", "city": "Berlin", "country": "DE"})
+    located = search(
+        {"type": "web_search", "user_location": {"type": "approximate", "city": "Berlin", "country": "DE"}}
+    )
     assert "near Berlin, DE" in located.output_text
     [echoed] = located.tools
     assert echoed.type == "web_search" and echoed.user_location is not None
     assert (echoed.user_location.city, echoed.user_location.country) == ("Berlin", "DE")
 
-    for kind in ("web_search_2025_08_26", "web_search_preview"):
-        call, _ = _split(client.responses.create(model=MODEL, input="farmers market", tools=[{"type": kind}]))
+    dated: ToolParam = {"type": "web_search_2025_08_26"}
+    preview: ToolParam = {"type": "web_search_preview"}
+    for kind in (dated, preview):
+        call, _ = _split(client.responses.create(model=MODEL, input="farmers market", tools=[kind]))
         assert call.type == "web_search_call"
 
 
 def test_forced_and_structured_searches(client: OpenAI) -> None:
-    function = {"type": "function", "name": "noop", "parameters": {"type": "object", "properties": {}}}
+    # Any: the SDK's FunctionToolParam requires "strict", which the API does not; this tool leaves it out.
+    function: dict[str, Any] = {"type": "function", "name": "noop", "parameters": {"type": "object", "properties": {}}}
+    preview: ToolChoiceTypesParam = {"type": "web_search_preview"}
     forced = client.responses.create(
         model=MODEL,
         input="ferry times",
-        tools=[{"type": "web_search_preview"}, function],
-        tool_choice={"type": "web_search_preview"},
+        tools=[{"type": "web_search_preview"}, cast(FunctionToolParam, function)],
+        tool_choice=preview,
     )
     assert [item.type for item in forced.output] == ["web_search_call", "message"]
 
@@ -275,14 +301,16 @@ def test_when_the_model_does_not_search(client: OpenAI) -> None:
     capped = client.responses.create(model=MODEL, input=QUESTION, tools=SEARCH, max_tool_calls=0)
     assert [item.type for item in capped.output] == ["message"]
 
-    only_functions = {"type": "allowed_tools", "mode": "auto", "tools": [{"type": "function", "name": "get_weather"}]}
+    only_functions: ToolChoiceAllowedParam = {
+        "type": "allowed_tools", "mode": "auto", "tools": [{"type": "function", "name": "get_weather"}]
+    }
     restricted = client.responses.create(
         model=MODEL, input=QUESTION, tools=[*SEARCH, WEATHER_TOOL], tool_choice=only_functions
     )
     assert [item.type for item in restricted.output] == ["message"]
 
     # A function result in hand: answer from it rather than search again.
-    forced = {"type": "function", "name": "get_weather"}
+    forced: ToolChoiceFunctionParam = {"type": "function", "name": "get_weather"}
     both = [*SEARCH, WEATHER_TOOL]
     named = client.responses.create(model=MODEL, input="weather Oslo", tools=both, tool_choice=forced)
     [call] = named.output
