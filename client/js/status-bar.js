@@ -90,13 +90,15 @@ export class StatusBar {
     if (this.compactInFlight) return;
     this.compactInFlight = true;
     this.updateControls();
+    // Accepted is not done: the outcome comes back as a context.compacted event (done) or a
+    // live notice with status "failed" (see compactOutcome), and the toast says which. Watched
+    // from before the request: a quick failure's notice can reach this tab before the answer.
+    this.compactWatch = true;
     try {
       await api.compact();
-      // Accepted is not done: the outcome comes back as a context.compacted event (done) or a
-      // live notice with status "failed" (see compactOutcome), and the toast says which.
-      this.compactWatch = true;
-      this.app.toast("Compacting…");
+      if (this.compactWatch) this.app.toast("Compacting…"); // unless its outcome came first
     } catch (err) {
+      this.compactWatch = false;
       if (err instanceof HttpError && err.status === 409) this.app.toast("Busy: a response or compaction is running.", "warn");
       else if (err instanceof HttpError && err.status === 401) return this.app.showSignIn();
       else this.app.toast("Compaction could not start.", "warn");
