@@ -5,6 +5,7 @@ import httpx
 import openai
 import pytest
 from openai import AsyncOpenAI, OpenAI
+from openai.types.responses import ResponseInputMessageItem, ResponseInputText
 
 from tests.support.standin import StandinProcess
 
@@ -59,18 +60,25 @@ def test_retrieve_list_input_items_and_delete(client: OpenAI) -> None:
 
     items = list(client.responses.input_items.list(created.id))
     assert [i.type for i in items] == ["message"]
-    assert items[0].content[0].text == "remember me"
+    message = items[0]
+    assert isinstance(message, ResponseInputMessageItem) and isinstance(message.content[0], ResponseInputText)
+    assert message.content[0].text == "remember me"
 
-    assert client.responses.delete(created.id) is None
+    client.responses.delete(created.id)  # typed to return None: nothing to check
     with pytest.raises(openai.NotFoundError) as missing:
         client.responses.retrieve(created.id)
+    assert isinstance(missing.value.body, dict)
     assert missing.value.body["message"] == f"Response with id '{created.id}' not found."
 
 
 def test_input_items_pages_with_the_cursor(client: OpenAI, standin: StandinProcess) -> None:
     first = client.responses.create(model=MODEL, input=[{"role": "user", "content": f"m{i}"} for i in range(5)])
     page = client.responses.input_items.list(first.id, limit=2, order="asc")
-    texts = [item.content[0].text for item in page]  # iterating walks every page
+    texts = [  # iterating walks every page
+        item.content[0].text
+        for item in page
+        if isinstance(item, ResponseInputMessageItem) and isinstance(item.content[0], ResponseInputText)
+    ]
     assert texts == ["m0", "m1", "m2", "m3", "m4"]
     assert len(standin.requests(f"/v1/responses/{first.id}/input_items")) == 3
 

@@ -6,13 +6,14 @@ from typing import Any
 import openai
 import pytest
 from openai import OpenAI
+from openai.types.responses import FunctionToolParam, ResponseInputParam
 from pydantic import BaseModel
 
 from tests.support.standin import StandinProcess
 
 MODEL = "gpt-5.5"
 
-WEATHER_TOOL: dict[str, Any] = {
+WEATHER_TOOL: FunctionToolParam = {
     "type": "function",
     "name": "get_weather",
     "description": "Weather for a city",
@@ -24,7 +25,7 @@ WEATHER_TOOL: dict[str, Any] = {
         "additionalProperties": False,
     },
 }
-TIME_TOOL: dict[str, Any] = {**WEATHER_TOOL, "name": "get_time", "description": "Local time in a city"}
+TIME_TOOL: FunctionToolParam = {**WEATHER_TOOL, "name": "get_time", "description": "Local time in a city"}
 
 
 def test_three_turn_chain_grows_usage(client: OpenAI, standin: StandinProcess) -> None:
@@ -32,7 +33,8 @@ def test_three_turn_chain_grows_usage(client: OpenAI, standin: StandinProcess) -
     second = client.responses.create(model=MODEL, previous_response_id=first.id, input="I live in Porto.")
     third = client.responses.create(model=MODEL, previous_response_id=second.id, input="What do you know?")
 
-    usages = [r.usage.input_tokens for r in (first, second, third)]
+    usages = [u.input_tokens for u in (first.usage, second.usage, third.usage) if u is not None]
+    assert len(usages) == 3
     assert usages[0] < usages[1] < usages[2]
     assert third.previous_response_id == second.id
     assert third.output_text == "Offline stand-in: I heard “What do you know?”."
@@ -76,6 +78,7 @@ def test_unknown_previous_response_is_a_400_with_openai_code(client: OpenAI) -> 
     assert error.code == "previous_response_not_found"
     assert error.param == "previous_response_id"
     assert error.type == "invalid_request_error"
+    assert isinstance(error.body, dict)
     assert error.body["message"] == "Previous response with id 'resp_does_not_exist' not found."
     assert error.request_id and error.request_id.startswith("req_")
 
@@ -103,7 +106,7 @@ def test_scripted_tool_call_and_continuation(client: OpenAI, standin: StandinPro
     first = client.responses.create(model=MODEL, input="What's the weather in Berlin?", tools=[WEATHER_TOOL])
     [call] = first.output
     assert call.type == "function_call"
-    assert call.id.startswith("fc_") and call.call_id.startswith("call_")
+    assert call.id is not None and call.id.startswith("fc_") and call.call_id.startswith("call_")
     assert call.name == "get_weather" and json.loads(call.arguments) == {"city": "Berlin"}
     assert first.output_text == ""
 
@@ -120,7 +123,9 @@ def test_scripted_tool_call_and_continuation(client: OpenAI, standin: StandinPro
 def test_default_answer_after_tool_output_mentions_the_result(client: OpenAI, standin: StandinProcess) -> None:
     standin.script({"action": "tool_call", "name": "get_weather", "arguments": {"city": "Oslo"}})
     first = client.responses.create(model=MODEL, input="weather in Oslo", tools=[WEATHER_TOOL])
-    call_id = first.output[0].call_id
+    call = first.output[0]
+    assert call.type == "function_call"
+    call_id = call.call_id
     second = client.responses.create(
         model=MODEL,
         previous_response_id=first.id,
@@ -145,13 +150,18 @@ def test_parallel_calls_each_need_an_output(client: OpenAI, standin: StandinProc
     assert calls[0].call_id == "call_weather_rome"
     assert calls[0].id != calls[1].id
 
-    one_output = [{"type": "function_call_output", "call_id": calls[0].call_id, "output": "sunny"}]
+    one_output: ResponseInputParam = [
+        {"type": "function_call_output", "call_id": calls[0].call_id, "output": "sunny"}
+    ]
     with pytest.raises(openai.BadRequestError) as caught:
         client.responses.create(model=MODEL, previous_response_id=first.id, input=one_output)
+    assert isinstance(caught.value.body, dict)
     assert caught.value.body["message"] == f"No tool output found for function call {calls[1].call_id}."
     assert caught.value.param == "input"
 
-    both = [*one_output, {"type": "function_call_output", "call_id": calls[1].call_id, "output": "14:00"}]
+    both: ResponseInputParam = [
+        *one_output, {"type": "function_call_output", "call_id": calls[1].call_id, "output": "14:00"}
+    ]
     done = client.responses.create(model=MODEL, previous_response_id=first.id, input=both)
     assert done.output_text == "Offline stand-in: get_weather returned “sunny”; get_time returned “14:00”."
 
@@ -185,7 +195,9 @@ def test_stateless_round_trip_resends_the_call_item(client: OpenAI, standin: Sta
     history: list[Any] = [{"role": "user", "content": "weather Kyiv"}]
     first = client.responses.create(model=MODEL, input=history, tools=[WEATHER_TOOL], store=False)
     history += [item.model_dump(exclude_none=True) for item in first.output]
-    history.append({"type": "function_call_output", "call_id": first.output[0].call_id, "output": "rain"})
+    call = first.output[0]
+    assert call.type == "function_call"
+    history.append({"type": "function_call_output", "call_id": call.call_id, "output": "rain"})
     second = client.responses.create(model=MODEL, input=history, tools=[WEATHER_TOOL], store=False)
     assert second.output_text == "Offline stand-in: get_weather returned “rain”."
 

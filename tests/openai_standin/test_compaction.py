@@ -5,13 +5,20 @@ from typing import Any
 import openai
 import pytest
 from openai import AsyncOpenAI, OpenAI
+from openai.types.responses import ResponseCompactionItem, ResponseUsage
+from openai.types.responses.response_create_params import ContextManagement
 
 from tests.support.standin import StandinProcess
 
 MODEL = "gpt-5.5"
 THRESHOLD = 1000  # the API's minimum
-CONTEXT = [{"type": "compaction", "compact_threshold": THRESHOLD}]
+CONTEXT: list[ContextManagement] = [{"type": "compaction", "compact_threshold": THRESHOLD}]
 LONG = "Please keep in mind that the kitchen renovation starts on Monday and the plumber arrives at nine. " * 24
+
+
+def input_tokens(usage: ResponseUsage | None) -> int:
+    assert usage is not None  # the stand-in reports usage on every response
+    return usage.input_tokens
 
 
 def test_server_side_compaction_shrinks_the_chain(client: OpenAI, standin: StandinProcess) -> None:
@@ -32,10 +39,11 @@ def test_server_side_compaction_shrinks_the_chain(client: OpenAI, standin: Stand
     assert [item.type for item in first.output] == ["message"]
     assert [item.type for item in second.output] == ["compaction", "message"]
     compaction = second.output[0]
+    assert isinstance(compaction, ResponseCompactionItem)
     assert compaction.id.startswith("cmp_") and compaction.encrypted_content
     assert second.output_text.startswith("Offline stand-in: I heard “Please keep in mind")
 
-    tokens = [r.usage.input_tokens for r in (first, second, third)]
+    tokens = [input_tokens(r.usage) for r in (first, second, third)]
     assert tokens[0] < THRESHOLD <= tokens[1]
     assert tokens[2] < tokens[1] and tokens[2] < THRESHOLD
     assert third.output_text == "Offline stand-in: I heard “And the tiles?”."
@@ -60,7 +68,8 @@ async def test_compaction_streams_its_item_first(aclient: AsyncOpenAI) -> None:
     done = [e for e in events if e.type == "response.output_item.done"]
     assert [(e.output_index, e.item.type) for e in added] == [(0, "compaction"), (1, "message")]
     assert getattr(added[0].item, "encrypted_content", None) is None  # only the done event carries it
-    assert done[0].item.encrypted_content
+    compaction = done[0].item
+    assert compaction.type == "compaction" and compaction.encrypted_content
     assert [item.type for item in final.output] == ["compaction", "message"]
     assert final.output_text == "Offline stand-in: I heard “go on”."
 
@@ -74,13 +83,13 @@ def test_stateless_chaining_with_a_compaction_item(client: OpenAI) -> None:
         context_management=CONTEXT,
     )
     assert compacted.output[0].type == "compaction"
-    full_tokens = compacted.usage.input_tokens
+    full_tokens = input_tokens(compacted.usage)
 
     # Items before the compaction item are superseded, so keeping them costs nothing.
     kept = [*history, *[i.model_dump(exclude_none=True) for i in compacted.output], {"role": "user", "content": "next"}]
     follow_up = client.responses.create(model=MODEL, input=kept, store=False)
     assert follow_up.output_text == "Offline stand-in: I heard “next”."
-    assert follow_up.usage.input_tokens < full_tokens / 2
+    assert input_tokens(follow_up.usage) < full_tokens / 2
 
 
 def test_standalone_compact_endpoint(client: OpenAI, standin: StandinProcess) -> None:
@@ -97,17 +106,17 @@ def test_standalone_compact_endpoint(client: OpenAI, standin: StandinProcess) ->
     assert [item.type for item in compacted.output] == ["message", "message", "compaction"]
     # The SDK types these user messages as assistant messages (openai-wire.md 6.4), so
     # pydantic warns while dumping them; the data is intact.
-    users = [item.to_dict(warnings=False) for item in compacted.output[:2]]
+    users: list[dict[str, Any]] = [item.to_dict(warnings=False) for item in compacted.output[:2]]
     assert [u["role"] for u in users] == ["user", "user"]
     assert [u["content"][0]["text"] for u in users] == ["Plan my week.", "Move gym to Thursday."]
     assert compacted.usage.input_tokens > 0 and compacted.usage.output_tokens > 0
 
-    next_input = [item.to_dict(warnings=False) for item in compacted.output] + [
+    next_input: list[Any] = [item.to_dict(warnings=False) for item in compacted.output] + [
         {"role": "user", "content": "And Friday?"}
     ]
     after = client.responses.create(model=MODEL, input=next_input)
     assert after.output_text == "Offline stand-in: I heard “And Friday?”."
-    assert after.usage.input_tokens < compacted.usage.input_tokens
+    assert input_tokens(after.usage) < compacted.usage.input_tokens
     [recorded] = standin.requests("/v1/responses/compact")
     assert recorded["compacted"] is True and recorded["effective_input_tokens"] == compacted.usage.input_tokens
 
@@ -116,7 +125,10 @@ def test_compact_a_stored_chain_by_id(client: OpenAI) -> None:
     first = client.responses.create(model=MODEL, input="first thing")
     second = client.responses.create(model=MODEL, previous_response_id=first.id, input="second thing")
     compacted = client.responses.compact(model=MODEL, previous_response_id=second.id)
-    texts = [item.to_dict(warnings=False)["content"][0]["text"] for item in compacted.output if item.type == "message"]
+    messages: list[dict[str, Any]] = [
+        item.to_dict(warnings=False) for item in compacted.output if item.type == "message"
+    ]
+    texts = [message["content"][0]["text"] for message in messages]
     assert texts == ["first thing", "second thing"]
     assert compacted.output[-1].type == "compaction"
 
@@ -130,7 +142,7 @@ def test_compaction_trigger_returns_only_the_compaction_item(client: OpenAI) -> 
     )
     assert [item.type for item in compacted.output] == ["compaction"]
     after = client.responses.create(model=MODEL, previous_response_id=compacted.id, input="still there?")
-    assert after.usage.input_tokens < first.usage.input_tokens
+    assert input_tokens(after.usage) < input_tokens(first.usage)
     assert after.output_text == "Offline stand-in: I heard “still there?”."
 
 

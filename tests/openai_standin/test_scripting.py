@@ -7,6 +7,7 @@ import httpx
 import openai
 import pytest
 from openai import AsyncOpenAI, OpenAI
+from openai.types.responses import ResponseCreatedEvent, ResponseFailedEvent
 
 from tests.support.standin import StandinProcess
 
@@ -141,9 +142,10 @@ def test_slow_stream_paces_deltas(client: OpenAI, standin: StandinProcess) -> No
 def test_stream_failure_shapes(client: OpenAI, standin: StandinProcess) -> None:
     standin.script({"action": "stream_error", "shape": "failed", "after_deltas": 1})
     events = list(client.responses.create(model=MODEL, input="fail", stream=True))
-    assert events[-1].type == "response.failed"
-    assert events[-1].response.error.code == "server_error"
-    assert client.responses.retrieve(events[0].response.id).status == "failed"
+    created, failed = events[0], events[-1]
+    assert isinstance(created, ResponseCreatedEvent) and isinstance(failed, ResponseFailedEvent)
+    assert failed.response.error is not None and failed.response.error.code == "server_error"
+    assert client.responses.retrieve(created.response.id).status == "failed"
 
     standin.script({"action": "stream_error", "shape": "error", "code": "server_error", "message": "boom"})
     events = list(client.responses.create(model=MODEL, input="fail", stream=True))

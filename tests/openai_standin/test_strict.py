@@ -122,7 +122,7 @@ def test_the_schema_refusals_say_what_the_api_says(
 
 def test_an_unknown_item_type_lists_the_supported_ones(client: OpenAI) -> None:
     with pytest.raises(openai.BadRequestError) as caught:
-        client.responses.create(model=MODEL, input=[{"type": "user_message", "text": "hi"}])  # type: ignore[list-item]
+        client.responses.create(model=MODEL, input=[{"type": "user_message", "text": "hi"}])  # type: ignore[typeddict-item]  # unknown on purpose
     error = caught.value
     assert error.code == "invalid_value" and error.param == "input[0].type"
     assert str(error.message).startswith("Error code: 400 - Invalid value: 'user_message'. Supported values are: ")

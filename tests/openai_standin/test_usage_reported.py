@@ -27,7 +27,7 @@ def test_a_web_search_counts_its_calls(client: OpenAI, standin: StandinProcess) 
     response = client.responses.create(model=MODEL, input="museum hours", tools=[{"type": "web_search"}])
     assert response.usage is not None and response.usage.input_tokens > 0
     assert [item.type for item in response.output].count("web_search_call") == 1
-    assert response.to_dict()["tool_usage"]["web_search"]["num_requests"] == 1
+    assert response.tool_usage is not None and response.tool_usage.web_search.num_requests == 1
 
 
 def test_compaction_reports_what_it_read(client: OpenAI, standin: StandinProcess) -> None:
