@@ -3,8 +3,9 @@
 // dropped, newest first). It asks GET /api/commitments?state=all when opened and again when a
 // /chat event says a commitment changed.
 
-import { api, HttpError } from "./api.js";
-import { h, setText } from "./dom.js";
+import { api } from "./api.js";
+import { h } from "./dom.js";
+import { Panel, panelElements, showStatus } from "./panel.js";
 import { formatTime } from "./format.js";
 
 const $ = (id) => document.getElementById(id);
@@ -54,80 +55,38 @@ export function commitmentRow(c, now = new Date()) {
   );
 }
 
-export class CommitmentsPanel {
+export class CommitmentsPanel extends Panel {
   /** @param {{onUnauthorized: () => void, toast: (text: string, tone?: string) => void}} hooks */
   constructor(hooks) {
-    this.hooks = hooks;
+    super(hooks, panelElements("commitments"), { debounceMs: REFRESH_DEBOUNCE_MS });
     this.list = [];
-    this.loaded = false;
-    this.error = null;
-    this.timer = null;
-    this.session = 0;
-    $("commitments-btn").addEventListener("click", () => (this.isOpen ? this.close() : this.open()));
-    $("commitments-close").addEventListener("click", () => this.close());
   }
 
-  get isOpen() {
-    return !$("commitments-panel").hidden;
+  load() {
+    return api.commitments("all");
   }
 
-  open() {
-    $("commitments-panel").hidden = false;
-    $("commitments-btn").setAttribute("aria-expanded", "true");
-    this.render();
-    this.refresh();
+  apply(body) {
+    this.list = Array.isArray(body && body.commitments) ? body.commitments : [];
   }
 
-  close() {
-    $("commitments-panel").hidden = true;
-    $("commitments-btn").setAttribute("aria-expanded", "false");
+  relevant(ev) {
+    return refreshesCommitments(ev);
   }
 
-  clear() {
-    this.session += 1;
-    clearTimeout(this.timer);
+  errorText() {
+    return "Commitments could not be loaded: Delegate’s memory is not answering.";
+  }
+
+  reset() {
     this.list = [];
-    this.loaded = false;
-    this.error = null;
-    this.close();
-    this.render();
-  }
-
-  eventArrived(ev) {
-    if (!refreshesCommitments(ev) || !this.isOpen) return;
-    clearTimeout(this.timer);
-    this.timer = setTimeout(() => this.refresh(), REFRESH_DEBOUNCE_MS);
-  }
-
-  reconnected() {
-    if (this.isOpen) this.refresh();
-  }
-
-  async refresh() {
-    const session = this.session;
-    try {
-      const body = await api.commitments("all");
-      if (session !== this.session) return;
-      this.list = Array.isArray(body && body.commitments) ? body.commitments : [];
-      this.loaded = true;
-      this.error = null;
-    } catch (err) {
-      if (session !== this.session) return;
-      if (err instanceof HttpError && err.status === 401) return this.hooks.onUnauthorized();
-      this.error = "Commitments could not be loaded: Delegate’s memory is not answering.";
-    }
-    this.render();
   }
 
   render() {
     const now = new Date();
     const groups = groupCommitments(this.list, now);
     const total = groups.soon.length + groups.open.length + groups.done.length;
-    const status = $("commitments-status");
-    const text = this.error || (!this.loaded ? "Loading…" : total ? "" : "No promises yet. “I’ll send Ana the photos on Friday” shows up here.");
-    setText(status, text);
-    status.hidden = !text;
-    status.dataset.tone = this.error ? "warn" : "";
+    showStatus($("commitments-status"), this.statusText(!total, "No promises yet. “I’ll send Ana the photos on Friday” shows up here."), Boolean(this.error));
     for (const [name, items] of Object.entries(groups)) {
       const section = $(`commitments-${name}`);
       section.hidden = items.length === 0;

@@ -4,6 +4,7 @@
 
 import { api, HttpError } from "./api.js";
 import { reconcile, setText, h } from "./dom.js";
+import { Panel, panelElements, showStatus } from "./panel.js";
 import { cleanEdit, factGroups, factMatches, factRow, factsFrom, refreshesMemory, resultRow, resultsFrom, retiredText } from "./memory.js";
 
 const $ = (id) => document.getElementById(id);
@@ -25,14 +26,12 @@ export function memoryErrorText(err, doing) {
   return `Could not ${doing}: Delegate is not answering. Try again.`;
 }
 
-export class MemoryPanel {
+export class MemoryPanel extends Panel {
   /** @param {{onUnauthorized: () => void, toast: (text: string, tone?: string) => void, jumpTo: (eventId: string) => Promise<boolean>}} hooks */
   constructor(hooks) {
-    this.hooks = hooks;
+    super(hooks, panelElements("memory"), { debounceMs: REFRESH_DEBOUNCE_MS, keyboard: true });
     this.facts = [];
     this.byId = new Map();
-    this.loaded = false;
-    this.error = null;
     this.history = false;
     this.query = "";
     this.matches = null; // fact ids of the panel's search, best first; null: no search
@@ -40,14 +39,8 @@ export class MemoryPanel {
     this.searching = false;
     this.rowState = new Map(); // fact id -> {mode, draft, draftType, error, busy}
     this.groups = new Map();
-    this.inFlight = null;
-    this.again = false;
-    this.timer = null;
-    this.session = 0;
     this.searchSeq = 0;
     this.focusAfter = null; // [fact id, selector] to focus once the row is rebuilt
-    $("memory-btn").addEventListener("click", () => (this.isOpen ? this.close() : this.open()));
-    $("memory-close").addEventListener("click", () => this.close(true));
     $("memory-history").addEventListener("change", (e) => {
       this.history = e.target.checked;
       this.render();
@@ -59,89 +52,36 @@ export class MemoryPanel {
     $("memory-search").addEventListener("input", (e) => {
       if (!e.target.value.trim()) this.clearSearch();
     });
-    $("memory-panel").addEventListener("keydown", (e) => {
-      if (e.key === "Escape" && !e.defaultPrevented) {
-        e.preventDefault();
-        this.close(true);
-      }
-    });
-  }
-
-  get isOpen() {
-    return !$("memory-panel").hidden;
   }
 
   open() {
-    $("memory-panel").hidden = false;
-    $("memory-btn").setAttribute("aria-expanded", "true");
-    this.render();
-    this.refresh();
+    super.open();
     $("memory-search").focus();
   }
 
-  close(returnFocus = false) {
-    $("memory-panel").hidden = true;
-    $("memory-btn").setAttribute("aria-expanded", "false");
-    if (returnFocus) $("memory-btn").focus();
+  /** The facts, retired ones too (history). */
+  load() {
+    return api.memories();
   }
 
-  /** Signed out: forget everything, and let a late answer of the old session change nothing. */
-  clear() {
-    this.session += 1;
-    clearTimeout(this.timer);
+  apply(body) {
+    this.setFacts(factsFrom(body));
+  }
+
+  relevant(ev) {
+    return refreshesMemory(ev);
+  }
+
+  errorText(err) {
+    return memoryErrorText(err, "load what Delegate remembers");
+  }
+
+  reset() {
     this.facts = [];
     this.byId = new Map();
-    this.loaded = false;
-    this.error = null;
     this.rowState.clear();
     $("memory-search").value = "";
     this.clearSearch();
-    this.close();
-  }
-
-  /** A committed event from /chat: read the list again when it is about facts (and it is shown). */
-  eventArrived(ev) {
-    if (!refreshesMemory(ev) || !this.isOpen) return;
-    clearTimeout(this.timer);
-    this.timer = setTimeout(() => this.refresh(), REFRESH_DEBOUNCE_MS);
-  }
-
-  /** After a reconnect: whatever changed meanwhile. */
-  reconnected() {
-    if (this.isOpen) this.refresh();
-  }
-
-  /** Read the facts (retired ones too: history); a refresh asked for while one runs runs once more. */
-  async refresh() {
-    if (this.inFlight) {
-      this.again = true;
-      return this.inFlight;
-    }
-    const session = this.session;
-    this.inFlight = (async () => {
-      try {
-        const body = await api.memories();
-        if (session !== this.session) return;
-        this.setFacts(factsFrom(body));
-        this.loaded = true;
-        this.error = null;
-      } catch (err) {
-        if (session !== this.session) return;
-        if (err instanceof HttpError && err.status === 401) {
-          this.hooks.onUnauthorized();
-          return;
-        }
-        this.error = memoryErrorText(err, "load what Delegate remembers");
-      } finally {
-        this.inFlight = null;
-      }
-      this.render();
-      if (this.again) {
-        this.again = false;
-        await this.refresh();
-      }
-    })();
-    return this.inFlight;
   }
 
   setFacts(facts) {
@@ -270,9 +210,7 @@ export class MemoryPanel {
       if (this.matches) text = shown ? `${shown} ${shown === 1 ? "memory matches" : "memories match"} “${this.query}”` : `Nothing remembered matches “${this.query}”.`;
       else if (!shown) text = this.facts.length ? "Nothing active. Show history to see what was replaced or forgotten." : "Nothing remembered yet. Tell Delegate something worth keeping, like “my sister lives in Lisbon”.";
     }
-    setText(status, text);
-    status.hidden = !text;
-    status.dataset.tone = warn ? "warn" : "";
+    showStatus(status, text, warn);
     const now = new Date();
     reconcile(
       $("memory-list"),

@@ -4,7 +4,8 @@
 // GET /api/people when opened, and again when a /chat event says people changed.
 
 import { api, HttpError } from "./api.js";
-import { h, reconcile, setText } from "./dom.js";
+import { h, reconcile } from "./dom.js";
+import { Panel, panelElements, showStatus } from "./panel.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -33,75 +34,42 @@ export function personMeta(p) {
   return parts.join(" · ");
 }
 
-export class PeoplePanel {
+export class PeoplePanel extends Panel {
   /** @param {{onUnauthorized: () => void, toast: (text: string, tone?: string) => void, jumpTo: (id: string) => void}} hooks */
   constructor(hooks) {
-    this.hooks = hooks;
+    super(hooks, panelElements("people"), { debounceMs: REFRESH_DEBOUNCE_MS });
     this.list = [];
-    this.loaded = false;
-    this.error = null;
     this.rows = new Map();
     this.openId = null; // the person whose detail is shown
     this.details = new Map(); // id -> the detail answer
-    this.timer = null;
-    this.session = 0;
-    $("people-btn").addEventListener("click", () => (this.isOpen ? this.close() : this.open()));
-    $("people-close").addEventListener("click", () => this.close());
   }
 
-  get isOpen() {
-    return !$("people-panel").hidden;
+  /** The list, and the open person's detail again (it may have changed too). */
+  async load() {
+    const body = await api.people();
+    const list = Array.isArray(body && body.people) ? body.people : [];
+    const openId = this.openId;
+    const detail = openId && list.some((p) => p.id === openId) ? await api.person(openId) : null;
+    return { list, openId, detail };
   }
 
-  open() {
-    $("people-panel").hidden = false;
-    $("people-btn").setAttribute("aria-expanded", "true");
-    this.render();
-    this.refresh();
+  apply({ list, openId, detail }) {
+    this.list = list;
+    if (detail && detail.person) this.details.set(openId, detail.person);
   }
 
-  close() {
-    $("people-panel").hidden = true;
-    $("people-btn").setAttribute("aria-expanded", "false");
+  relevant(ev) {
+    return refreshesPeople(ev);
   }
 
-  clear() {
-    this.session += 1;
-    clearTimeout(this.timer);
+  errorText() {
+    return "People could not be loaded: Delegate’s memory is not answering.";
+  }
+
+  reset() {
     this.list = [];
     this.details.clear();
     this.openId = null;
-    this.loaded = false;
-    this.error = null;
-    this.close();
-    this.render();
-  }
-
-  eventArrived(ev) {
-    if (!refreshesPeople(ev) || !this.isOpen) return;
-    clearTimeout(this.timer);
-    this.timer = setTimeout(() => this.refresh(), REFRESH_DEBOUNCE_MS);
-  }
-
-  reconnected() {
-    if (this.isOpen) this.refresh();
-  }
-
-  async refresh() {
-    const session = this.session;
-    try {
-      const body = await api.people();
-      if (session !== this.session) return;
-      this.list = Array.isArray(body && body.people) ? body.people : [];
-      this.loaded = true;
-      this.error = null;
-      if (this.openId && this.list.some((p) => p.id === this.openId)) await this.loadDetail(this.openId);
-    } catch (err) {
-      if (session !== this.session) return;
-      if (err instanceof HttpError && err.status === 401) return this.hooks.onUnauthorized();
-      this.error = "People could not be loaded: Delegate’s memory is not answering.";
-    }
-    this.render();
   }
 
   async loadDetail(id) {
@@ -211,11 +179,7 @@ export class PeoplePanel {
   }
 
   render() {
-    const status = $("people-status");
-    const text = this.error || (!this.loaded ? "Loading…" : this.list.length ? "" : "No one yet. People you mention in chat, texts or email show up here.");
-    setText(status, text);
-    status.hidden = !text;
-    status.dataset.tone = this.error ? "warn" : "";
+    showStatus($("people-status"), this.statusText(!this.list.length, "No one yet. People you mention in chat, texts or email show up here."), Boolean(this.error));
     reconcile(
       $("people-list"),
       this.rows,

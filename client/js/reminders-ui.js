@@ -4,6 +4,7 @@
 
 import { api, HttpError } from "./api.js";
 import { reconcile, setText } from "./dom.js";
+import { Panel, panelElements, showStatus } from "./panel.js";
 import { refreshesReminders, reminderRow, remindersFrom, upcomingReminders } from "./reminders.js";
 
 const $ = (id) => document.getElementById(id);
@@ -11,88 +12,34 @@ const $ = (id) => document.getElementById(id);
 const REFRESH_DEBOUNCE_MS = 150; // a burst of reminder events is one request
 const TICK_MS = 30000; // "in 5 min" ages while the panel is open
 
-export class RemindersPanel {
+export class RemindersPanel extends Panel {
   /** @param {{onUnauthorized: () => void, toast: (text: string, tone?: string) => void}} hooks */
   constructor(hooks) {
-    this.hooks = hooks;
+    // Closed, events still refresh it: the topbar count follows them.
+    super(hooks, panelElements("reminders"), { debounceMs: REFRESH_DEBOUNCE_MS, whileClosed: true });
     this.list = [];
-    this.loaded = false;
-    this.error = null; // why the list could not be read, in words
     this.rows = new Map();
-    this.inFlight = null;
-    this.again = false;
-    this.timer = null;
-    this.session = 0;
-    $("reminders-btn").addEventListener("click", () => (this.isOpen ? this.close() : this.open()));
-    $("reminders-close").addEventListener("click", () => this.close());
     setInterval(() => this.isOpen && this.render(), TICK_MS);
   }
 
-  get isOpen() {
-    return !$("reminders-panel").hidden;
+  load() {
+    return api.reminders();
   }
 
-  open() {
-    $("reminders-panel").hidden = false;
-    $("reminders-btn").setAttribute("aria-expanded", "true");
-    this.render();
-    this.refresh();
+  apply(body) {
+    this.list = upcomingReminders(remindersFrom(body));
   }
 
-  close() {
-    $("reminders-panel").hidden = true;
-    $("reminders-btn").setAttribute("aria-expanded", "false");
+  relevant(ev) {
+    return refreshesReminders(ev);
   }
 
-  /** Signed out: forget everything, and let a late answer of the old session change nothing. */
-  clear() {
-    this.session += 1;
-    clearTimeout(this.timer);
+  errorText(err) {
+    return err instanceof HttpError && err.status >= 500 ? "Reminders are unavailable right now: Delegate’s inner plane is not answering." : "Reminders could not be loaded.";
+  }
+
+  reset() {
     this.list = [];
-    this.loaded = false;
-    this.error = null;
-    this.close();
-    this.render();
-  }
-
-  /** A committed event from /chat: ask again when it is about reminders. */
-  eventArrived(ev) {
-    if (!refreshesReminders(ev)) return;
-    clearTimeout(this.timer);
-    this.timer = setTimeout(() => this.refresh(), REFRESH_DEBOUNCE_MS);
-  }
-
-  /** Read the list; a refresh asked for while one runs runs once more after it. */
-  async refresh() {
-    if (this.inFlight) {
-      this.again = true;
-      return this.inFlight;
-    }
-    const session = this.session;
-    this.inFlight = (async () => {
-      try {
-        const body = await api.reminders();
-        if (session !== this.session) return;
-        this.list = upcomingReminders(remindersFrom(body));
-        this.loaded = true;
-        this.error = null;
-      } catch (err) {
-        if (session !== this.session) return;
-        if (err instanceof HttpError && err.status === 401) {
-          this.hooks.onUnauthorized();
-          return;
-        }
-        this.error = err instanceof HttpError && err.status >= 500 ? "Reminders are unavailable right now: Delegate’s inner plane is not answering." : "Reminders could not be loaded.";
-      } finally {
-        this.inFlight = null;
-      }
-      this.render();
-      if (this.again) {
-        this.again = false;
-        await this.refresh();
-      }
-    })();
-    return this.inFlight;
   }
 
   async cancel(reminder, button) {
@@ -121,11 +68,7 @@ export class RemindersPanel {
     setText(badge, String(count));
     badge.hidden = count === 0;
     $("reminders-btn").setAttribute("aria-label", count ? `Reminders: ${count} upcoming` : "Reminders");
-    const status = $("reminders-status");
-    const text = this.error || (!this.loaded ? "Loading…" : count ? "" : "No upcoming reminders. Ask Delegate to remind you of something.");
-    setText(status, text);
-    status.hidden = !text;
-    status.dataset.tone = this.error ? "warn" : "";
+    showStatus($("reminders-status"), this.statusText(!count, "No upcoming reminders. Ask Delegate to remind you of something."), Boolean(this.error));
     const now = new Date();
     // Keyed by id and revision: a changed reminder gets a new row; the clock text ages on every render.
     reconcile(

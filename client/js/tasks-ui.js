@@ -7,6 +7,7 @@ import { api, HttpError } from "./api.js";
 import { h, reconcile, setText } from "./dom.js";
 import { formatTime, fullTime } from "./format.js";
 import { renderMarkdown } from "./markdown.js";
+import { Panel, panelElements, showStatus } from "./panel.js";
 import {
   TaskStream,
   budgetText,
@@ -58,21 +59,16 @@ function newKey() {
 const DOING = { pause: "pause the task", resume: "resume the task", cancel: "cancel the task" };
 const DONE = { pause: "Task paused.", resume: "Task resumed.", cancel: "Task cancelled." };
 
-export class TasksPanel {
+export class TasksPanel extends Panel {
   /** @param {{onUnauthorized: () => void, toast: (text: string, tone?: string) => void}} hooks */
   constructor(hooks) {
-    this.hooks = hooks;
+    // Closed, events still refresh it (less often): the count on the button follows them.
+    super(hooks, panelElements("tasks"), { debounceMs: REFRESH_OPEN_MS, whileClosed: true, keyboard: true });
     this.tasks = [];
-    this.loaded = false;
-    this.error = null;
     this.selectedId = null;
     this.selectedExtra = null; // the selected task when the list does not hold it
     this.rowState = new Map(); // task id -> {mode, busy, error}
     this.rows = new Map();
-    this.inFlight = null;
-    this.again = false;
-    this.timer = null;
-    this.session = 0;
     this.stream = null;
     this.detail = null; // the selected task's detail nodes
     this.diagram = null; // the run picture being asked for: {url, status, tries, timer, why}
@@ -81,17 +77,9 @@ export class TasksPanel {
     this.focusAfter = null;
     const slot = document.querySelector("#tasks-btn .task-btn-icon");
     if (slot) slot.replaceWith(taskIcon("icon btn-icon"));
-    $("tasks-btn").addEventListener("click", () => (this.isOpen ? this.close() : this.open()));
-    $("tasks-close").addEventListener("click", () => this.close(true));
     $("task-form").addEventListener("submit", (e) => {
       e.preventDefault();
       this.create();
-    });
-    $("tasks-panel").addEventListener("keydown", (e) => {
-      if (e.key === "Escape" && !e.defaultPrevented) {
-        e.preventDefault();
-        this.close(true);
-      }
     });
     const shots = $("task-shot-dialog");
     shots.addEventListener("close", () => {
@@ -99,14 +87,9 @@ export class TasksPanel {
     });
   }
 
-  get isOpen() {
-    return !$("tasks-panel").hidden;
-  }
-
   /** Open the panel; with a task id, show that task (the timeline card's Open). */
   open(taskId = null) {
-    $("tasks-panel").hidden = false;
-    $("tasks-btn").setAttribute("aria-expanded", "true");
+    this.show();
     if (taskId) this.select(taskId, { scroll: true });
     if (this.selectedId && !this.stream) this.startStream();
     this.render();
@@ -118,36 +101,29 @@ export class TasksPanel {
   }
 
   close(returnFocus = false) {
-    $("tasks-panel").hidden = true;
-    $("tasks-btn").setAttribute("aria-expanded", "false");
+    super.close(returnFocus);
     this.stopStream();
     this.stopDiagram();
-    if (returnFocus) $("tasks-btn").focus();
   }
 
-  /** Signed out: forget everything, and let a late answer of the old session change nothing. */
-  clear() {
-    this.session += 1;
-    clearTimeout(this.timer);
-    this.timer = null;
-    this.close();
+  reset() {
     this.tasks = [];
-    this.loaded = false;
-    this.error = null;
     this.selectedId = null;
     this.selectedExtra = null;
     this.rowState.clear();
     this.draft = null;
     this.dropDetail();
-    this.render();
   }
 
-  /** A committed event from /chat: read the list again when it is about tasks. */
-  eventArrived(ev) {
-    if (refreshesTasks(ev)) this.soon(); // the service is there: the count on the button follows too
+  relevant(ev) {
+    return refreshesTasks(ev);
   }
 
-  /** After a reconnect: whatever changed meanwhile. */
+  errorText(err) {
+    return taskErrorText(err, "load the tasks");
+  }
+
+  /** After a reconnect: whatever changed meanwhile (closed too, once the button shows a count). */
   reconnected() {
     if (this.isOpen || this.loaded) this.refresh();
   }
@@ -164,42 +140,18 @@ export class TasksPanel {
     );
   }
 
-  /** Read the list; a refresh asked for while one runs runs once more after it. */
-  async refresh() {
-    if (this.inFlight) {
-      this.again = true;
-      return this.inFlight;
-    }
-    const session = this.session;
-    this.inFlight = (async () => {
-      try {
-        const body = await api.tasks();
-        if (session !== this.session) return;
-        this.tasks = tasksFrom(body);
-        if (!this.loaded && !this.tasks.length) $("task-new").open = true; // nothing yet: start with the form
-        this.loaded = true;
-        this.error = null;
-        if (this.selectedId && !this.tasks.some((t) => t.id === this.selectedId)) {
-          this.selectedExtra = taskFrom(await api.task(this.selectedId).catch(() => null));
-          if (session !== this.session) return;
-        } else this.selectedExtra = null;
-      } catch (err) {
-        if (session !== this.session) return;
-        if (err instanceof HttpError && err.status === 401) {
-          this.hooks.onUnauthorized();
-          return;
-        }
-        this.error = taskErrorText(err, "load the tasks");
-      } finally {
-        this.inFlight = null;
-      }
-      this.render();
-      if (this.again) {
-        this.again = false;
-        await this.refresh();
-      }
-    })();
-    return this.inFlight;
+  /** The list, and the selected task when the list does not hold it (just made, or older than the list). */
+  async load() {
+    const tasks = tasksFrom(await api.tasks());
+    const id = this.selectedId;
+    const extra = id && !tasks.some((t) => t.id === id) ? taskFrom(await api.task(id).catch(() => null)) : null;
+    return { tasks, extra };
+  }
+
+  apply({ tasks, extra }) {
+    this.tasks = tasks;
+    if (!this.loaded && !tasks.length) $("task-new").open = true; // nothing yet: start with the form
+    this.selectedExtra = extra;
   }
 
   selected() {
@@ -421,11 +373,8 @@ export class TasksPanel {
     setText(badge, String(active));
     badge.hidden = !this.loaded || active === 0;
     $("tasks-btn").setAttribute("aria-label", this.loaded && active ? `Tasks: ${active} active` : "Tasks");
-    const status = $("tasks-status");
-    const text = this.error || (!this.loaded ? "Loading…" : this.tasks.length ? "" : "No tasks yet. Give Delegate a goal to work on in the background, like “find three quiet cafés near the office and compare their hours”.");
-    setText(status, text);
-    status.hidden = !text;
-    status.dataset.tone = this.error ? "warn" : "";
+    const empty = "No tasks yet. Give Delegate a goal to work on in the background, like “find three quiet cafés near the office and compare their hours”.";
+    showStatus($("tasks-status"), this.statusText(!this.tasks.length, empty), Boolean(this.error));
     const now = new Date();
     const on = {
       select: (t) => this.select(t.id, { focus: true }),

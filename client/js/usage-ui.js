@@ -5,6 +5,7 @@
 
 import { api, HttpError } from "./api.js";
 import { h, setText } from "./dom.js";
+import { Panel, panelElements } from "./panel.js";
 import { barLayout, budgetLine, callLine, dailyBars, money, PURPOSES, refreshesUsage, runLine } from "./usage.js";
 
 const $ = (id) => document.getElementById(id);
@@ -20,64 +21,48 @@ function svg(tag, attrs, ...children) {
   return node;
 }
 
-export class UsagePanel {
+export class UsagePanel extends Panel {
   /** @param {{onUnauthorized: () => void, toast: (text: string, tone?: string) => void, jumpTo: (id: string) => void}} hooks */
   constructor(hooks) {
-    this.hooks = hooks;
+    // Closed, events still refresh it: the topbar's spend today follows them.
+    super(hooks, panelElements("usage"), { debounceMs: REFRESH_DEBOUNCE_MS, whileClosed: true });
     this.body = null;
     this.budget = null;
-    this.session = 0;
-    this.timer = null;
     this.calls = new Map(); // span id -> its calls (the hover detail), read once
-    $("usage-btn").addEventListener("click", () => (this.isOpen ? this.close() : this.open()));
-    $("usage-close").addEventListener("click", () => this.close());
-  }
-
-  get isOpen() {
-    return !$("usage-panel").hidden;
   }
 
   open() {
-    $("usage-panel").hidden = false;
-    $("usage-btn").setAttribute("aria-expanded", "true");
-    this.refresh();
+    this.show();
+    this.refresh(); // nothing to draw before the first answer
   }
 
-  close() {
-    $("usage-panel").hidden = true;
-    $("usage-btn").setAttribute("aria-expanded", "false");
+  load() {
+    return Promise.all([api.usage(), this.readBudget()]);
   }
 
-  clear() {
-    this.session += 1;
-    clearTimeout(this.timer);
+  apply([body, budget]) {
+    this.body = body;
+    this.budget = budget;
+  }
+
+  relevant(ev) {
+    return refreshesUsage(ev);
+  }
+
+  soon(ev) {
+    if (ev && ev.span_id) this.calls.delete(ev.span_id);
+    super.soon(ev);
+  }
+
+  errorText(err) {
+    return `Usage could not be read: ${err.message}`;
+  }
+
+  reset() {
     this.body = null;
     this.budget = null;
     this.calls.clear();
-    this.close();
     setText($("spend-today"), "Today: –");
-  }
-
-  eventArrived(ev) {
-    if (!refreshesUsage(ev)) return;
-    if (ev.span_id) this.calls.delete(ev.span_id);
-    clearTimeout(this.timer);
-    this.timer = setTimeout(() => this.refresh(), REFRESH_DEBOUNCE_MS);
-  }
-
-  async refresh() {
-    const session = this.session;
-    try {
-      const [body, budget] = await Promise.all([api.usage(), this.readBudget()]);
-      if (session !== this.session) return;
-      this.body = body;
-      this.budget = budget;
-      this.render();
-    } catch (err) {
-      if (session !== this.session) return;
-      if (err instanceof HttpError && err.status === 401) return this.hooks.onUnauthorized();
-      setText($("usage-status"), `Usage could not be read: ${err.message}`);
-    }
   }
 
   async readBudget() {
@@ -90,6 +75,9 @@ export class UsagePanel {
   }
 
   render() {
+    // A failed read keeps what the last good one drew, and says why above it.
+    if (this.error) return setText($("usage-status"), this.error);
+    if (!this.body) return;
     const bars = dailyBars(this.body);
     const today = bars.length ? bars[bars.length - 1] : { usd: 0, day: "" };
     const line = budgetLine(today.usd, this.budget);
