@@ -1,5 +1,5 @@
 // The search bar over the loaded timeline (search.js finds, this marks and steps through the
-// matches), "Search all history", and its handoff to the whole-timeline search (memory-ui.js).
+// matches), "Search all history", and its handoff to the whole-timeline search (timeline-search.js).
 
 import { searchEvents } from "./search.js";
 

@@ -1,24 +1,27 @@
 // The Tasks panel: start a task, the list (state, progress, Pause / Resume / Cancel), and the
 // selected task's live log (SSE), screenshots and run picture. The list is read when the panel
 // opens, after a reconnect, and whenever a `task.*` event arrives on /chat or on the open
-// task's stream — no polling.
+// task's stream — no polling. (The run picture's asking: task-picture.js.)
+//
+// Why one file over 400 lines: the list and the selected task's detail are one view of one
+// state (the selected id, the open stream, the rows' busy and error marks); selecting, a control
+// and a log line each change both, so they are drawn together from this one object.
 
 import { api, HttpError } from "./api.js";
 import { h, reconcile, setText } from "./dom.js";
 import { formatTime, fullTime } from "./format.js";
 import { renderMarkdown } from "./markdown.js";
 import { Panel, panelElements, showStatus } from "./panel.js";
+import { RunPicture } from "./task-picture.js";
 import {
   TaskStream,
   budgetText,
-  diagramAfter,
   isActive,
   isTerminal,
   logLineNode,
   outcome,
   progressNode,
   refreshesTasks,
-  runPicture,
   screenshotList,
   screenshotNode,
   stateBadge,
@@ -71,7 +74,8 @@ export class TasksPanel extends Panel {
     this.rows = new Map();
     this.stream = null;
     this.detail = null; // the selected task's detail nodes
-    this.diagram = null; // the run picture being asked for: {url, status, tries, timer, why}
+    // The run picture, asked for until it is drawn; a change of its state redraws the detail.
+    this.picture = new RunPicture({ onUnauthorized: () => this.hooks.onUnauthorized(), changed: () => this.renderDetail() });
     this.creating = false;
     this.draft = null; // {sig, key}: the Idempotency-Key of the form as last sent
     this.focusAfter = null;
@@ -103,7 +107,7 @@ export class TasksPanel extends Panel {
   close(returnFocus = false) {
     super.close(returnFocus);
     this.stopStream();
-    this.stopDiagram();
+    this.picture.stop();
   }
 
   reset() {
@@ -312,49 +316,6 @@ export class TasksPanel extends Panel {
     this.renderDetail();
   }
 
-  // ---- the run picture ------------------------------------------------------------
-
-  stopDiagram() {
-    if (this.diagram) clearTimeout(this.diagram.timer);
-    this.diagram = null;
-  }
-
-  /** Ask for the run picture until it is drawn (a 404 right after the end: still rendering). */
-  async checkDiagram() {
-    const dg = this.diagram;
-    if (!dg) return;
-    clearTimeout(dg.timer);
-    dg.status = "checking";
-    this.renderDetail();
-    let status = 0;
-    let code = null;
-    try {
-      const res = await fetch(dg.url, { credentials: "same-origin", cache: "no-store" });
-      status = res.status;
-      if (!res.ok) {
-        const body = await res.json().catch(() => null);
-        const err = (body && typeof body.error === "object" && body.error) || {};
-        code = err.code || null;
-        dg.why = [err.message, body && body.detail].filter((x) => typeof x === "string" && x).join(": ");
-      }
-    } catch {
-      status = 0;
-    }
-    if (this.diagram !== dg) return;
-    dg.tries += 1;
-    const next = diagramAfter(status, dg.tries, code);
-    if (next.status === "signed-out") return this.hooks.onUnauthorized();
-    dg.status = next.status;
-    if (next.retryIn) dg.timer = setTimeout(() => this.checkDiagram(), next.retryIn);
-    this.renderDetail();
-  }
-
-  retryDiagram() {
-    if (!this.diagram) return;
-    this.diagram.tries = 0;
-    this.checkDiagram();
-  }
-
   showShot(shot, src, label) {
     const dialog = $("task-shot-dialog");
     setText($("task-shot-title"), label);
@@ -412,7 +373,7 @@ export class TasksPanel extends Panel {
 
   dropDetail() {
     this.stopStream();
-    this.stopDiagram();
+    this.picture.stop();
     this.detail = null;
     $("task-detail").replaceChildren();
     $("task-detail").hidden = true;
@@ -525,48 +486,6 @@ export class TasksPanel extends Panel {
       shots.map((s, i) => ({ key: `${s.file}:${s.step ?? ""}:${s.url ?? ""}:${i}`, shot: s, n: i + 1 })),
       (item) => screenshotNode(this.selectedId, item.shot, item.n, { onOpen: (shot, src, label) => this.showShot(shot, src, label) }),
     );
-    this.renderPicture(d, task && (log && log.ended && !isTerminal(task.state) ? { ...task, state: log.state } : task));
-  }
-
-  renderPicture(d, task) {
-    const plan = runPicture(task);
-    if (plan.show && (!this.diagram || this.diagram.url !== plan.url)) {
-      this.stopDiagram();
-      this.diagram = { url: plan.url, status: "checking", tries: 0, timer: null };
-      queueMicrotask(() => this.checkDiagram());
-    }
-    if (!plan.show && this.diagram) this.stopDiagram();
-    const dg = this.diagram;
-    const status = plan.show && dg ? dg.status : "none";
-    const sig = `${status}|${plan.url}|${plan.why}|${(dg && dg.why) || ""}`;
-    if (d.pictureSig === sig) return;
-    d.pictureSig = sig;
-    d.picture.dataset.status = status;
-    if (!plan.show) {
-      d.picture.replaceChildren(h("p", { class: "muted small", text: plan.why }));
-      return;
-    }
-    const retry = () => h("button", { type: "button", class: "ghost small task-picture-retry", text: "Retry", onclick: () => this.retryDiagram() });
-    if (status === "ready") {
-      const img = h("img", { class: "task-picture-img", src: plan.url, alt: "The run picture: how the task went, step by step" });
-      img.addEventListener("error", () => {
-        if (this.diagram && this.diagram.url === plan.url) {
-          this.diagram.status = "failed";
-          this.renderDetail();
-        }
-      });
-      d.picture.replaceChildren(
-        h("a", { class: "task-picture-link", href: plan.url, target: "_blank", rel: "noopener", title: "Open the run picture in a new tab" }, img),
-        h("a", { class: "task-picture-open small", href: plan.url, target: "_blank", rel: "noopener", text: "Open the run picture in a new tab" }),
-      );
-    } else if (status === "checking" || status === "drawing") {
-      d.picture.replaceChildren(h("p", { class: "muted small", role: "status", text: "Drawing the run picture…" }));
-    } else if (status === "missing") {
-      d.picture.replaceChildren(h("p", { class: "muted small", role: "status" }, "The run picture is not ready yet. ", retry()));
-    } else if (status === "unrendered") {
-      d.picture.replaceChildren(h("p", { class: "small task-picture-error", role: "status", text: `The run picture could not be drawn${dg.why ? ` (${dg.why})` : ""}.` }));
-    } else {
-      d.picture.replaceChildren(h("p", { class: "small task-picture-error", role: "status" }, "The run picture could not be loaded. ", retry()));
-    }
+    this.picture.render(d, task && (log && log.ended && !isTerminal(task.state) ? { ...task, state: log.state } : task));
   }
 }
