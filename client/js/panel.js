@@ -103,6 +103,9 @@ export class Panel {
   /** Signed out: forget everything, and let a late answer of the old session change nothing. */
   clear() {
     this.session += 1;
+    // A read of the old session still running is not this session's: the next refresh reads anew.
+    this.inFlight = null;
+    this.again = false;
     clearTimeout(this.timer);
     this.timer = null;
     this.loaded = false;
@@ -141,7 +144,8 @@ export class Panel {
       return this.inFlight;
     }
     const session = this.session;
-    this.inFlight = (async () => {
+    let done = false; // a load that throws at once finishes before `read` is even assigned
+    const read = (async () => {
       try {
         const data = await this.load();
         if (session !== this.session) return;
@@ -156,7 +160,8 @@ export class Panel {
         }
         this.error = this.errorText(err);
       } finally {
-        this.inFlight = null;
+        done = true;
+        if (session === this.session) this.inFlight = null;
       }
       this.render();
       if (this.again) {
@@ -164,6 +169,7 @@ export class Panel {
         await this.refresh();
       }
     })();
-    return this.inFlight;
+    if (!done) this.inFlight = read;
+    return read;
   }
 }

@@ -186,6 +186,23 @@ test("signing out forgets everything, closes, and a late answer of the old sign-
   assert.equal(panel.loaded, false);
 });
 
+test("a read asked for after sign-out, while the old sign-in's read still runs, is made and shown", async () => {
+  const panel = new ListPanel();
+  panel.open();
+  panel.clear(); // signed out with the first read still out
+  panel.open(); // signed in again: this read is the new session's own
+  assert.equal(panel.reads.length, 2, "the new session reads at once, not after the old read");
+  panel.reads[0].resolve({ items: ["old"] });
+  await settle();
+  assert.deepEqual(panel.list, []);
+  panel.reads[1].resolve({ items: ["new"] });
+  await settle();
+  assert.deepEqual(panel.list, ["new"]);
+  assert.equal(panel.loaded, true);
+  panel.refresh(); // and the panel is not left thinking a read is out
+  assert.equal(panel.reads.length, 3);
+});
+
 test("Escape and the close button return focus to the topbar button when the panel asks for it", () => {
   const panel = new ListPanel({ keyboard: true });
   panel.open();
