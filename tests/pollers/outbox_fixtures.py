@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from email.message import EmailMessage
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import pytest
 from aiosmtpd.controller import Controller
@@ -74,7 +74,7 @@ class SmtpCapture:
         self.port = free_port()
         self._controller = Controller(self, hostname="127.0.0.1", port=self.port)
 
-    def start(self) -> "SmtpCapture":
+    def start(self) -> Self:
         self._controller.start()
         return self
 

@@ -13,6 +13,7 @@ submission server where these tests need it:
 import base64
 import json
 import re
+from typing import Any
 
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import SMTP, AuthResult, Envelope, Session
@@ -30,7 +31,7 @@ class StrictSmtp(SmtpCapture):
         self.oauth, self.eight_bit_mime = oauth, eight_bit_mime
         self.mail_options: list[list[str]] = []
         self.auth_attempts: list[bool] = []
-        kwargs: dict[str, object] = {}
+        kwargs: dict[str, Any] = {}
         if oauth is not None:  # plain text on 127.0.0.1 only: aiosmtpd warns about that, rightly elsewhere
             kwargs = {"auth_required": True, "auth_require_tls": False, "auth_exclude_mechanism": ["LOGIN", "PLAIN"]}
         self._controller = Controller(self, hostname="127.0.0.1", port=self.port, **kwargs)

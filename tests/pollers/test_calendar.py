@@ -158,8 +158,8 @@ async def test_agenda_and_free_time_across_a_recurring_event_with_an_exception(h
 
 
 async def test_create_is_visible_in_radicale_and_a_retried_create_makes_one_event(h: Harness, owner: Owner) -> None:
-    command = {"op": "create", "start": _day(6, 14), "end": _day(6, 15), "summary": "Dentist",
-               "location": "Main St 5", "request_id": "call_create_dentist"}
+    command: dict[str, Any] = {"op": "create", "start": _day(6, 14), "end": _day(6, 15), "summary": "Dentist",
+                                "location": "Main St 5", "request_id": "call_create_dentist"}
     first = await ask(h, **command)
     again = await ask(h, **command)
 
@@ -180,8 +180,8 @@ async def test_create_is_visible_in_radicale_and_a_retried_create_makes_one_even
 async def test_a_create_cut_off_after_the_servers_write_is_not_made_twice_after_a_restart(
     h: Harness, owner: Owner, radicale: RadicaleServer, running: System
 ) -> None:
-    command = {"op": "create", "start": _day(7, 10), "end": _day(7, 11), "summary": "Haircut",
-               "request_id": "call_create_haircut"}
+    command: dict[str, Any] = {"op": "create", "start": _day(7, 10), "end": _day(7, 11), "summary": "Haircut",
+                                "request_id": "call_create_haircut"}
     uid = uid_for_call("call_create_haircut")
     radicale.held.clear()
     radicale.hold_next_put()  # Radicale stores it; the answer never reaches the pollers
