@@ -53,7 +53,7 @@ class History:
         type: str = "fact", valid_at: datetime | None = None,
     ) -> Event:
         payload = MemoryFactAdded(
-            fact_id=fact_id or new_id(), type=type, text=text, valid_at=valid_at or utcnow(),  # type: ignore[arg-type]
+            fact_id=fact_id or new_id(), type=type, text=text, valid_at=valid_at or utcnow(),
             event_ids=[e.id for e in cites], supersedes=list(supersedes),
         )
         return self.add(payload, channel="inner")

@@ -23,7 +23,7 @@ def index_with(path: Path, events: list[Event], batch: int = 3) -> MemoryIndex:
 
 
 def find(index: MemoryIndex, query: str, **fields: object) -> list[tuple[str, str]]:
-    reply = search(index, MemorySearchRequest(query=query, now=NOW, **fields), NOW, 1500)  # type: ignore[arg-type]
+    reply = search(index, MemorySearchRequest(query=query, now=NOW, **fields), NOW, 1500)
     return [(r.kind, r.text) for r in reply.results]
 
 

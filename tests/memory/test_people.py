@@ -78,7 +78,7 @@ async def person(bus: Bus, person_id: str) -> PersonDetail:
 
 
 async def commitments(bus: Bus, state: str = "all") -> list[Commitment]:
-    return (await bus.request(topics.MEMORY_COMMITMENTS, CommitmentsCommand(op="list", state=state))).commitments  # type: ignore[arg-type]
+    return (await bus.request(topics.MEMORY_COMMITMENTS, CommitmentsCommand(op="list", state=state))).commitments
 
 
 async def say(bus: Bus, h: History, text: str, channel: str) -> Event:

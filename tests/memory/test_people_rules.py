@@ -1,6 +1,7 @@
 """The code that decides who is who and when a promise is due (no processes)."""
 
 from datetime import UTC, datetime
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from delegate.memory.commitments import due_from, promises
@@ -61,7 +62,9 @@ def test_due_dates_are_read_in_the_owners_zone_and_forward_from_the_turn() -> No
 def test_facts_link_to_the_people_they_name_and_a_forgotten_person_blocks_items() -> None:
     ana = known("p1", "Ana Costa", aliases=("Ana",))
     gone = known("p9", "Bea", status="forgotten")
-    items = [{"text": "Ana loves sailing."}, {"text": "The weather is nice."}, {"text": "Bea called.", "people": []}]
+    items: list[dict[str, Any]] = [
+        {"text": "Ana loves sailing."}, {"text": "The weather is nice."}, {"text": "Bea called.", "people": []}
+    ]
     assert blocked_items(items, [ana, gone]) == {2}
     linked = link(source_id="x", raw_people=[{"name": "Bea"}], raw_commitments=[],
                   items=items, item_facts={0: "f0", 1: "f1"}, turn_ids=["t"], said_at=SUNDAY, zone=LISBON,
@@ -81,7 +84,7 @@ def test_the_prompt_shows_the_owners_local_time_before_everything_else() -> None
 
 def test_a_first_name_shared_by_two_people_links_a_fact_to_neither() -> None:
     costa, silva = known("p1", "Ana Costa"), known("p2", "Ana Silva")
-    items = [{"text": "Ana loves sailing."}, {"text": "Ana Silva moved to Braga."}]
+    items: list[dict[str, Any]] = [{"text": "Ana loves sailing."}, {"text": "Ana Silva moved to Braga."}]
     linked = link(source_id="x", raw_people=[], raw_commitments=[], items=items, item_facts={0: "f0", 1: "f1"},
                   turn_ids=["t"], said_at=SUNDAY, zone=LISBON, people=[costa, silva], open_commitments=[],
                   threshold=0.8)

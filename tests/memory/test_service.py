@@ -80,11 +80,11 @@ async def indexed_through(bus: Bus, seq: int, timeout: float = 30.0) -> None:
 
 
 async def find(bus: Bus, query: str, **fields: object) -> MemorySearchReply:
-    return await bus.request(topics.MEMORY_SEARCH, MemorySearchRequest(query=query, now=NOW, **fields))  # type: ignore[arg-type]
+    return await bus.request(topics.MEMORY_SEARCH, MemorySearchRequest(query=query, now=NOW, **fields))
 
 
 async def facts(bus: Bus, **fields: object) -> object:
-    return await bus.request(topics.MEMORY_FACTS, MemoryFactsCommand(**fields))  # type: ignore[arg-type]
+    return await bus.request(topics.MEMORY_FACTS, MemoryFactsCommand(**fields))
 
 
 def ranked(reply: MemorySearchReply) -> list[tuple[str, str, str, float]]:

@@ -93,7 +93,7 @@ def test_a_forgotten_or_superseded_fact_is_never_a_dense_result(tmp_path: Path, 
     dense.matrices["fact"].put([rows["f-old"], rows["f-brother"]], model.encode(retired))
     for query in ["Lisbon", "Where does my brother live?", "sister Lisbon", *retired]:
         for purpose in ("owner", "turn"):
-            req = MemorySearchRequest(query=query, now=NOW, purpose=purpose)  # type: ignore[arg-type]
+            req = MemorySearchRequest(query=query, now=NOW, purpose=purpose)
             found = [r.text for r in search(index, req, NOW, 1500, dense).results if r.kind == "fact"]
             assert not set(found) & set(retired), (query, purpose, found)
 
