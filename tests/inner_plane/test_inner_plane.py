@@ -124,6 +124,7 @@ async def test_idle_span_gets_one_check_and_its_checkpoint_is_extracted_once(
     await story.span()
     first_span = story.span_id
     old = await story.say("user", "My favourite colour is green.")
+    assert old.seq is not None
 
     checks = await eventually(lambda: h.idle_checks(first_span), "the first span's idle check")
     assert [c.last_activity_seq for c in checks] == [old.seq]
@@ -142,6 +143,7 @@ async def test_idle_span_gets_one_check_and_its_checkpoint_is_extracted_once(
     ask = await story.say("user", "My sister Ana moved to Porto last month.")
     reply = await story.say("assistant", "Noted: Ana lives in Porto now.")
     usage = await story.usage(120)
+    assert usage.seq is not None
     checks = await eventually(lambda: h.idle_checks(second_span), "the second span's idle check")
     assert [c.last_activity_seq for c in checks] == [usage.seq]
     cp2 = await story.checkpoint_and_close(after_seq=old.seq, through_seq=usage.seq)
@@ -210,6 +212,7 @@ async def test_idle_check_still_fires_once_after_everything_is_killed_mid_window
     await story.span()
     span_id = story.span_id
     last = await story.say("user", "Remind me about the dentist.")
+    assert span_id is not None and last.seq is not None
     await h.processed(last.seq)
 
     # Everything dies inside the idle window: inner plane, ledger and NATS itself.
@@ -261,6 +264,7 @@ async def test_an_agent_failover_inside_the_idle_window_is_not_activity(
         TermStarted(term_id="S2", type="agent", holder="agent-b", supersedes="S1"),
         conversation_id=None, span_id=None, channel="inner",
     )
+    assert started.seq is not None
     await h.processed(started.seq)
 
     checks = await eventually(lambda: h.idle_checks(story.span_id), "the span's idle check")
@@ -309,6 +313,7 @@ async def test_capsule_refreshes_once_per_crossing_and_after_compaction(
     t6 = await story.say("assistant", "Turn six: hello Miso.")
     await story.usage(700)
     above = await story.usage(800)
+    assert above.seq is not None
     await h.processed(above.seq)
     compaction = await story.compacted()
     second = (await capsules(2))[1]

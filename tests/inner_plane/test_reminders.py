@@ -9,6 +9,7 @@ reminders, so they share the system; the kill and restart tests leave it running
 import asyncio
 from collections.abc import AsyncIterator, Iterator
 from datetime import datetime, timedelta
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -78,7 +79,7 @@ async def test_set_list_change_and_cancel_answer_from_the_ledger(h: Harness) -> 
     ]
     assert events[-1].payload["reason"] == "moved house" and all(e.channel == "inner" for e in events)
 
-    for fields, code in [
+    refusals: list[tuple[dict[str, Any], str]] = [
         ({"op": "cancel", "reminder_id": first.id}, "conflict"),
         ({"op": "change", "reminder_id": first.id, "spec": later}, "conflict"),
         ({"op": "cancel", "reminder_id": "no-such-reminder"}, "not_found"),
@@ -86,7 +87,8 @@ async def test_set_list_change_and_cancel_answer_from_the_ledger(h: Harness) -> 
         ({"op": "set", "spec": ReminderSpec(text="x", rrule="FREQ=FORTNIGHTLY")}, "bad_request"),
         ({"op": "set", "spec": ReminderSpec(text="x", cron="every day")}, "bad_request"),
         ({"op": "set", "spec": ReminderSpec(text="x", at=soon(60), timezone="Atlantis/Capital")}, "bad_request"),
-    ]:
+    ]
+    for fields, code in refusals:
         with pytest.raises(RemoteError) as refused:
             await ask(h.bus, **fields)
         assert refused.value.code == code, (fields, refused.value)

@@ -72,7 +72,7 @@ async def test_on_debian_nats_2_9_the_inner_plane_refuses_and_readyz_says_why(tm
         try:
             # Neither made the streams it owns: no REMINDERS stream whose schedules never fire.
             # (The gateway's sign-in sessions and push subscriptions buckets need nothing new.)
-            names = sorted(info.config.name for info in await bus.js.streams_info())
+            names = sorted(info.config.name or "" for info in await bus.js.streams_info())
             assert names == ["KV_gateway_sessions", "KV_push_subscriptions"], names
         finally:
             await bus.close()

@@ -278,7 +278,7 @@ async def test_a_capsule_refresh_waits_at_its_cap_and_runs_once_the_cap_is_raise
     # Only the capsule's own cap, already spent today: a crossing of the capsule line asks for a
     # refresh, which waits (kept in the state, no model call) and runs once after the cap is raised.
     caps = {"BUDGET_DAILY_USD": "", "BUDGET_PERIOD_S": "0", "BUDGET_RUNAWAY_PAUSE_S": "1"}
-    restart_plane(running, **caps, BUDGET_CAPSULE_DAILY_USD="0.001")
+    restart_with(running, BASE | caps, BUDGET_CAPSULE_DAILY_USD="0.001")
     await h.append(ModelUsage(model="gpt-5.5", purpose="capsule", input_tokens=5000, cost_usd=0.002),
                    conversation_id=None, span_id=None, channel="inner")
     ask = await h.append(Message(text="I moved to Lisbon"), conversation_id="c-cap", span_id="s-cap",
@@ -295,7 +295,7 @@ async def test_a_capsule_refresh_waits_at_its_cap_and_runs_once_the_cap_is_raise
     assert model_requests(standin, CAPSULE_MARK) == []
     assert await h.events(conversation_id="c-cap", kinds=["context.capsule"]) == []
 
-    restart_plane(running, **caps, BUDGET_CAPSULE_DAILY_USD="100")
+    restart_with(running, BASE | caps, BUDGET_CAPSULE_DAILY_USD="100")
 
     async def refreshed() -> list[Event]:
         return await h.events(conversation_id="c-cap", kinds=["context.capsule"])
