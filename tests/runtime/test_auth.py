@@ -48,7 +48,7 @@ class Identity:
 async def connect(server: NatsServer, role: str, *, password: str | None = None) -> Identity:
     user = server.user(role)
     assert user is not None
-    creds = NatsCredentials(nats_user=role, nats_password=password or user.password)  # type: ignore[arg-type]
+    creds = NatsCredentials(nats_user=role, nats_password=password or user.password)
     errors: list[str] = []
 
     async def on_error(exc: Exception) -> None:

@@ -146,7 +146,7 @@ def test_each_child_of_the_launcher_gets_only_its_own_identity() -> None:
 
 
 def test_a_process_replies_on_its_roles_inbox_whatever_its_instance_is_called() -> None:
-    creds = NatsCredentials(nats_user="gateway", nats_password="pw")  # type: ignore[arg-type]
+    creds = NatsCredentials(nats_user="gateway", nats_password="pw")
     options = connect_options("gateway-2", creds)
     assert options["inbox_prefix"] == "_INBOX_gateway" and options["user"] == "gateway"
     assert connect_options("agent:host:leader", NatsCredentials())["inbox_prefix"] == "_INBOX_agent"

@@ -46,7 +46,7 @@ async def test_a_batch_cut_off_before_its_commit_stores_nothing(bus: Bus) -> Non
 async def test_a_refused_batch_raises_and_stores_nothing(bus: Bus) -> None:
     """A batch to a subject no stream allows atomic writes on is refused whole."""
     events = [event("x") for _ in range(3)]
-    inner = Topic(topics.INNER_SIGNAL.subject, Event)
+    inner: Topic[Event] = Topic(topics.INNER_SIGNAL.subject, Event)
     with pytest.raises(BatchRefused):
         await bus.publish_batch(inner, events, msg_ids=[e.id for e in events], deadline=5.0)
     assert (await bus.js.stream_info("INNER")).state.messages == 0

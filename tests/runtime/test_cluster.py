@@ -111,6 +111,7 @@ async def _replicas(bus: Bus, stream: str) -> tuple[int, int]:
     """(configured replicas, peers the cluster reports: the leader and its followers)."""
     info = await bus.js.stream_info(stream)
     assert info.cluster is not None and info.cluster.leader
+    assert info.config.num_replicas is not None
     return info.config.num_replicas, 1 + len(info.cluster.replicas or [])
 
 

@@ -2,7 +2,7 @@
 
 from datetime import UTC, datetime, timedelta
 
-from delegate.contracts.events import ContextCapsule, Event, Imported, Message, make_event
+from delegate.contracts.events import Channel, ContextCapsule, Event, Imported, Message, make_event
 from delegate.contracts.memory import MemoryResult
 from delegate.runtime.memory_context import MemoryContext, Seen, normalize, search_request, split_novel
 from delegate.runtime.working_context import (
@@ -16,7 +16,7 @@ from delegate.runtime.working_context import (
 T0 = datetime(2026, 5, 1, 14, 3, tzinfo=UTC)
 
 
-def msg(seq: int, text: str, *, imported: bool = False, channel: str = "text") -> Event:
+def msg(seq: int, text: str, *, imported: bool = False, channel: Channel = "text") -> Event:
     payload = Message(text=text, imported=Imported(import_id="imp-1", ref=f"r{seq}") if imported else None)
     return make_event(
         payload, conversation_id="c", span_id="s", channel=channel, role="user", ts=T0 + timedelta(minutes=seq)
@@ -27,7 +27,7 @@ def result(id: str, text: str, kind: str = "fact", **fields: object) -> MemoryRe
     return MemoryResult.model_validate({"kind": kind, "id": id, "text": text, "score": 1.0, "ts": T0, **fields})
 
 
-def test_memory_and_adaptations_are_sections_of_the_instructions_with_kind_date_and_source():
+def test_memory_and_adaptations_are_sections_of_the_instructions_with_kind_date_and_source() -> None:
     memory = MemoryContext(
         items=[
             result("f1", "Her sister lives in Porto.", type="fact", channel="sms"),
@@ -48,7 +48,7 @@ def test_memory_and_adaptations_are_sections_of_the_instructions_with_kind_date_
     assert "(id m1)" not in text  # only facts carry the id memory_forget takes
 
 
-def test_no_memory_means_no_memory_sections():
+def test_no_memory_means_no_memory_sections() -> None:
     for memory in (None, MemoryContext()):
         text = compose_instructions("BASE", capsule=None, channel="text", now=T0, memory=memory)
         assert MEMORY_HEADING not in text and ADAPTATIONS_HEADING not in text
@@ -57,24 +57,24 @@ def test_no_memory_means_no_memory_sections():
     assert ADAPTATIONS_HEADING in text and MEMORY_HEADING not in text
 
 
-def test_build_working_context_passes_memory_to_the_instructions_not_to_the_items():
+def test_build_working_context_passes_memory_to_the_instructions_not_to_the_items() -> None:
     memory = MemoryContext(items=[result("f1", "Her sister lives in Porto.")])
     ctx = build_working_context("BASE", None, [msg(1, "hello")], channel="text", now=T0, memory=memory)
     assert "Porto" in ctx.instructions
     assert all("Porto" not in str(item) for item in ctx.items)  # never a user message
 
 
-def test_imported_messages_are_never_recent_turns():
+def test_imported_messages_are_never_recent_turns() -> None:
     # Imported late, so their seq is the highest: without the rule they would be "the newest".
     events = [msg(1, "said today"), msg(50, "imported from 2019", imported=True), msg(51, "also old", imported=True)]
     assert [t.text for t in select_recent_turns(events, None)] == ["said today"]
 
 
-def test_normalize_ignores_markers_case_punctuation_and_spacing():
+def test_normalize_ignores_markers_case_punctuation_and_spacing() -> None:
     assert normalize("[SMS · 2026-05-01 14:03 UTC]  My sister   lives in PORTO!") == "my sister lives in porto"
 
 
-def test_novelty_by_id_by_verbatim_event_by_text_and_by_capsule():
+def test_novelty_by_id_by_verbatim_event_by_text_and_by_capsule() -> None:
     seen = Seen()
     seen.add("f1", "old fact")
     seen.add("msg-9", "[SMS · 2026-05-01 14:03 UTC] My sister moved to Porto.")
@@ -97,7 +97,7 @@ def test_novelty_by_id_by_verbatim_event_by_text_and_by_capsule():
     assert seen.ids == {"f1", "msg-9"}  # what the model has is not changed by asking
 
 
-def test_a_capsule_event_dedups_through_its_text():
+def test_a_capsule_event_dedups_through_its_text() -> None:
     capsule = make_event(ContextCapsule(text="Ana prefers tea over coffee.", through_seq=3),
                          conversation_id="c", span_id=None, channel="inner")
     seen = Seen()
@@ -106,7 +106,7 @@ def test_a_capsule_event_dedups_through_its_text():
     assert novel == []
 
 
-def test_search_request_trims_and_skips_what_cannot_be_asked():
+def test_search_request_trims_and_skips_what_cannot_be_asked() -> None:
     assert search_request("   ", purpose="turn", budget_tokens=1500) is None
     assert search_request("hello", purpose="turn", budget_tokens=0) is None  # MEMORY_CONTEXT_TOKENS=0: off
     req = search_request(" where  does\nmy sister live ", purpose="voice", budget_tokens=900,
