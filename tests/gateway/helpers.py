@@ -15,6 +15,7 @@ import httpx
 import uvicorn
 import websockets
 from websockets.asyncio.client import ClientConnection
+from websockets.asyncio.connection import Connection
 from websockets.client import ClientProtocol
 from websockets.frames import Frame, Opcode
 from websockets.protocol import State
@@ -22,7 +23,9 @@ from websockets.uri import parse_uri
 
 from delegate.contracts import topics
 from delegate.contracts.events import Event, Message, make_event
+from delegate.contracts.messages import UserInput
 from delegate.gateway.app import create_app
+from delegate.gateway.deps import GatewayContext
 from delegate.gateway.main import WS_MAX_MESSAGE_BYTES, uvicorn_config
 from delegate.gateway.settings import Settings
 from delegate.launcher.procs import free_port
@@ -41,7 +44,7 @@ def gateway_settings(nats_url: str, root: Path, **overrides: Any) -> Settings:
         "client_dir": root / "client",
         **overrides,
     }
-    return Settings(_env_file=None, **values)  # type: ignore[call-arg]
+    return Settings(_env_file=None, **values)
 
 
 @dataclass
@@ -62,11 +65,12 @@ class Gateway:
         return self.server.config.loaded_app is not None and gateway_context(self).bus is not None
 
 
-def gateway_context(gw: Gateway) -> Any:
+def gateway_context(gw: Gateway) -> GatewayContext:
     app = gw.server.config.loaded_app
     while not hasattr(app, "state"):  # uvicorn wraps the app in middleware
-        app = app.app  # type: ignore[union-attr]
-    return app.state.ctx  # type: ignore[union-attr]
+        app = app.app
+    ctx: GatewayContext = app.state.ctx
+    return ctx
 
 
 @asynccontextmanager
@@ -130,13 +134,13 @@ async def connect(gw_ws: str, *, token: str | None = TOKEN, **kwargs: Any) -> Cl
     return await websockets.connect(url, max_size=8 * 1024 * 1024, **kwargs)
 
 
-async def recv(ws: ClientConnection, timeout: float = 20.0) -> dict[str, Any]:
+async def recv(ws: Connection, timeout: float = 20.0) -> dict[str, Any]:
     frame: dict[str, Any] = json.loads(await asyncio.wait_for(ws.recv(), timeout))
     return frame
 
 
 async def recv_until(
-    ws: ClientConnection, predicate: Callable[[dict[str, Any]], bool], timeout: float = 30.0
+    ws: Connection, predicate: Callable[[dict[str, Any]], bool], timeout: float = 30.0
 ) -> list[dict[str, Any]]:
     """Every frame up to and including the first one matching ``predicate``."""
     frames: list[dict[str, Any]] = []
@@ -175,6 +179,17 @@ async def stream_messages(bus: Bus, stream: str) -> list[bytes]:
         if msg.data is not None:
             out.append(msg.data)
     return out
+
+
+async def owner_inputs(bus: Bus) -> list[UserInput]:
+    """The agent's inputs the AGENT stream holds, oldest first: each the owner's own message (a
+    regenerate, activation or idle check among them fails the test)."""
+    inputs: list[UserInput] = []
+    for raw in await stream_messages(bus, "AGENT"):
+        message = topics.AGENT_INPUT.decode(raw)
+        assert isinstance(message, UserInput), message
+        inputs.append(message)
+    return inputs
 
 
 class StallingClient:

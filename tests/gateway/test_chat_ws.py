@@ -6,10 +6,10 @@ import httpx
 import pytest
 import websockets
 
-from delegate.contracts import topics, ws
+from delegate.contracts import ws
 from delegate.runtime.bus import Bus
 
-from .helpers import TOKEN, Gateway, connect, cookie_headers, recv, recv_until, sign_in, stream_messages
+from .helpers import TOKEN, Gateway, connect, cookie_headers, owner_inputs, recv, recv_until, sign_in, stream_messages
 
 
 @pytest.mark.parametrize(
@@ -106,7 +106,7 @@ async def test_a_message_frame_is_acked_with_its_event_id_once_per_client_msg_id
     assert acks[0]["event_id"] == acks[1]["event_id"]
     assert [a["duplicate"] for a in acks] == [False, True]
     assert all(a["client_msg_id"] == "c-42" and a["request"] == "message" for a in acks)
-    stored = [topics.AGENT_INPUT.decode(raw) for raw in await stream_messages(bus, "AGENT")]
+    stored = await owner_inputs(bus)
     assert len(stored) == 1
     assert stored[0].id == acks[0]["event_id"] and stored[0].text == "remind me at 5"
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
-import websockets
+from websockets.asyncio.connection import Connection
 
 from delegate.contracts import topics
 from delegate.contracts.events import Event
@@ -84,11 +84,20 @@ async def committed(bus: Bus, count: int, page: int = 500) -> list[Event]:
         await asyncio.sleep(0.05)
 
 
+def stored_seqs(events: list[Event]) -> list[int]:
+    """The seqs of events the ledger has committed (each has one)."""
+    found: list[int] = []
+    for event in events:
+        assert event.seq is not None, event
+        found.append(event.seq)
+    return found
+
+
 def through(seq: int) -> Any:
     return lambda f: f.get("type") == "event" and f["event"]["seq"] >= seq
 
 
-async def hello(conn: websockets.ClientConnection, after_seq: int) -> list[dict[str, Any]]:
+async def hello(conn: Connection, after_seq: int) -> list[dict[str, Any]]:
     await conn.send(json.dumps({"type": "hello", "after_seq": after_seq}))
     return await recv_until(conn, lambda f: f["type"] == "ready")
 
@@ -121,14 +130,14 @@ async def test_two_clients_see_the_same_events_in_seq_order_once_each(
     ledger: System, bus: Bus, tmp_path: Path
 ) -> None:
     await produce(bus, [user_event(f"before {i}") for i in range(5)])
-    early = [e.seq for e in await committed(bus, 5)]
+    early = stored_seqs(await committed(bus, 5))
     async with start_gateway(ledger, tmp_path) as gw:
         a, b = await connect(gw.ws), await connect(gw.ws)
         async with a, b:
             assert seqs(await hello(a, 0)) == early
             assert seqs(await hello(b, early[1])) == early[2:]
             await produce(bus, [user_event(f"live {i}") for i in range(60)])
-            every = [e.seq for e in await committed(bus, 65)]
+            every = stored_seqs(await committed(bus, 65))
             live_a = seqs(await recv_until(a, through(every[-1])))
             live_b = seqs(await recv_until(b, through(every[-1])))
     assert live_a == live_b == every[5:]
@@ -139,7 +148,7 @@ async def test_a_client_without_hello_still_gets_every_event_from_connect_on(
 ) -> None:
     async with start_gateway(ledger, tmp_path, gateway_hello_grace_s=0.2) as gw, await connect(gw.ws) as conn:
         await produce(bus, [user_event(f"m {i}") for i in range(10)])
-        every = [e.seq for e in await committed(bus, 10)]
+        every = stored_seqs(await committed(bus, 10))
         frames = await recv_until(conn, through(every[-1]))
     assert seqs(frames) == every
 
@@ -151,12 +160,12 @@ async def test_a_reconnecting_client_catches_up_with_no_gap_and_no_duplicate(
         async with await connect(gw.ws) as conn:
             await hello(conn, 0)
             await produce(bus, [user_event(f"first {i}") for i in range(20)])
-            first = [e.seq for e in await committed(bus, 20)]
+            first = stored_seqs(await committed(bus, 20))
             assert seqs(await recv_until(conn, through(first[-1]))) == first
 
         # While it is away, and while it reconnects, events keep being committed.
         await produce(bus, [user_event(f"away {i}") for i in range(200)])
-        away = [e.seq for e in await committed(bus, 220)]  # committed before it comes back: replayed
+        away = stored_seqs(await committed(bus, 220))  # committed before it comes back: replayed
         stop = asyncio.Event()
 
         async def keep_producing() -> int:
@@ -170,7 +179,7 @@ async def test_a_reconnecting_client_catches_up_with_no_gap_and_no_duplicate(
         async with await connect(gw.ws) as conn:
             replay = await hello(conn, first[-1])
             stop.set()
-            every = [e.seq for e in await committed(bus, 220 + await producer)]
+            every = stored_seqs(await committed(bus, 220 + await producer))
             rest = await recv_until(conn, through(every[-1]))
     got = seqs(replay) + seqs(rest)
     assert got == every[20:]  # no gap, no duplicate, across the replay/live seam
@@ -192,7 +201,7 @@ async def test_a_stalled_client_is_told_to_resync_while_another_keeps_receiving(
                 # ~7 MB in all: beyond 64 queued frames plus what the sockets can buffer (~4 MB here).
                 for round_ in range(12):
                     await produce(bus, [user_event(f"{round_}-{i} {big}") for i in range(10)])
-                every = [e.seq for e in await committed(bus, 120, page=10)]
+                every = stored_seqs(await committed(bus, 120, page=10))
                 assert seqs(await recv_until(healthy, through(every[-1]), timeout=60)) == every
 
                 # What the stalled client was sent: a gapless prefix, then resync, then 4408.
@@ -266,13 +275,13 @@ async def test_clients_keep_a_gapless_stream_across_a_nats_restart(
     async with start_gateway(ledger, tmp_path, gateway_tail_check_s=0.2) as gw, await connect(gw.ws) as conn:
         await hello(conn, 0)
         await produce(bus, [user_event(f"before {i}") for i in range(10)])
-        first = [e.seq for e in await committed(bus, 10)]
+        first = stored_seqs(await committed(bus, 10))
         before = seqs(await recv_until(conn, through(first[-1])))
         ledger.nats.kill()
         ledger.nats.start()
         # Publishes retry until NATS is back; the ledger and the gateway reconnect on their own.
         await produce(bus, [user_event(f"after {i}") for i in range(10)])
-        every = [e.seq for e in await committed(bus, 20)]
+        every = stored_seqs(await committed(bus, 20))
         after = seqs(await recv_until(conn, through(every[-1]), timeout=60))
     assert before + after == every
 
@@ -291,7 +300,7 @@ async def test_hello_after_live_events_is_refused_rather_than_replayed_out_of_or
     await committed(bus, 1)
     async with start_gateway(ledger, tmp_path, gateway_hello_grace_s=0) as gw, await connect(gw.ws) as conn:
         await produce(bus, [user_event(f"m {i}") for i in range(3)])
-        every = [e.seq for e in await committed(bus, 4)]
+        every = stored_seqs(await committed(bus, 4))
         assert seqs(await recv_until(conn, through(every[-1]))) == every[1:]  # live without hello
         await conn.send(json.dumps({"type": "hello", "after_seq": 0}))
         late = (await recv_until(conn, lambda f: f["type"] in ("error", "ready")))[-1]
@@ -305,12 +314,12 @@ async def test_a_client_ahead_of_the_ledger_still_gets_every_new_event(
 ) -> None:
     """A client remembering seqs this ledger never committed (its data was reset) is not starved."""
     await produce(bus, [user_event("only one")])
-    first = [e.seq for e in await committed(bus, 1)]
+    first = stored_seqs(await committed(bus, 1))
     async with start_gateway(ledger, tmp_path) as gw, await connect(gw.ws) as conn:
         ready = (await hello(conn, 10_000))[-1]
         assert ready == {"type": "ready", "last_seq": first[-1], "ledger_last_seq": first[-1]}
         await produce(bus, [user_event("new")])
-        every = [e.seq for e in await committed(bus, 2)]
+        every = stored_seqs(await committed(bus, 2))
         assert seqs(await recv_until(conn, through(every[-1]))) == every[1:]
 
 
@@ -333,7 +342,7 @@ async def test_a_client_that_stops_reading_is_closed_1011_by_the_keepalive_not_c
             # ~1.2 MB, more than its socket buffers, fewer frames than would make it lag.
             big = "x" * 60_000
             await produce(bus, [user_event(f"{i} {big}") for i in range(20)])
-            every = [e.seq for e in await committed(bus, 20)]
+            every = stored_seqs(await committed(bus, 20))
             await until(lambda: not hub.clients, timeout=30, what="the gateway to end the silent client")
             got = await stalled.drain()
             assert stalled.close_code == 1011

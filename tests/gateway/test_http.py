@@ -4,6 +4,7 @@ import json
 import logging
 import stat
 import threading
+from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from delegate.launcher.procs import NatsServer
 from delegate.runtime.bus import Bus
 from tests.support.nats import role_url
 
-from .helpers import TOKEN, Gateway, auth, gateway_settings, running_gateway, stream_messages
+from .helpers import TOKEN, Gateway, auth, gateway_settings, owner_inputs, running_gateway, stream_messages
 
 
 async def test_health_static_files_and_auth_on_every_api_route(gateway: Gateway) -> None:
@@ -137,7 +138,7 @@ async def test_messages_are_published_once_per_client_msg_id(gateway: Gateway, b
     assert first.status_code == again.status_code == other.status_code == 202
     assert first.json() == {"event_id": first.json()["event_id"], "duplicate": False}
     assert again.json() == {"event_id": first.json()["event_id"], "duplicate": True}
-    stored = [topics.AGENT_INPUT.decode(raw) for raw in await stream_messages(bus, "AGENT")]
+    stored = await owner_inputs(bus)
     assert [(m.id, m.text, m.client_msg_id, m.channel) for m in stored] == [
         (first.json()["event_id"], "hello there", "m-1", "text"),
         (other.json()["event_id"], "no id given", None, "text"),
@@ -171,7 +172,7 @@ async def test_bad_message_bodies_get_clear_errors_and_publish_nothing(
 
 
 async def test_a_body_without_content_length_is_still_capped(gateway: Gateway, bus: Bus) -> None:
-    async def chunks():  # type: ignore[no-untyped-def]  # chunked transfer: no Content-Length
+    async def chunks() -> AsyncIterator[bytes]:  # chunked transfer: no Content-Length
         for _ in range(32):
             yield b"x" * 32768
 

@@ -29,8 +29,8 @@ async def test_the_document_is_the_owners_and_names_every_route_its_bodies_and_e
 
     app = gateway.server.config.loaded_app
     while not hasattr(app, "state"):  # uvicorn wraps the app in middleware
-        app = app.app  # type: ignore[union-attr]
-    routes = {(m.lower(), r.path) for r in api_routes(app.routes) if r.include_in_schema for m in r.methods}
+        app = app.app
+    routes = {(m.lower(), r.path) for r in api_routes(app.routes) if r.include_in_schema for m in r.methods or ()}
     documented = {(m, p) for p, ops in doc["paths"].items() for m in ops}
     assert routes == documented
 
@@ -63,10 +63,13 @@ async def test_query_parameters_are_documented_with_the_bounds_their_handlers_en
         doc = (await http.get("/api/openapi.json")).json()
 
         def parameter(method: str, path: str, name: str) -> dict[str, Any]:
-            [found] = [p for p in doc["paths"][path][method]["parameters"] if p["name"] == name]
+            matching: list[dict[str, Any]] = [p for p in doc["paths"][path][method]["parameters"] if p["name"] == name]
+            [found] = matching
             return found
 
-        limits = (("/api/timeline", {}), ("/api/memory/search", {"q": "teal"}), ("/api/memories", {}))
+        limits: tuple[tuple[str, dict[str, str]], ...] = (
+            ("/api/timeline", {}), ("/api/memory/search", {"q": "teal"}), ("/api/memories", {})
+        )
         for path, base in limits:
             name = "limit"
             schema = parameter("get", path, name)["schema"]

@@ -62,7 +62,7 @@ async def test_every_declared_answer_is_what_the_route_sends(http: httpx.AsyncCl
 
     declared(doc, "get", "/api/import/{import_id}", "200").validate(await eventually(done, "the import", 60))
 
-    checked = {
+    checked: dict[str, dict[str, str | int]] = {
         "/api/timeline": {"limit": 50},
         "/api/memory/search": {"q": "teal crane"},
         "/api/memories": {},

@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 import websockets
+from websockets.asyncio.connection import Connection
 
 from delegate.contracts import topics
 from delegate.contracts.messages import QueryRequest
@@ -40,7 +41,7 @@ async def chat(system: System) -> websockets.ClientConnection:
     return await websockets.connect(f"{system.ws}/chat?token={system.token}", max_size=None)
 
 
-async def hello(conn: websockets.ClientConnection, after_seq: int) -> list[dict[str, Any]]:
+async def hello(conn: Connection, after_seq: int) -> list[dict[str, Any]]:
     await conn.send(json.dumps({"type": "hello", "after_seq": after_seq}))
     return await recv_until(conn, lambda f: f["type"] == "ready")
 
@@ -85,8 +86,8 @@ async def test_a_chat_turn_end_to_end_through_the_agent(tmp_path: Path, standin:
         system.start("ledger", "agent", "gateway")
         a, b = await chat(system), await chat(system)
         async with a, b:
-            for conn in (a, b):
-                await hello(conn, 0)
+            for tab in (a, b):
+                await hello(tab, 0)
             await a.send(json.dumps({"type": "message", "text": "What is on today?", "client_msg_id": "t-1"}))
             # Frames may reach tab A before the ack (the user's event, a state): they belong to the
             # timeline compared with tab B's below, so they are kept, not consumed by this wait.

@@ -24,6 +24,7 @@ from .helpers import (
     auth,
     cookie_headers,
     gateway_settings,
+    owner_inputs,
     recv,
     recv_until,
     running_gateway,
@@ -158,7 +159,7 @@ async def test_the_csrf_attack_from_another_local_port_is_refused_and_writes_not
         posted = await c.post("/api/messages", headers=ours, json={"text": "from my own page"})
         assert posted.status_code == 202
     assert len(ends) == 1
-    stored = [topics.AGENT_INPUT.decode(raw) for raw in await stream_messages(bus, "AGENT")]
+    stored = await owner_inputs(bus)
     assert [m.text for m in stored] == ["from my own page"]
     assert await status(gateway, cookie) != 401  # and the foreign page did not sign us out
 
@@ -310,7 +311,7 @@ async def test_a_cookie_write_whose_origin_matches_a_forged_host_is_refused_and_
         for name in ("127.0.0.1", "localhost"):
             ours = cookie_headers(cookie, f"http://{name}:{port}") | {"Host": f"{name}:{port}"}
             assert (await c.post("/api/messages", headers=ours, json={"text": f"via {name}"})).status_code == 202
-    stored = [topics.AGENT_INPUT.decode(raw) for raw in await stream_messages(bus, "AGENT")]
+    stored = await owner_inputs(bus)
     assert [m.text for m in stored] == ["via 127.0.0.1", "via localhost"]
     # /chat under the rebound name (its page's Origin): connected to us, named as the attacker.
     async with websockets.connect(
@@ -337,5 +338,5 @@ async def test_the_public_base_url_is_an_origin_of_ours_and_its_host_a_name_of_o
             plain = cookie_headers(cookie, "http://delegate.example") | {"Host": "delegate.example"}
             r = await c.post("/api/messages", headers=plain, json={"text": "another scheme"})
             assert r.status_code == 403 and r.json()["error"]["code"] == "forbidden_origin"
-    stored = [topics.AGENT_INPUT.decode(raw) for raw in await stream_messages(bus, "AGENT")]
+    stored = await owner_inputs(bus)
     assert [m.text for m in stored] == ["via the proxy"]

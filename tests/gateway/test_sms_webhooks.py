@@ -375,7 +375,7 @@ def test_phone_numbers_are_compared_in_e164() -> None:
 
 def test_owner_phone_is_normalised_or_refused_at_startup(tmp_path: Path) -> None:
     def settings(**values: Any) -> Settings:
-        return Settings(_env_file=None, runtime_data_dir=tmp_path, **values)  # type: ignore[call-arg]
+        return Settings(_env_file=None, runtime_data_dir=tmp_path, **values)
 
     assert settings(owner_phone="+1 (555) 000-1111").owner_phone == "+15550001111"
     assert settings(owner_phone="").owner_phone is None
