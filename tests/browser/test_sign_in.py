@@ -93,11 +93,17 @@ async def _some(items: list[str]) -> bool:
     return bool(items)
 
 
+class _AttackServer(ThreadingHTTPServer):
+    html = ""
+
+
 class _AttackPage(BaseHTTPRequestHandler):
     """Serves one page (from ``server.html``) on another local port: same site, foreign origin."""
 
+    server: _AttackServer
+
     def do_GET(self) -> None:
-        body = self.server.html.encode()  # type: ignore[attr-defined]
+        body = self.server.html.encode()
         self.send_response(200)
         self.send_header("Content-Type", "text/html; charset=utf-8")
         self.send_header("Content-Length", str(len(body)))
@@ -110,8 +116,8 @@ class _AttackPage(BaseHTTPRequestHandler):
 
 @contextmanager
 def attack_site(html: str) -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _AttackPage)
-    server.html = html  # type: ignore[attr-defined]
+    server = _AttackServer(("127.0.0.1", 0), _AttackPage)
+    server.html = html
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

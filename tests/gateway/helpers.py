@@ -159,7 +159,7 @@ def seqs(frames: list[dict[str, Any]]) -> list[int]:
     return [f["event"]["seq"] for f in frames if f.get("type") == "event"]
 
 
-def user_event(text: str, *, conversation_id: str = "conv-1", span_id: str = "span-1") -> Event:
+def user_event(text: str, *, conversation_id: str = "conv-1", span_id: str | None = "span-1") -> Event:
     return make_event(Message(text=text), conversation_id=conversation_id, span_id=span_id, channel="text", role="user")
 
 

@@ -104,7 +104,7 @@ async def hello(conn: Connection, after_seq: int) -> list[dict[str, Any]]:
 
 async def test_timeline_pages_through_the_real_ledger(ledger: System, bus: Bus, tmp_path: Path) -> None:
     # No span: span expansion (covered by the ledger's own tests) would merge these pages.
-    events = [user_event(f"note {i}", span_id=None) for i in range(23)]  # type: ignore[arg-type]
+    events = [user_event(f"note {i}", span_id=None) for i in range(23)]
     for event in events:
         await produce(bus, [event])
     await committed(bus, len(events))
@@ -263,7 +263,9 @@ async def test_the_hub_fills_a_gap_from_the_ledger_before_forwarding(ledger: Sys
     await until(lambda: hub.last_seq == last.seq, what="the hub to forward the next event")
     frames = []
     while client._frames:
-        frames.append(json.loads(await client.next_frame()))  # type: ignore[arg-type]
+        frame = await client.next_frame()
+        assert frame is not None
+        frames.append(json.loads(frame))
     assert seqs(frames) == [e.seq for e in events[4:]] + [last.seq]
     assert hub.filled == 8  # events[4:12] from the ledger: the gap and the event that showed it
 

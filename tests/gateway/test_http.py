@@ -10,6 +10,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from nats.aio.msg import Msg
 
 from delegate.contracts import topics, ws
 from delegate.gateway.app import create_app
@@ -229,7 +230,7 @@ async def test_readyz_names_nats_when_the_gateway_cannot_reach_it(tmp_path: Path
 async def test_a_peer_answering_garbage_is_a_500_json_error_not_a_trace(gateway: Gateway, bus: Bus) -> None:
     """A broken responder on ledger.cmd.page (not our ledger: any peer can misbehave)."""
 
-    async def garbage(msg) -> None:  # type: ignore[no-untyped-def]
+    async def garbage(msg: Msg) -> None:
         await msg.respond(b"<html>not json</html>")
 
     await bus.nc.subscribe(topics.LEDGER_PAGE.subject, cb=garbage)

@@ -11,6 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 import websockets
+from nats.aio.msg import Msg
 
 from delegate.contracts import subjects, topics
 from delegate.contracts.messages import AgentCommand, CommandReply
@@ -176,7 +177,7 @@ async def test_a_bearer_token_needs_no_origin_and_a_foreign_page_cannot_sign_in(
 
 
 async def test_security_headers_on_every_answer_and_no_store_on_the_api(gateway: Gateway, bus: Bus) -> None:
-    async def garbage(msg) -> None:  # type: ignore[no-untyped-def]  # a 500 gets them too
+    async def garbage(msg: Msg) -> None:  # a 500 gets them too
         await msg.respond(b"<html>not json</html>")
 
     await bus.nc.subscribe(topics.LEDGER_PAGE.subject, cb=garbage)

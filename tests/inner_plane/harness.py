@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from delegate.contracts import streams, topics
-from delegate.contracts.events import Event, Payload, make_event
+from delegate.contracts.events import Channel, Event, Payload, Role, make_event
 from delegate.contracts.messages import (
     AGENT_INPUT_ADAPTER,
     GetRequest,
@@ -96,8 +96,8 @@ class Harness:
         *,
         conversation_id: str | None,
         span_id: str | None,
-        channel: str = "text",
-        role: str | None = None,
+        channel: Channel = "text",
+        role: Role | None = None,
         parent_id: str | None = None,
         kind: str | None = None,
     ) -> Event:
@@ -107,8 +107,8 @@ class Harness:
             kind=kind,
             conversation_id=conversation_id,
             span_id=span_id,
-            channel=channel,  # type: ignore[arg-type]
-            role=role,  # type: ignore[arg-type]
+            channel=channel,
+            role=role,
             parent_id=parent_id,
         )
         await self.bus.publish(topics.ledger_append("test"), event)

@@ -11,6 +11,7 @@ import logging
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -91,9 +92,9 @@ async def follow(system: System, tmp_path: Path) -> AsyncIterator[Follow]:
     """Start a follower on its own connection (the inner plane's identity); stopped at the end."""
     opened: list[tuple[Bus, asyncio.Task[None], Context]] = []
 
-    async def _follow(recorder: Recorder, state_file: StateFile, **settings: float) -> LedgerFollower:
+    async def _follow(recorder: Recorder, state_file: StateFile, **settings: Any) -> LedgerFollower:
         assert system.nats is not None
-        config = Settings(nats_url=system.nats.url, runtime_data_dir=tmp_path, **settings)  # type: ignore[arg-type]
+        config = Settings(nats_url=system.nats.url, runtime_data_dir=tmp_path, **settings)
         # As the inner plane's own identity: what the follower does must be allowed to it.
         bus = await Bus.connect(role_url(system.nats, "inner-plane"), "inner-plane:follower-test")
         ctx = Context(settings=config, bus=bus, model=Model(config), state_file=state_file, state=state_file.load())

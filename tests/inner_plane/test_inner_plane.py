@@ -21,6 +21,7 @@ from delegate.contracts.events import (
     Event,
     Imported,
     Message,
+    Role,
     SessionEnded,
     SessionStarted,
     SpanClosed,
@@ -81,7 +82,7 @@ class Story:
         payload = SpanOpened(type="interaction")
         return await self.h.append(payload, conversation_id=self.conversation_id, span_id=self.span_id)
 
-    async def say(self, role: str, text: str) -> Event:
+    async def say(self, role: Role, text: str) -> Event:
         return await self.h.append(
             Message(text=text), conversation_id=self.conversation_id, span_id=self.span_id, role=role
         )

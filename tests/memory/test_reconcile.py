@@ -94,7 +94,7 @@ def test_nominations_keep_usable_items_and_normalize_their_fields() -> None:
         {"type": "fact", "text": "   "},
         "not a dict",
     ]
-    assert nominations(items) == [  # type: ignore[arg-type]
+    assert nominations(items) == [  # type: ignore[arg-type]  # "not a dict": a model's junk item, on purpose
         Nomination(0, "adaptation", "Call me Sam.", "name", ("f1",)),
         Nomination(1, "fact", "My sister moved to Porto."),
         Nomination(2, "commitment", "We will meet on Friday."),

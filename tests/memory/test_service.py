@@ -114,7 +114,8 @@ async def test_facts_are_searched_edited_forgotten_and_remembered_over_the_bus(b
     again = await bus.request(topics.MEMORY_FACTS, MemoryFactsCommand(
         op="edit", fact_id=f"cat2-{word}", text=f"The owner's {word} cat is called Tigger the Third",
         request_id=f"edit-{word}"))
-    assert again.event_id == edited.event_id and len(again.fact.history) == len(edited.fact.history)  # type: ignore[union-attr]
+    assert again.fact is not None
+    assert again.event_id == edited.event_id and len(again.fact.history) == len(edited.fact.history)
 
     with pytest.raises(RemoteError) as conflict:
         await facts(bus, op="edit", fact_id=f"cat-{word}", text="no")

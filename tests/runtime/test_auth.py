@@ -15,7 +15,9 @@ import nats.errors
 import nats.js.errors
 import pytest
 from nats.aio.client import Client
+from nats.aio.msg import Msg
 from nats.js.api import StorageType, StreamConfig
+from nats.js.client import JetStreamContext
 
 from delegate.contracts import streams, subjects, topics
 from delegate.contracts.roles import ROLES
@@ -144,9 +146,9 @@ async def test_each_role_is_denied_what_is_not_its_own(server: NatsServer, role:
     await ident.nc.close()
 
 
-async def _drain_one(js: object, stream: str, durable: str, subject: str) -> bytes:
+async def _drain_one(js: JetStreamContext, stream: str, durable: str, subject: str) -> bytes:
     """Create the durable, pull one message, ack it: what the service consumers do."""
-    psub = await js.pull_subscribe(subject, durable=durable, stream=stream)  # type: ignore[attr-defined]
+    psub = await js.pull_subscribe(subject, durable=durable, stream=stream)
     [msg] = await psub.fetch(1, timeout=5)
     await msg.ack_sync()
     return bytes(msg.data)
@@ -163,8 +165,8 @@ async def test_the_ledger_owns_its_streams_consumes_appends_and_answers(server: 
     ack = await ledger.js.publish(subjects.dead_letter(streams.LEDGER_WRITER), b"{}")
     assert ack.stream == "DEAD"
 
-    async def page(msg: object) -> None:
-        await msg.respond(b'{"page": []}')  # type: ignore[attr-defined]
+    async def page(msg: Msg) -> None:
+        await msg.respond(b'{"page": []}')
 
     await ledger.nc.subscribe(subjects.LEDGER_PAGE, cb=page)
     await ledger.nc.flush()
@@ -189,8 +191,8 @@ async def test_the_agent_consumes_input_holds_its_lease_and_serves_tools(server:
     assert (await kv.get("leader")).revision == revision
     await agent.js.consumer_info("AGENT", streams.AGENT_WORKER)
 
-    async def tools(msg: object) -> None:
-        await msg.respond(b'{"tools": []}')  # type: ignore[attr-defined]
+    async def tools(msg: Msg) -> None:
+        await msg.respond(b'{"tools": []}')
 
     await agent.nc.subscribe(subjects.TOOLS_LIST, cb=tools)
     await agent.nc.flush()
@@ -236,8 +238,8 @@ async def test_voice_and_pollers_do_their_own_work(server: NatsServer) -> None:
     pollers = await connect(server, "pollers")
     done = asyncio.Event()
 
-    async def pong(msg: object) -> None:
-        await msg.respond(b"{}")  # type: ignore[attr-defined]
+    async def pong(msg: Msg) -> None:
+        await msg.respond(b"{}")
         done.set()
 
     await pollers.nc.subscribe(subjects.POLLERS_PING, cb=pong)

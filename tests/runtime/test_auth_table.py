@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import nats
 import nats.errors
@@ -26,7 +27,7 @@ def _contract_topics() -> list[topics.Topic[object]]:
     return [v for v in vars(topics).values() if isinstance(v, topics.Topic)]
 
 
-def _contract_queries() -> list[topics.Query[object, object]]:  # type: ignore[type-var]
+def _contract_queries() -> list[topics.Query[Any, Any]]:
     found = [v for v in vars(topics).values() if isinstance(v, topics.Query)]
     return found + list(topics.PINGS.values())
 

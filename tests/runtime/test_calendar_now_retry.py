@@ -5,6 +5,7 @@ import json
 from datetime import UTC, datetime
 
 import pytest
+from nats.aio.msg import Msg
 
 from delegate.contracts import topics
 from delegate.runtime.bus import Bus
@@ -16,7 +17,7 @@ pytestmark = pytest.mark.integration
 async def test_a_failed_ask_is_not_repeated_by_the_next_turn(bus: Bus) -> None:
     asked: list[bytes] = []
 
-    async def failing(msg) -> None:  # type: ignore[no-untyped-def]
+    async def failing(msg: Msg) -> None:
         asked.append(msg.data)
         await msg.respond(json.dumps({"error": {"code": "unavailable", "message": "no calendar"}}).encode())
 

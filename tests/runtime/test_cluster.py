@@ -7,6 +7,7 @@ commits every event exactly once.
 """
 
 import asyncio
+import functools
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -149,7 +150,7 @@ async def test_streams_and_buckets_made_with_one_copy_are_raised_to_three(cluste
     kv = await replicated.js.key_value(subjects.VOICE_LEASE_BUCKET)
     assert (await kv.get("leader")).value == old.value
     for stream in ("LEDGER", f"KV_{subjects.VOICE_LEASE_BUCKET}"):
-        await until(lambda s=stream: _peers_current(replicated, s), what=f"{stream} on three peers")  # type: ignore[misc]
+        await until(functools.partial(_peers_current, replicated, stream), what=f"{stream} on three peers")
         assert (await _replicas(replicated, stream)) == (3, 3)
     assert (await replicated.js.stream_info("LEDGER")).state.messages == 1
 

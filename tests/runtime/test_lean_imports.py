@@ -26,7 +26,8 @@ def modules_after(code: str, env: dict[str, str] | None = None) -> dict[str, boo
     probe = code + f"\nimport json, sys\nprint(json.dumps({{m: m in sys.modules for m in {names!r}}}))"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+    found: dict[str, bool] = json.loads(done.stdout.strip().splitlines()[-1])
+    return found
 
 
 @pytest.mark.parametrize("service", SERVICES)

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -40,7 +41,7 @@ json.dump({
 """
 
 
-def _probe(cwd: Path, env: dict[str, str], *keys: str) -> dict:  # type: ignore[type-arg]
+def _probe(cwd: Path, env: dict[str, str], *keys: str) -> dict[str, Any]:
     base = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DELEGATE_", "LOG_LEVEL",
                                                                      "COMPACT_", "DATABASE_URL"))}
     done = subprocess.run(
@@ -48,7 +49,8 @@ def _probe(cwd: Path, env: dict[str, str], *keys: str) -> dict:  # type: ignore[
         capture_output=True, text=True, timeout=60,
     )
     assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)  # type: ignore[no-any-return]
+    found: dict[str, Any] = json.loads(done.stdout)
+    return found
 
 
 @pytest.mark.integration
