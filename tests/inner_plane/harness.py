@@ -52,11 +52,16 @@ async def eventually(check: Callable[[], Awaitable[T | None]], what: str, timeou
         await asyncio.sleep(0.05)
 
 
-async def early_in_a_period(period_s: float, min_left: float) -> float:
+async def early_in_a_period(period_s: float, min_left: float, *, fresh: bool = False) -> float:
     """Wait (if need be) until at least ``min_left`` seconds of the current BUDGET_PERIOD_S
-    window remain; returns its end (epoch seconds)."""
+    window remain; returns its end (epoch seconds). ``fresh``: in a window that begins after
+    this call, so nothing said before it (a notice told once per period) belongs to it."""
+    began = time.time() // period_s
+
     async def room() -> float | None:
         now = time.time()
+        if fresh and now // period_s == began:
+            return None
         end = (now // period_s + 1) * period_s
         return end if end - now >= min_left else None
 
