@@ -97,8 +97,8 @@ lint: install
 lint-imports: install
 	$(BIN)/lint-imports
 
-# strict (pyproject.toml) on every member and on the test directories named here; the others
-# are not clean yet (issue #28) and join as they become so.
+# strict (pyproject.toml) on every member and every test directory (issue #28); a new test
+# directory is added here.
 TYPED_TESTS := tests/support tests/contracts tests/ledger tests/tasks tests/voice tests/agent tests/e2e tests/host tests/compose tests/tools tests/skeletons tests/openai_standin tests/pollers tests/memory tests/inner_plane tests/runtime tests/gateway tests/browser tests/client_js tests/*.py
 typecheck: install
 	$(BIN)/mypy services/*/src $(TYPED_TESTS)
