@@ -163,3 +163,14 @@ def test_a_long_module_says_why_it_is_one_concept() -> None:
         if text.count("\n") > 450 and "one concept" not in docstring.lower():
             long[str(path.relative_to(ROOT))] = text.count("\n")
     assert long == {}
+
+
+def test_make_typecheck_covers_every_test_directory() -> None:
+    # mypy strict over the whole tree (issue #28): a new test directory joins TYPED_TESTS.
+    makefile = (ROOT / "Makefile").read_text()
+    typed = re.search(r"^TYPED_TESTS := (.*)$", makefile, re.MULTILINE)
+    assert typed, "the Makefile names the typed test directories"
+    named = set(typed.group(1).split())
+    dirs = {f"tests/{d.name}" for d in (ROOT / "tests").iterdir() if d.is_dir() and any(d.glob("*.py"))}
+    assert dirs - named == set()
+    assert "tests/*.py" in named
