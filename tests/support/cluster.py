@@ -12,11 +12,13 @@ import contextlib
 import json
 import shutil
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import nats
 import nats.errors
 import nats.js.errors
+from nats.js import JetStreamContext
 from nats.js.api import StorageType, StreamConfig
 
 from delegate.launcher.natsconf import NatsUser
@@ -111,15 +113,17 @@ class NatsCluster:
         return next(node for node in self.nodes if node.name == name)
 
 
-async def _meta_leader(url: str, deadline: float) -> None:
+async def _until_answered(url: str, deadline: float, ask: Callable[[JetStreamContext], Awaitable[object]]) -> None:
+    """Ask the cluster ``ask`` until it answers (it is not up, or not whole, until then)."""
     nc = None
     try:
-        nc = await nats.connect(servers=url.split(","), connect_timeout=1, max_reconnect_attempts=-1,
-                                reconnect_time_wait=0.1)
-        js = nc.jetstream(timeout=1.0)
+        nc = await nats.connect(
+            servers=url.split(","), connect_timeout=1, max_reconnect_attempts=-1, reconnect_time_wait=0.1
+        )
+        js = nc.jetstream(timeout=2.0)
         while True:
             try:
-                await js.account_info()  # answered only once the cluster has a meta leader
+                await ask(js)
                 return
             except (nats.errors.TimeoutError, nats.errors.NoRespondersError, nats.js.errors.APIError):
                 if time.monotonic() > deadline:
@@ -133,35 +137,18 @@ async def _meta_leader(url: str, deadline: float) -> None:
 
 def wait_for_meta_leader(url: str, timeout: float = 30.0) -> None:
     """Block until JetStream answers on the cluster (it has elected a meta leader)."""
-    run_sync(_meta_leader(url, time.monotonic() + timeout))
+    run_sync(_until_answered(url, time.monotonic() + timeout, lambda js: js.account_info()))
 
 
 PROBE_STREAM = "CLUSTER_READY_PROBE"
 
 
-async def _placeable(url: str, replicas: int, deadline: float) -> None:
-    nc = None
-    try:
-        nc = await nats.connect(
-            servers=url.split(","), connect_timeout=1, max_reconnect_attempts=-1, reconnect_time_wait=0.1
-        )
-        js = nc.jetstream(timeout=2.0)
-        probe = StreamConfig(
-            name=PROBE_STREAM, subjects=["cluster-ready-probe"], storage=StorageType.MEMORY, num_replicas=replicas
-        )
-        while True:
-            try:
-                await js.add_stream(probe)
-                await js.delete_stream(PROBE_STREAM)
-                return
-            except (nats.errors.TimeoutError, nats.errors.NoRespondersError, nats.js.errors.APIError):
-                if time.monotonic() > deadline:
-                    raise
-                await asyncio.sleep(0.05)
-    finally:
-        if nc is not None:
-            with contextlib.suppress(Exception):
-                await nc.close()
+async def _place_probe(js: JetStreamContext, replicas: int) -> None:
+    probe = StreamConfig(
+        name=PROBE_STREAM, subjects=["cluster-ready-probe"], storage=StorageType.MEMORY, num_replicas=replicas
+    )
+    await js.add_stream(probe)
+    await js.delete_stream(PROBE_STREAM)
 
 
 def wait_for_peers(url: str, replicas: int, timeout: float = 30.0) -> None:
@@ -171,4 +158,4 @@ def wait_for_peers(url: str, replicas: int, timeout: float = 30.0) -> None:
     and an R3 stream is refused ("no suitable peers for placement") until it has. Creating one
     is the only question the cluster answers exactly.
     """
-    run_sync(_placeable(url, replicas, time.monotonic() + timeout))
+    run_sync(_until_answered(url, time.monotonic() + timeout, lambda js: _place_probe(js, replicas)))
