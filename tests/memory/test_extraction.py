@@ -30,20 +30,32 @@ pytestmark = [pytest.mark.integration]
 OFFLINE_KEY = "offline-standin"  # the key the stand-in answers as the offline demo (reads stated facts)
 
 
+def extraction_system(
+    tmp_path_factory: pytest.TempPathFactory,
+    request: pytest.FixtureRequest,
+    standin: StandinProcess,
+    name: str,
+    **env: str,
+) -> Iterator[System]:
+    """The ledger and memory, extracting through the stand-in; ``env`` on top of the quick waits."""
+    env = {
+        "OPENAI_API_KEY": OFFLINE_KEY,
+        "OPENAI_BASE_URL": standin.base_url,
+        "MEMORY_RESYNC_SECONDS": "1",
+        "MEMORY_EXTRACT_WAIT_S": "1",
+        "MEMORY_RETRY_SECONDS": "0.5",
+        **env,
+    }
+    root = tmp_path_factory.mktemp(name)
+    with module_system(root, request, "ledger", "memory", env=env, extra_log=standin.log_text) as system:
+        yield system
+
+
 @pytest.fixture(scope="module")
 def running(
     tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest, module_standin: StandinProcess
 ) -> Iterator[System]:
-    env = {
-        "OPENAI_API_KEY": OFFLINE_KEY,
-        "OPENAI_BASE_URL": module_standin.base_url,
-        "MEMORY_RESYNC_SECONDS": "1",
-        "MEMORY_EXTRACT_WAIT_S": "1",
-        "MEMORY_RETRY_SECONDS": "0.5",
-    }
-    root = tmp_path_factory.mktemp("memory-extraction")
-    with module_system(root, request, "ledger", "memory", env=env, extra_log=module_standin.log_text) as system:
-        yield system
+    yield from extraction_system(tmp_path_factory, request, module_standin, "memory-extraction")
 
 
 @pytest.fixture

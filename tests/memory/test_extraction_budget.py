@@ -14,10 +14,10 @@ from delegate.contracts.messages import QueryRequest
 from delegate.runtime.bus import Bus
 from tests.inner_plane.harness import eventually
 from tests.support.standin import StandinProcess
-from tests.support.system import System, module_system, probe_bus
+from tests.support.system import System, probe_bus
 
 from .builders import History
-from .test_extraction import OFFLINE_KEY, extracted_for, turn_calls
+from .test_extraction import extracted_for, extraction_system, turn_calls
 from .test_service import commit
 
 pytestmark = [pytest.mark.integration]
@@ -29,17 +29,10 @@ HELD = "per-turn extraction waits"  # what the memory service logs when a turn w
 def running(
     tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest, module_standin: StandinProcess
 ) -> Iterator[System]:
-    env = {
-        "OPENAI_API_KEY": OFFLINE_KEY,
-        "OPENAI_BASE_URL": module_standin.base_url,
-        "MEMORY_RESYNC_SECONDS": "1",
-        "MEMORY_EXTRACT_WAIT_S": "0.5",
-        "MEMORY_RETRY_SECONDS": "0.5",
-        "BUDGET_EXTRACTION_DAILY_USD": "0.001",
-    }
-    root = tmp_path_factory.mktemp("memory-budget")
-    with module_system(root, request, "ledger", "memory", env=env, extra_log=module_standin.log_text) as system:
-        yield system
+    yield from extraction_system(
+        tmp_path_factory, request, module_standin, "memory-budget",
+        MEMORY_EXTRACT_WAIT_S="0.5", BUDGET_EXTRACTION_DAILY_USD="0.001",
+    )
 
 
 @pytest.fixture
