@@ -16,7 +16,18 @@ from typing import Any
 import pytest
 
 from delegate.contracts import topics
-from delegate.contracts.events import PAYLOADS, Channel, Event, Message, Payload, TaskEvent, make_event
+from delegate.contracts.events import (
+    PAYLOADS,
+    Channel,
+    Event,
+    Message,
+    Payload,
+    ReminderChanged,
+    ReminderDefined,
+    TaskEvent,
+    ToolCall,
+    make_event,
+)
 from delegate.contracts.ids import new_id, utcnow
 from delegate.contracts.ledger_events import GenericEvent, KindEvent, as_kind, load_event, typed_event
 from delegate.ledger.rows import row_of
@@ -106,6 +117,24 @@ def test_a_typed_event_reads_its_payload_as_its_model() -> None:
     assert typed_event(event).model_dump_json() == event.model_dump_json()
     with pytest.raises(TypeError):
         as_kind(event, TaskEvent)
+
+
+def test_an_event_answers_its_kind_by_model_and_gives_its_payload_only_as_that_model() -> None:
+    event = make_event(Message(text="hi"), conversation_id="c", span_id="s", channel="sms", role="user")
+    message = event.payload_as(Message)
+    assert message is not None and message.text == "hi"
+    assert event.is_kind(Message) and not event.is_kind(ToolCall)
+    assert event.payload_as(ToolCall) is None
+    # A subclass's kind is not its base's: a reminder.changed is no reminder.set.
+    changed = make_event(ReminderChanged(reminder_id="r", revision=2, spec={}), conversation_id=None,
+                         span_id=None, channel="inner")
+    assert changed.is_kind(ReminderChanged) and not changed.is_kind(ReminderDefined)
+    task = make_event(TaskEvent(task_id="t"), kind="task.finished", conversation_id=None, span_id=None,
+                      channel="inner")
+    assert task.is_kind(TaskEvent) and task.payload_as(TaskEvent) == TaskEvent(task_id="t")
+    # Built without validation from a newer writer's kind: no model claims it, nothing raises.
+    newer = Event.model_construct(kind="weather.changed", payload={"sky": "grey"})
+    assert not newer.is_kind(Message) and newer.payload_as(Message) is None
 
 
 def test_an_unknown_kind_from_newer_code_loads_as_a_generic_event_and_keeps_its_json() -> None:

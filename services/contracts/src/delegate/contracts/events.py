@@ -931,6 +931,23 @@ class Event(BaseModel):
             raise TypeError(f"{self.kind} event has no {model.__name__} payload")
         return model.model_validate(self.payload)
 
+    def is_kind(self, model: type[Payload]) -> bool:
+        """Whether this event is of ``model``'s kind (any ``task.*`` kind for ``TaskEvent``).
+
+        The exact model, not a subclass's: ``ReminderChanged`` is no ``ReminderDefined`` here.
+        Dispatch on the model rather than on its kind's spelling, so a renamed or mistyped kind
+        is a type error, not a branch that silently never runs.
+        """
+        try:
+            return payload_model(self.kind) is model
+        except ValueError:  # built without validation (model_construct) from a kind we do not know
+            return False
+
+    def payload_as(self, model: type[P]) -> P | None:
+        """The payload as ``model`` when this event is of its kind, else None: typed dispatch,
+        ``if (m := event.payload_as(Message)) is not None: m.text``, read by field, not by key."""
+        return model.model_validate(self.payload) if self.is_kind(model) else None
+
     def with_seq(self, seq: int) -> "Event":
         return self.model_copy(update={"seq": seq})
 
