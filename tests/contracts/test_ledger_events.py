@@ -123,7 +123,7 @@ def test_an_event_answers_its_kind_by_model_and_gives_its_payload_only_as_that_m
     event = make_event(Message(text="hi"), conversation_id="c", span_id="s", channel="sms", role="user")
     message = event.payload_as(Message)
     assert message is not None and message.text == "hi"
-    assert event.is_kind(Message) and not event.is_kind(ToolCall)
+    assert event.is_kind(Message) and event.is_kind(ToolCall, Message) and not event.is_kind(ToolCall)
     assert event.payload_as(ToolCall) is None
     # A subclass's kind is not its base's: a reminder.changed is no reminder.set.
     changed = make_event(ReminderChanged(reminder_id="r", revision=2, spec={}), conversation_id=None,

@@ -931,15 +931,15 @@ class Event(BaseModel):
             raise TypeError(f"{self.kind} event has no {model.__name__} payload")
         return model.model_validate(self.payload)
 
-    def is_kind(self, model: type[Payload]) -> bool:
-        """Whether this event is of ``model``'s kind (any ``task.*`` kind for ``TaskEvent``).
+    def is_kind(self, *models: type[Payload]) -> bool:
+        """Whether this event is of one of ``models``' kinds (any ``task.*`` kind for ``TaskEvent``).
 
         The exact model, not a subclass's: ``ReminderChanged`` is no ``ReminderDefined`` here.
         Dispatch on the model rather than on its kind's spelling, so a renamed or mistyped kind
         is a type error, not a branch that silently never runs.
         """
         try:
-            return payload_model(self.kind) is model
+            return payload_model(self.kind) in models
         except ValueError:  # built without validation (model_construct) from a kind we do not know
             return False
 
