@@ -32,7 +32,8 @@ function plural(n, word) {
   return `${n} ${word}${n === 1 ? "" : "s"}`;
 }
 
-function clip(text, n) {
+/** One line of at most n characters, with an ellipsis when cut. */
+export function clip(text, n) {
   const one = String(text ?? "").replace(/\s+/g, " ").trim();
   return one.length > n ? `${one.slice(0, n - 1)}…` : one;
 }

@@ -6,7 +6,8 @@ import { channelInfo, formatRange, formatTime, fullTime, innerDetail, innerSumma
 import { renderIncremental, renderMarkdown } from "./markdown.js";
 import { attachmentText, mergeDelivery, messageAttachments, messageHeader, refusedText } from "./channels.js";
 import { attachedTo, isInnerKind, spanCost, spanLabel } from "./timeline.js";
-import { diagramUrl, taskCardNode, updateTaskCard } from "./tasks.js";
+import { taskCardNode, updateTaskCard } from "./task-card.js";
+import { diagramUrl } from "./tasks.js";
 
 const LONG_VALUE = 400;
 const SPAN_ICONS = { interaction: "text", voice: "mic", phone: "phone", activation: "inner" };

@@ -12,26 +12,10 @@ import { h, reconcile, setText } from "./dom.js";
 import { formatTime, fullTime } from "./format.js";
 import { renderMarkdown } from "./markdown.js";
 import { Panel, panelElements, showStatus } from "./panel.js";
+import { TaskStream, streamStatusText } from "./task-log.js";
 import { RunPicture } from "./task-picture.js";
-import {
-  TaskStream,
-  budgetText,
-  isActive,
-  isTerminal,
-  logLineNode,
-  outcome,
-  progressNode,
-  refreshesTasks,
-  screenshotList,
-  screenshotNode,
-  stateBadge,
-  streamStatusText,
-  taskBody,
-  taskFrom,
-  taskIcon,
-  taskRow,
-  tasksFrom,
-} from "./tasks.js";
+import { logLineNode, progressNode, screenshotList, screenshotNode, stateBadge, taskIcon, taskRow } from "./task-rows.js";
+import { budgetText, isActive, isTerminal, outcome, refreshesTasks, taskBody, taskFrom, tasksFrom } from "./tasks.js";
 
 const $ = (id) => document.getElementById(id);
 

@@ -6,31 +6,10 @@ import { test } from "node:test";
 
 import { HttpError } from "../../client/js/api.js";
 import { buildView, createTimeline, mergePage, addPending } from "../../client/js/timeline.js";
-import {
-  TaskStream,
-  addTaskMessage,
-  argText,
-  budgetText,
-  createTaskLog,
-  diagramAfter,
-  eventLine,
-  logLineNode,
-  outcome,
-  refreshesTasks,
-  runPicture,
-  screenshotList,
-  screenshotNode,
-  streamStatusText,
-  taskActions,
-  taskBody,
-  taskCardNode,
-  taskFrom,
-  taskFromEvents,
-  taskProgress,
-  taskRow,
-  tasksFrom,
-  updateTaskCard,
-} from "../../client/js/tasks.js";
+import { taskCardNode, taskFromEvents, updateTaskCard } from "../../client/js/task-card.js";
+import { TaskStream, addTaskMessage, argText, createTaskLog, eventLine, streamStatusText } from "../../client/js/task-log.js";
+import { logLineNode, screenshotList, screenshotNode, taskRow } from "../../client/js/task-rows.js";
+import { budgetText, diagramAfter, outcome, refreshesTasks, runPicture, taskActions, taskBody, taskFrom, taskProgress, tasksFrom } from "../../client/js/tasks.js";
 import { taskErrorText } from "../../client/js/tasks-ui.js";
 import { elements, fakeDocument } from "./fakedom.mjs";
 import { ev, spanOpened, userMsg } from "./helpers.mjs";
@@ -488,7 +467,8 @@ test("a task card: Task · goal as text, state, progress, Open; the steps folded
 });
 
 test("a task done with refused steps is never a green Done; its answer renders markdown", async () => {
-  const { outcome, stateBadge, logLineNode } = await import("../../client/js/tasks.js");
+  const { outcome } = await import("../../client/js/tasks.js");
+  const { stateBadge, logLineNode } = await import("../../client/js/task-rows.js");
   const { fakeDocument } = await import("./fakedom.mjs");
   assert.deepEqual(outcome({ state: "done", refused: 1, answer: "Could not open it." }), {
     tone: "warn", label: "Answer, with 1 refused step", text: "Could not open it.",
