@@ -79,10 +79,10 @@ CONNECT_AT_ONCE = 50  # watchers (or floor connections) opened together
 # The gateway's INFO line for each /chat connection its hub attached (chat_ws.ChatConnection.run).
 ATTACHED = re.compile(r"chat #\d+ \S+ connected")
 CONCURRENT_CALLS = (
-    "concurrent calls: 1 by design, not measured. The voice service holds one Realtime session at a "
-    "time, system-wide: services/voice/src/delegate/voice/manager.py, Sessions.prepare answers "
-    'PrepareReply(ok=False, reason="busy", message="another voice or phone session is live") while it '
-    "has a session or cannot take the voice lock (voice/lock.py: a fenced lease, singleton \"voice\" in "
+    "concurrent calls: 1 by design, not measured. The voice service holds one call at a "
+    "time, system-wide: services/voice/src/delegate/voice/manager.py, Calls.prepare answers "
+    'PrepareReply(ok=False, reason="busy", message="another voice or phone call is live") while it '
+    "has a call or cannot take the voice lock (voice/lock.py: a fenced lease, singleton \"voice\" in "
     "VOICE_LEASE_BUCKET, so a second voice process refuses too); the gateway then rejects the Twilio call "
     'as busy (gateway/twilio_voice.py: response.reject(reason="busy")) and closes a browser call with '
     "4409 (gateway/browser_call_ws.py: CLOSE_BUSY). More gateways do not add calls."

@@ -76,7 +76,7 @@ from .presets import Preset
 from .realtime_session import RealtimeBridge, RealtimeLost
 from .recorder import Recorder
 from .settings import Settings
-from .stale import close_stale_session
+from .stale import close_stale_call
 from .tools import ToolCaller, realtime_tools
 
 log = logging.getLogger(__name__)
@@ -253,7 +253,7 @@ class Call:
             if not connect.done():
                 connect.cancel()
         self.connect_done.set()
-        await close_stale_session(self.ledger, self.lock.fence, resume.open_span)
+        await close_stale_call(self.ledger, self.lock.fence, resume.open_span)
         conversation_id = resume.conversation_id
         span_id = new_id()
         self.recorder.start(conversation_id or new_id(), span_id)

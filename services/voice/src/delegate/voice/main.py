@@ -1,8 +1,8 @@
 """``python -m delegate.voice``: the Realtime bridge for phone calls and browser voice.
 
-Serves ``voice.cmd.prepare`` (take the voice lock, pre-warm a session), ``voice.cmd.state``,
-``voice.cmd.call_owner`` and ping, and emits ``voice.live.state`` whenever a session starts,
-goes live or ends. Each session serves its own attach subject and live relay (``sessions``).
+Serves ``voice.cmd.prepare`` (take the voice lock, pre-warm a call), ``voice.cmd.state``,
+``voice.cmd.call_owner`` and ping, and emits ``voice.live.state`` whenever a call starts,
+goes live or ends. Each call serves its own attach subject and live relay (``calls``).
 """
 
 import asyncio
@@ -14,7 +14,7 @@ from delegate.runtime.bus import Bus
 from delegate.runtime.service import run_service
 from delegate.runtime.settings_check import load_settings
 
-from .manager import Sessions
+from .manager import Calls
 from .outbound_call import OwnerCaller
 from .presets import PresetStore
 from .settings import Settings
@@ -28,29 +28,29 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     bus = await Bus.connect(settings.nats_url, f"{SERVICE}:{instance}", settings=settings)
     presets = PresetStore(settings.runtime_data_dir)
     presets.refresh()
-    sessions = Sessions(settings, bus, presets, instance)
+    calls = Calls(settings, bus, presets, instance)
     if settings.openai_client_options() is None:
-        # The Realtime client (and the OpenAI SDK) is made with the first session; without a
+        # The Realtime client (and the OpenAI SDK) is made with the first call; without a
         # key it is made now, so the SDK refuses at start, as it always has.
-        sessions.client()
-    caller = OwnerCaller(settings, sessions)
+        calls.client()
+    caller = OwnerCaller(settings, calls)
     try:
         await bus.ensure_streams()
-        await bus.serve(topics.VOICE_PREPARE, sessions.on_prepare)
-        await bus.serve(topics.VOICE_STATE_GET, sessions.on_state)
+        await bus.serve(topics.VOICE_PREPARE, calls.on_prepare)
+        await bus.serve(topics.VOICE_STATE_GET, calls.on_state)
         await bus.serve(topics.VOICE_CALL_OWNER, caller.on_call_owner)
 
         async def pong(_: Ping) -> Pong:
-            return Pong(service=SERVICE, instance=bus.service, ready=True, detail=sessions.describe())
+            return Pong(service=SERVICE, instance=bus.service, ready=True, detail=calls.describe())
 
         await bus.serve(topics.PINGS[SERVICE], pong)
-        bus.spawn(sessions.watch_presets())
-        bus.spawn(AnsweredByConsumer(settings, bus, sessions).run(stop))
-        await sessions.publish_state()
+        bus.spawn(calls.watch_presets())
+        bus.spawn(AnsweredByConsumer(settings, bus, calls).run(stop))
+        await calls.publish_state()
         await stop.wait()
-        await sessions.close()
+        await calls.close()
     finally:
-        await sessions.close_client()
+        await calls.close_client()
         await bus.close()
 
 

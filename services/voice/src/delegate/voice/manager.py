@@ -1,8 +1,8 @@
-"""The voice service's face on the bus: prepare, state, and the one session at a time.
+"""The voice service's face on the bus: prepare, state, and the one call at a time.
 
-The voice lock is what enforces one session system-wide (two voice processes, or a prepare
+The voice lock is what enforces one call system-wide (two voice processes, or a prepare
 racing another); ``current`` is only this process's view of it, the quick refusal for a second
-prepare while a session is here.
+prepare while a call is here.
 """
 
 import asyncio
@@ -36,7 +36,10 @@ CONNECT_WAIT_S = 3.0
 PRESETS_EVERY_S = 2.0
 
 
-class Sessions:
+class Calls:
+    """This process's calls: prepares them (one at a time), reports the voice state, ends the
+    current one at stop."""
+
     def __init__(
         self, settings: Settings, bus: Bus, presets: PresetStore, instance: str
     ) -> None:
@@ -50,22 +53,22 @@ class Sessions:
         self._last_state: VoiceState | None = None
 
     def client(self) -> "AsyncOpenAI":
-        """The Realtime client, made with the first session: the SDK loads then, not at start."""
+        """The Realtime client, made with the first call: the SDK loads then, not at start."""
         if self._client is None:
-            import_sdk()  # at once when a session has loaded it already (load_session_code)
+            import_sdk()  # at once when a call has loaded it already (load_call_code)
             from openai import AsyncOpenAI
 
-            # No retries inside a call: a Realtime socket that fails ends the session, cleanly.
+            # No retries inside a call: a Realtime socket that fails ends the call, cleanly.
             # Its key and base URL from our settings, not the (shared) process environment.
             self._client = AsyncOpenAI(max_retries=0, **(self.settings.openai_client_options() or {}))
         return self._client
 
-    async def load_session_code(self) -> None:
-        """Import what a session runs on (the SDK, ~1 s on a busy machine) in a thread, before the
+    async def load_call_code(self) -> None:
+        """Import what a call runs on (the SDK, ~1 s on a busy machine) in a thread, before the
         lock is taken: imported on the event loop, it held up the lock's renewals, and a lock
         whose entry expired meanwhile ended the call it had just prepared."""
         if "delegate.voice.calls" not in sys.modules:
-            await asyncio.to_thread(_import_session_code)
+            await asyncio.to_thread(_import_call_code)
 
     async def close_client(self) -> None:
         if self._client is not None:
@@ -74,7 +77,7 @@ class Sessions:
     async def prepare(
         self, req: PrepareSession, *, reason: str | None = None
     ) -> tuple[PrepareReply, "Call | None"]:
-        """The reply, and the session when one was prepared (the outbound call needs it)."""
+        """The reply, and the call when one was prepared (the outbound call needs it)."""
         self.presets.refresh()
         preset = self.presets.get(req.preset)
         if preset is None:
@@ -88,7 +91,7 @@ class Sessions:
             refusal = await owner_turn_refusal(self.bus)
             if refusal is not None:
                 return PrepareReply(ok=False, reason="budget", message=refusal), None
-        await self.load_session_code()
+        await self.load_call_code()
         lock = VoiceLock(self.bus.js, self.instance, ttl=self.settings.voice_lock_ttl_s, replicas=self.bus.replicas)
         if not await lock.acquire():
             return self._busy(), None
@@ -97,30 +100,30 @@ class Sessions:
             return self._busy(), None
         from .calls import Call
 
-        session = Call(
+        call = Call(
             self.settings, self.bus, self.ledger, self.client(), lock, kind=req.kind, direction=req.direction,
             preset=preset, call_sid=req.call_sid, caller=req.caller, reason=reason, on_change=self.publish_state,
         )
-        self.current = session
-        await session.start()
-        self.bus.spawn(self._forget(session))
+        self.current = call
+        await call.start()
+        self.bus.spawn(self._forget(call))
         await self.publish_state()
         with contextlib.suppress(TimeoutError):  # still opening after that: the stream's audio waits for it
-            await asyncio.wait_for(session.connect_done.wait(), CONNECT_WAIT_S)
-        if session.connect_error:
-            session.request_end("realtime_lost", session.connect_error)
+            await asyncio.wait_for(call.connect_done.wait(), CONNECT_WAIT_S)
+        if call.connect_error:
+            call.request_end("realtime_lost", call.connect_error)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(session.done.wait(), 5.0)  # the lock is free again for a retry
+                await asyncio.wait_for(call.done.wait(), 5.0)  # the lock is free again for a retry
             return PrepareReply(ok=False, reason="unavailable", message="the voice model cannot be reached"), None
-        log.info("prepared session %s (%s %s, preset %s)", session.id, req.direction, req.kind, preset.name)
-        return PrepareReply(ok=True, session_id=session.id, token=session.token), session
+        log.info("prepared call %s (%s %s, preset %s)", call.id, req.direction, req.kind, preset.name)
+        return PrepareReply(ok=True, session_id=call.id, token=call.token), call
 
     def _busy(self) -> PrepareReply:
-        return PrepareReply(ok=False, reason="busy", message="another voice or phone session is live")
+        return PrepareReply(ok=False, reason="busy", message="another voice or phone call is live")
 
-    async def _forget(self, session: "Call") -> None:
-        await session.done.wait()
-        if self.current is session:
+    async def _forget(self, call: "Call") -> None:
+        await call.done.wait()
+        if self.current is call:
             self.current = None
         await self.publish_state()
 
@@ -139,21 +142,21 @@ class Sessions:
             "default_preset": self.presets.default().name,
             "preset_errors": dict(self.presets.errors),
         }
-        session = self.current
-        if session is None:
+        call = self.current
+        if call is None:
             return VoiceState(**common)
         return VoiceState(
-            active=True, session_id=session.id, kind=session.kind, status=session.status,
-            started_at=session.started_at, caller=session.caller, preset=session.preset.name, **common,
+            active=True, session_id=call.id, kind=call.kind, status=call.status,
+            started_at=call.started_at, caller=call.caller, preset=call.preset.name, **common,
         )
 
     def describe(self) -> str:
         """The ping's detail: what this process is doing now."""
-        session = self.current
-        if session is None:
+        call = self.current
+        if call is None:
             return "idle"
-        what = "phone call" if session.kind == "phone" else "browser voice session"
-        return f"{session.status} {what}" if session.status != "live" else f"live {what}"
+        what = "phone call" if call.kind == "phone" else "browser voice call"
+        return f"{call.status} {what}" if call.status != "live" else f"live {what}"
 
     async def publish_state(self) -> None:
         state = self.state()
@@ -172,15 +175,15 @@ class Sessions:
                 log.exception("voice preset reload failed")
 
     async def close(self) -> None:
-        session = self.current
-        if session is not None:
-            session.request_end("error", "the voice service was stopped")
+        call = self.current
+        if call is not None:
+            call.request_end("error", "the voice service was stopped")
             try:
-                await asyncio.wait_for(session.done.wait(), 15.0)
+                await asyncio.wait_for(call.done.wait(), 15.0)
             except TimeoutError:
-                log.warning("session %s did not finish ending in time", session.id)
+                log.warning("call %s did not finish ending in time", call.id)
 
 
-def _import_session_code() -> None:
+def _import_call_code() -> None:
     import_sdk()
     importlib.import_module("delegate.voice.calls")

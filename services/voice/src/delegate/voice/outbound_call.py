@@ -1,16 +1,16 @@
-"""Calling the owner: prepare a phone session, then have Twilio place the call into it.
+"""Calling the owner: prepare a phone call, then have Twilio place it.
 
-The session is prepared first (lock, pre-warm, token), so the call is only placed when a
-session can take it, and its greeting is ready when the owner picks up. Twilio gets the TwiML
-inline: a bidirectional stream to the gateway's ``/call`` with the session and token as
-parameters, then the apology it plays if our side drops the stream, and a status callback that
-turns a call never answered (busy, no-answer, failed) into the session's end.
+The call is prepared first (lock, pre-warm, token), so Twilio only dials when this side can
+take the call, and its greeting is ready when the owner picks up. Twilio gets the TwiML
+inline: a bidirectional stream to the gateway's ``/call`` with the call's id (the wire's
+``session``) and token as parameters, then the apology it plays if our side drops the stream,
+and a status callback that turns a call never answered (busy, no-answer, failed) into its end.
 
-The phone rings for VOICE_CALL_RING_TIMEOUT_S (Twilio's ``Timeout``) and the prepared session is
+The phone rings for VOICE_CALL_RING_TIMEOUT_S (Twilio's ``Timeout``) and the prepared call is
 held as long (``Call.claim_within_s``), so a late answer still talks. Answering machine
 detection runs in the background (``AsyncAmd``): its verdict comes to the gateway's ``/call/amd``
 and, for a machine, becomes a voicemail and an SMS (``voicemail``); until it comes (at most
-VOICE_CALL_AMD_TIMEOUT_S, Twilio's MachineDetectionTimeout) the session screens the call: what
+VOICE_CALL_AMD_TIMEOUT_S, Twilio's MachineDetectionTimeout) the call is screened: what
 the callee says is not the owner's yet, nor answered (``Call.on_answered_by``). The ``call.placed`` record,
 written once Twilio took the call, keeps the words to leave for whoever acts on that verdict.
 
@@ -27,7 +27,7 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 from delegate.contracts.events import CallPlaced
 from delegate.contracts.voice import CallOwner, CallOwnerReply, PrepareSession
 
-from .manager import Sessions
+from .manager import Calls
 from .settings import Settings
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ def amd_url(public_base_url: str, session_id: str) -> str:
 
 
 def call_twiml(public_base_url: str, session_id: str, token: str) -> str:
-    # Twilio's SDK and the session code (with the OpenAI SDK) load when a call is placed.
+    # Twilio's SDK and the call code (with the OpenAI SDK) load when a call is placed.
     from twilio.twiml.voice_response import Connect, VoiceResponse
 
     from .calls import APOLOGY
@@ -73,9 +73,9 @@ def call_twiml(public_base_url: str, session_id: str, token: str) -> str:
 
 
 class OwnerCaller:
-    def __init__(self, settings: Settings, sessions: Sessions) -> None:
+    def __init__(self, settings: Settings, calls: Calls) -> None:
         self.settings = settings
-        self.sessions = sessions
+        self.calls = calls
         self._answers: OrderedDict[str, asyncio.Future[CallOwnerReply]] = OrderedDict()
 
     async def on_call_owner(self, req: CallOwner) -> CallOwnerReply:
@@ -108,10 +108,10 @@ class OwnerCaller:
                 message="phone calls are not set up (TWILIO_ACCOUNT_SID, TWILIO_AUTH_TOKEN, "
                 "TWILIO_PHONE_NUMBER, OWNER_PHONE)",
             )
-        prepared, session = await self.sessions.prepare(
+        prepared, call = await self.calls.prepare(
             PrepareSession(kind="phone", direction="outbound", caller=s.owner_phone), reason=req.reason or None
         )
-        if not prepared.ok or session is None:
+        if not prepared.ok or call is None:
             return CallOwnerReply(ok=False, reason=prepared.reason, message=prepared.message)
         client = twilio_rest_client(
             s.twilio_account_sid or "", s.twilio_auth_token or "", base_url=s.twilio_api_base_url,
@@ -121,17 +121,17 @@ class OwnerCaller:
         if s.voice_call_machine_detection != "off":
             amd = {
                 "machine_detection": s.voice_call_machine_detection, "async_amd": "true",
-                "async_amd_status_callback": amd_url(s.public_base_url, session.id),
+                "async_amd_status_callback": amd_url(s.public_base_url, call.id),
                 "async_amd_status_callback_method": "POST",
                 "machine_detection_timeout": str(s.voice_call_amd_timeout_s),
             }
         try:
-            call = await asyncio.to_thread(
+            placed = await asyncio.to_thread(
                 client.calls.create,
                 to=s.owner_phone,
                 from_=s.twilio_phone_number,
-                twiml=call_twiml(s.public_base_url, session.id, session.token),
-                status_callback=status_url(s.public_base_url, session.id),
+                twiml=call_twiml(s.public_base_url, call.id, call.token),
+                status_callback=status_url(s.public_base_url, call.id),
                 status_callback_event=["initiated", "ringing", "answered", "completed"],
                 status_callback_method="POST",
                 timeout=s.voice_call_ring_timeout_s,
@@ -139,27 +139,27 @@ class OwnerCaller:
             )
         except (TwilioException, OSError) as exc:
             log.error("placing the call to the owner failed: %s", exc)
-            session.request_end("error", f"Twilio refused the call: {exc}")
+            call.request_end("error", f"Twilio refused the call: {exc}")
             return CallOwnerReply(
-                ok=False, session_id=session.id, reason="failed", message=f"Twilio refused the call: {exc}"
+                ok=False, session_id=call.id, reason="failed", message=f"Twilio refused the call: {exc}"
             )
-        session.call_sid = str(call.sid)
-        log.info("calling the owner: call %s, session %s", call.sid, session.id)
-        await self._record_placed(session, str(call.sid), req.reason)
-        return CallOwnerReply(ok=True, call_sid=str(call.sid), session_id=session.id)
+        call.call_sid = str(placed.sid)
+        log.info("calling the owner: Twilio call %s, call %s", placed.sid, call.id)
+        await self._record_placed(call, str(placed.sid), req.reason)
+        return CallOwnerReply(ok=True, call_sid=str(placed.sid), session_id=call.id)
 
-    async def _record_placed(self, session: "Call", call_sid: str, reason: str) -> None:
+    async def _record_placed(self, call: "Call", call_sid: str, reason: str) -> None:
         s = self.settings
         try:
-            await asyncio.wait_for(session.recording.wait(), s.voice_connect_timeout_s)
+            await asyncio.wait_for(call.recording.wait(), s.voice_connect_timeout_s)
         except TimeoutError:
-            log.warning("call %s: the session never started recording; no call.placed", call_sid)
+            log.warning("Twilio call %s: the call never started recording; no call.placed", call_sid)
             return
         from .voicemail import placed_id, voicemail_words
 
-        session.recorder.write(
+        call.recorder.write(
             CallPlaced(
-                session_id=session.id, call_sid=call_sid, to=s.owner_phone or "", reason=reason,
+                session_id=call.id, call_sid=call_sid, to=s.owner_phone or "", reason=reason,
                 voicemail=voicemail_words(reason), ring_timeout_s=s.voice_call_ring_timeout_s,
                 machine_detection=None if s.voice_call_machine_detection == "off" else s.voice_call_machine_detection,
             ),

@@ -1,7 +1,7 @@
-"""Closing the session a killed voice process left open.
+"""Closing the call a killed voice process left open.
 
 A voice process that died mid-call (SIGKILL, a crash, the machine) never wrote its
-``session.ended`` / ``span.closed``. The next session finds that span still open in the ledger's
+``session.ended`` / ``span.closed``. The next call finds that span still open in the ledger's
 resume state (read after the ledger caught up, so whatever the dead process managed to publish
 is in) and closes it first, as ``voice_lost``, under its own fence.
 """
@@ -18,7 +18,7 @@ log = logging.getLogger(__name__)
 VOICE_SPANS: dict[str, VoiceSessionType] = {"phone": "phone", "voice": "voice"}  # span type -> session type
 
 
-async def close_stale_session(ledger: VoiceLedger, fence: Fence, open_span: Event | None) -> None:
+async def close_stale_call(ledger: VoiceLedger, fence: Fence, open_span: Event | None) -> None:
     if open_span is None or open_span.span_id is None:
         return
     session_type = VOICE_SPANS.get(str(open_span.payload.get("type")))
@@ -42,4 +42,4 @@ async def close_stale_session(ledger: VoiceLedger, fence: Fence, open_span: Even
         conversation_id=open_span.conversation_id, span_id=open_span.span_id, channel=open_span.channel,
     )
     await ledger.append(closed, fence)
-    log.warning("closed session %s left open by a voice process that died (voice_lost)", session_id)
+    log.warning("closed call %s left open by a voice process that died (voice_lost)", session_id)

@@ -7,11 +7,11 @@ SMS is on the pollers' outbox. Everything it writes has an id made from the Call
 SIGKILL of voice, or a Twilio retry, changes nothing: the outbox stream and the pollers'
 delivery log send the SMS once, the ledger stores the record once.
 
-Any verdict first ends the session's screening (``Call.on_answered_by``): the callee's
+Any verdict first ends the call's screening (``Call.on_answered_by``): the callee's
 words held until then become the owner's, or are dropped for a machine's.
 
-With the session still here, the record goes in its span and the session says the message after
-the beep (or hangs up, VOICE_CALL_ON_MACHINE). A verdict that finds no session (voice was killed
+With the call still here, the record goes in its span and the call says the message after
+the beep (or hangs up, VOICE_CALL_ON_MACHINE). A verdict that finds no call (voice was killed
 and restarted meanwhile) still sends the SMS, with the words of the ``call.placed`` record, and
 writes the record under the voice lock.
 """
@@ -28,9 +28,9 @@ from delegate.contracts.voice import MACHINE_ANSWERS, CallAnsweredBy
 from delegate.runtime.bus import Bus, Retryable
 
 from .lock import VoiceLock
-from .manager import Sessions
+from .manager import Calls
 from .settings import Settings
-from .stale import close_stale_session
+from .stale import close_stale_call
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ def sms_text(reason: str) -> str:
 
 
 async def hang_up_call(settings: Settings, call_sid: str) -> None:
-    """End the call over Twilio's REST API (its status callback then ends the session too)."""
+    """End the call over Twilio's REST API (its status callback then ends our call too)."""
     from delegate.runtime.twilio_rest import twilio_rest_client
 
     client = twilio_rest_client(
@@ -78,10 +78,10 @@ async def hang_up_call(settings: Settings, call_sid: str) -> None:
 
 
 class AnsweredByConsumer:
-    def __init__(self, settings: Settings, bus: Bus, sessions: Sessions) -> None:
+    def __init__(self, settings: Settings, bus: Bus, calls: Calls) -> None:
         self.settings = settings
         self.bus = bus
-        self.sessions = sessions
+        self.calls = calls
 
     async def run(self, stop: asyncio.Event) -> None:
         await self.bus.consume(
@@ -90,36 +90,36 @@ class AnsweredByConsumer:
         )
 
     async def handle(self, msg: CallAnsweredBy, raw: Msg) -> None:
-        session = self.sessions.current
-        if session is not None and session.id == msg.session_id:
-            session.on_answered_by(msg.answered_by)  # ends its screening: whose the callee's words are
+        call = self.calls.current
+        if call is not None and call.id == msg.session_id:
+            call.on_answered_by(msg.answered_by)  # ends its screening: whose the callee's words are
         if msg.answered_by not in MACHINE_ANSWERS:
             log.info("call %s answered by %s", msg.call_sid, msg.answered_by)
             return
-        if session is not None and (session.id != msg.session_id or not session.recording.is_set()):
-            session = None
+        if call is not None and (call.id != msg.session_id or not call.recording.is_set()):
+            call = None
         placed: Event | None = None
-        if session is not None:
-            reason, where = session.reason or "", (session.recorder.conversation_id, session.recorder.span_id)
+        if call is not None:
+            reason, where = call.reason or "", (call.recorder.conversation_id, call.recorder.span_id)
         else:  # voice was restarted since the call was placed: its record has the words
             placed = await self._placed(msg.call_sid)
             reason = str(placed.payload.get("reason") or "") if placed else ""
             where = (placed.conversation_id, placed.span_id) if placed else (None, None)
         sms = OutboundSms(
             id=sms_id(msg.call_sid), text=sms_text(reason), origin="voicemail",
-            parent_id=placed_id(msg.call_sid) if session is not None or placed is not None else None,
+            parent_id=placed_id(msg.call_sid) if call is not None or placed is not None else None,
             conversation_id=where[0], span_id=where[1],
         )
         await self.bus.publish(topics.SMS_OUT, sms, msg_id=sms.id)
-        speak = session is not None and session.attached and self.settings.voice_call_on_machine == "voicemail"
+        speak = call is not None and call.attached and self.settings.voice_call_on_machine == "voicemail"
         words = voicemail_words(reason)
         record = CallVoicemail(
             session_id=msg.session_id, call_sid=msg.call_sid, answered_by=msg.answered_by,
             action="spoken" if speak else "hung_up", text=words if speak else sms.text, sms_id=sms.id,
         )
         log.info("call %s: a machine answered (%s); SMS %s queued", msg.call_sid, msg.answered_by, sms.id)
-        if session is not None:
-            session.leave_voicemail(
+        if call is not None:
+            call.leave_voicemail(
                 record, record_id(msg.call_sid), words if speak else None,
                 lambda: hang_up_call(self.settings, msg.call_sid),
             )
@@ -127,19 +127,19 @@ class AnsweredByConsumer:
             await self._record_alone(record, placed)
 
     async def _placed(self, call_sid: str) -> Event | None:
-        await self.sessions.ledger.wait_caught_up()
-        return await self.sessions.ledger.get(placed_id(call_sid))
+        await self.calls.ledger.wait_caught_up()
+        return await self.calls.ledger.get(placed_id(call_sid))
 
     async def _record_alone(self, record: CallVoicemail, placed: Event | None) -> None:
-        """The session is gone (voice restarted): write the record under the voice lock, and close
+        """The call is gone (voice restarted): write the record under the voice lock, and close
         the span the dead process left open."""
         lock = VoiceLock(
-            self.bus.js, self.sessions.instance, ttl=self.settings.voice_lock_ttl_s, replicas=self.bus.replicas
+            self.bus.js, self.calls.instance, ttl=self.settings.voice_lock_ttl_s, replicas=self.bus.replicas
         )
-        if self.sessions.current is not None or not await lock.acquire():
-            raise LockBusy("a voice session holds the lock; the voicemail is recorded after it")
+        if self.calls.current is not None or not await lock.acquire():
+            raise LockBusy("a voice call holds the lock; the voicemail is recorded after it")
         try:
-            ledger = self.sessions.ledger
+            ledger = self.calls.ledger
             await ledger.wait_caught_up()
             resume = await ledger.resume(turn_limit=0)
             lock.raise_token(resume.fence_marks.get("voice", 0))
@@ -149,6 +149,6 @@ class AnsweredByConsumer:
                 span_id=placed.span_id if placed else None,
             )
             await ledger.append(event, lock.fence)
-            await close_stale_session(ledger, lock.fence, resume.open_span)
+            await close_stale_call(ledger, lock.fence, resume.open_span)
         finally:
             await lock.release()
