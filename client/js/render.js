@@ -5,7 +5,9 @@ import { h, icon, reconcile, setText } from "./dom.js";
 import { channelInfo, formatRange, formatTime, fullTime, innerDetail, innerSummary } from "./format.js";
 import { renderIncremental, renderMarkdown } from "./markdown.js";
 import { attachmentText, mergeDelivery, messageAttachments, messageHeader, refusedText } from "./channels.js";
-import { attachedTo, isInnerKind, spanCost, spanLabel } from "./timeline.js";
+import { isInnerKind } from "./event-kinds.js";
+import { spanCost, spanLabel } from "./timeline-spans.js";
+import { attachedTo } from "./timeline-view.js";
 import { taskCardNode, updateTaskCard } from "./task-card.js";
 import { diagramUrl } from "./tasks.js";
 

@@ -1,6 +1,6 @@
 // Search over the loaded timeline, and export of it: pure functions, no DOM.
 
-import { isAttachedKind, isHiddenKind } from "./timeline.js";
+import { isAttachedKind, isHiddenKind } from "./event-kinds.js";
 import { innerSummary } from "./format.js";
 
 /** The text an event is found by: what was said, or an inner row's one-line summary. */

@@ -6,7 +6,7 @@ import { clip, formatRange } from "./format.js";
 import { STATE_AFTER, eventLine } from "./task-log.js";
 import { logLineNode, stateBadge, taskIcon } from "./task-rows.js";
 import { FAIL_WORDS, SEP, stateLabel, str } from "./tasks.js";
-import { spanCost } from "./timeline.js";
+import { spanCost } from "./timeline-spans.js";
 
 /**
  * A task's card on the timeline, from its span's events: {id, goal, state, steps, of, refused,

@@ -9,7 +9,8 @@
 import { HttpError, api } from "./api.js";
 import { mergeDelivery } from "./channels.js";
 import { TimelineView, updateStream } from "./render.js";
-import { buildView, drawStart, mergePage } from "./timeline.js";
+import { mergePage } from "./timeline.js";
+import { buildView, drawStart } from "./timeline-view.js";
 
 const $ = (id) => document.getElementById(id);
 

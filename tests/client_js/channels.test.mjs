@@ -15,7 +15,9 @@ import {
 import { innerSummary } from "../../client/js/format.js";
 import { attachmentItems, deliveryNode, refusedNode } from "../../client/js/render.js";
 import { searchEvents } from "../../client/js/search.js";
-import { addEvents, attachedTo, buildView, createTimeline, isHiddenKind, mergePage } from "../../client/js/timeline.js";
+import { isHiddenKind } from "../../client/js/event-kinds.js";
+import { addEvents, createTimeline, mergePage } from "../../client/js/timeline.js";
+import { attachedTo, buildView } from "../../client/js/timeline-view.js";
 import { elements, fakeDocument, serialize } from "./fakedom.mjs";
 import { at, botMsg, ev, userMsg } from "./helpers.mjs";
 

@@ -4,7 +4,10 @@ import { test } from "node:test";
 
 import { decisionSummary, durationWords, formatTime, innerSummary, repeatWords } from "../../client/js/format.js";
 import { innerNode } from "../../client/js/render.js";
-import { activitySummary, buildView, createTimeline, addEvents, isHiddenKind, isInnerKind } from "../../client/js/timeline.js";
+import { isHiddenKind, isInnerKind } from "../../client/js/event-kinds.js";
+import { createTimeline, addEvents } from "../../client/js/timeline.js";
+import { activitySummary } from "../../client/js/timeline-activity.js";
+import { buildView } from "../../client/js/timeline-view.js";
 import { elements, fakeDocument, serialize } from "./fakedom.mjs";
 import { ev } from "./helpers.mjs";
 

@@ -5,7 +5,8 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 
 import { HttpError } from "../../client/js/api.js";
-import { buildView, createTimeline, mergePage, addPending } from "../../client/js/timeline.js";
+import { createTimeline, mergePage, addPending } from "../../client/js/timeline.js";
+import { buildView } from "../../client/js/timeline-view.js";
 import { taskCardNode, taskFromEvents, updateTaskCard } from "../../client/js/task-card.js";
 import { TaskStream, addTaskMessage, argText, createTaskLog, eventLine, streamStatusText } from "../../client/js/task-log.js";
 import { logLineNode, screenshotList, screenshotNode, taskRow } from "../../client/js/task-rows.js";

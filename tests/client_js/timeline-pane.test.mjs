@@ -2,7 +2,8 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 
 import { touchedBlocks } from "../../client/js/timeline-pane.js";
-import { addEvents, buildView, createTimeline } from "../../client/js/timeline.js";
+import { addEvents, createTimeline } from "../../client/js/timeline.js";
+import { buildView } from "../../client/js/timeline-view.js";
 import { botMsg, ev, spanClosed, spanOpened, userMsg } from "./helpers.mjs";
 
 /** Six closed spans of one question and answer each: `spans[i]` holds the events of span i. */

@@ -1,28 +1,11 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import {
-  addEvents,
-  addLive,
-  addPending,
-  applyDelta,
-  activitySummary,
-  buildView,
-  compareEvents,
-  foldTurns,
-  isFoldedKind,
-  createTimeline,
-  drawStart,
-  eventIds,
-  firstSentence,
-  isHiddenKind,
-  isInnerKind,
-  mergePage,
-  spanCost,
-  spanSummary,
-  tsKey,
-  updatePending,
-} from "../../client/js/timeline.js";
+import { isFoldedKind, isHiddenKind, isInnerKind } from "../../client/js/event-kinds.js";
+import { addEvents, addLive, addPending, applyDelta, compareEvents, createTimeline, eventIds, mergePage, tsKey, updatePending } from "../../client/js/timeline.js";
+import { activitySummary, foldTurns } from "../../client/js/timeline-activity.js";
+import { firstSentence, spanCost, spanSummary } from "../../client/js/timeline-spans.js";
+import { buildView, drawStart } from "../../client/js/timeline-view.js";
 import { at, botMsg, ev, spanClosed, spanOpened, userMsg } from "./helpers.mjs";
 
 function spanKeys(blocks) {
