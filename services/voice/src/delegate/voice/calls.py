@@ -3,12 +3,12 @@
 On the wire a call is still a "session" (``session_id``, ``session.started``, ``session.ended``).
 
 ``prepare`` takes the voice lock and pre-warms: the Realtime socket opens while the ledger is
-read (caught up, then its resume state), the session's span opens, the model is configured
-and may already be saying its greeting, buffered until a stream claims the session with its
+read (caught up, then its resume state), the call's span opens, the model is configured
+and may already be saying its greeting, buffered until a stream claims the call with its
 one-time token (``attach``). From then on the caller's audio, marks and heartbeats arrive on
 ``voice_in(sid)`` and everything for the caller leaves on ``voice_out(sid)``.
 
-Whatever ends a session (hang-up, the gateway going silent, the Realtime socket dropping, the
+Whatever ends a call (hang-up, the gateway going silent, the Realtime socket dropping, the
 lock lost, nobody attaching in time, shutdown) calls ``request_end`` once; the end then runs one
 way: the caller is told (``EndOut``), what was being said is recorded as cut off,
 ``session.ended`` and ``span.closed`` are written, and the lock is released.
@@ -93,7 +93,7 @@ END_REASONS = frozenset(get_args(SessionEndReason))
 
 
 def end_reason(hangup: str) -> tuple[SessionEndReason, str]:
-    """A hang-up's reason as a session end reason (a Twilio call status goes in the detail)."""
+    """A hang-up's reason as a call's end reason (a Twilio call status goes in the detail)."""
     if hangup in END_REASONS:
         return hangup, ""  # type: ignore[return-value]  # checked against the Literal's values
     return "hangup", hangup
@@ -149,13 +149,13 @@ class Call:
         self._ready = False
         self._written_start = False
         self._prepared_at = time.monotonic()
-        # How long a prepared session waits for its stream. A call we place is held while the phone
+        # How long a prepared call waits for its stream. A call we place is held while the phone
         # rings: it ends when the stream attaches (answered) or its status says it was not
         # (busy, no-answer, failed: a hang-up), the ring timeout only the backstop.
         self.claim_within_s = settings.voice_prewarm_timeout_s
         if kind == "phone" and direction == "outbound":
             self.claim_within_s += settings.voice_call_ring_timeout_s + TWILIO_RING_BUFFER_S
-        self.recording = asyncio.Event()  # the recorder knows the session's span: events can be written
+        self.recording = asyncio.Event()  # the recorder knows the call's span: events can be written
         self._attached_at: float | None = None
         self._last_in = time.monotonic()
         self._early_audio: list[str] = []
@@ -176,11 +176,11 @@ class Call:
     async def start(self) -> None:
         self._subs.append(await self.bus.subscribe(topics.voice_in(self.id), self._on_in))
         self._subs.append(await self.bus.serve(topics.voice_attach(self.id), self._on_attach))
-        self._tasks.append(asyncio.create_task(self._main(), name=f"voice-session-{self.id}"))
+        self._tasks.append(asyncio.create_task(self._main(), name=f"voice-call-{self.id}"))
 
     def request_end(self, reason: SessionEndReason, detail: str = "") -> None:
         if not self._end.done():
-            log.info("session %s ending: %s%s", self.id, reason, f" ({detail})" if detail else "")
+            log.info("call %s ending: %s%s", self.id, reason, f" ({detail})" if detail else "")
             self._end.set_result((reason, detail))
 
     async def _main(self) -> None:
@@ -193,7 +193,7 @@ class Call:
         except LedgerUnavailable as exc:
             self.request_end("error", f"the ledger is unavailable: {exc}")
         except Exception as exc:
-            log.exception("session %s: pre-warm failed", self.id)
+            log.exception("call %s: pre-warm failed", self.id)
             self.request_end("error", f"pre-warm failed: {exc!r}")
         finally:
             self.connect_done.set()
@@ -210,7 +210,7 @@ class Call:
             self.done.set()
 
     async def _wait_for_claim(self) -> bool:
-        """Without pre-warm: nothing opens until a stream claims the session. False: it ended."""
+        """Without pre-warm: nothing opens until a stream claims the call. False: it ended."""
         self.connect_done.set()  # prepare answers at once; the connect happens after the attach
         claimed = asyncio.ensure_future(self._claim_seen.wait())
         waiters: set[asyncio.Future[Any]] = {claimed, self._end}
@@ -295,7 +295,7 @@ class Call:
             await self.bridge.append_audio(audio)
         self._early_audio.clear()
         await self._set_status("live" if self.attached else "connecting")
-        log.info("session %s (%s, preset %s) pre-warmed", self.id, self.kind, self.preset.name)
+        log.info("call %s (%s, preset %s) pre-warmed", self.id, self.kind, self.preset.name)
 
     async def _late_memory(self, memory: SessionMemory) -> None:
         record = await memory.late()
@@ -308,7 +308,7 @@ class Call:
         except RealtimeLost as exc:
             self.request_end("realtime_lost", str(exc))
         except Exception as exc:
-            log.exception("session %s: the Realtime bridge failed", self.id)
+            log.exception("call %s: the Realtime bridge failed", self.id)
             self.request_end("error", repr(exc))
 
     async def _watch(self) -> None:
@@ -351,7 +351,7 @@ class Call:
         await self.recorder.close(END_WRITE_TIMEOUT_S)
         await self.bridge.close()
         await self.lock.release()
-        log.info("session %s ended (%s)", self.id, reason)
+        log.info("call %s ended (%s)", self.id, reason)
 
     # ---- who answered a call we placed ------------------------------------------------------
 
@@ -361,10 +361,10 @@ class Call:
             return
         self.screening = False
         if answered_by in MACHINE_ANSWERS:
-            log.info("session %s: a machine answered (%s): its words are not the owner's", self.id, answered_by)
+            log.info("call %s: a machine answered (%s): its words are not the owner's", self.id, answered_by)
             self.recorder.callee_is("machine")
             return
-        log.info("session %s: answered by %s: the callee's words are the owner's", self.id, answered_by)
+        log.info("call %s: answered by %s: the callee's words are the owner's", self.id, answered_by)
         self.recorder.callee_is("owner")
         if self._ready:
             self._tasks.append(asyncio.create_task(self.bridge.answer_caller()))
@@ -373,7 +373,7 @@ class Call:
         """Twilio's verdict never came (its callback lost, or late past its own timeout)."""
         await asyncio.sleep(self.settings.voice_call_amd_timeout_s + AMD_VERDICT_GRACE_S)
         if self.screening:
-            log.warning("session %s: no answering machine verdict in time: taken as the owner", self.id)
+            log.warning("call %s: no answering machine verdict in time: taken as the owner", self.id)
             self.on_answered_by("unknown")
 
 
@@ -391,11 +391,11 @@ class Call:
             before = self.bridge.active_response
             await self.bridge.say_exactly(words)
             if not await self._spoken(before, self.settings.voice_voicemail_max_s):
-                log.warning("session %s: the voicemail did not finish playing in time", self.id)
+                log.warning("call %s: the voicemail did not finish playing in time", self.id)
         try:
             await hang_up()
-        except Exception as exc:  # the call ends with the session either way; Twilio's side times out
-            log.error("session %s: hanging up after the voicemail failed: %r", self.id, exc)
+        except Exception as exc:  # our side ends either way; Twilio's side times out
+            log.error("call %s: hanging up after the voicemail failed: %r", self.id, exc)
         self.request_end("hangup", "voicemail left" if words is not None else "a machine answered")
 
     async def _spoken(self, before: str | None, timeout: float) -> bool:
@@ -421,10 +421,10 @@ class Call:
     async def _on_attach(self, req: AttachSession) -> AttachReply:
         audio_format = "pcmu" if self.kind == "phone" else "pcm16"
         if self._end.done():
-            return AttachReply(ok=False, reason="unknown_session", message="this session is over")
+            return AttachReply(ok=False, reason="unknown_session", message="this call is over")
         if self._token_used or not secrets.compare_digest(req.token.encode(), self.token.encode()):
-            log.warning("session %s: attach refused (bad or reused token)", self.id)
-            return AttachReply(ok=False, reason="bad_token", message="the token is not valid for this session")
+            log.warning("call %s: attach refused (bad or reused token)", self.id)
+            return AttachReply(ok=False, reason="bad_token", message="the token is not valid for this call")
         if self.connect_error:
             return AttachReply(ok=False, reason="unavailable", message=self.connect_error)
         self._token_used = True
@@ -436,7 +436,7 @@ class Call:
         self._tasks.append(asyncio.create_task(self._claimed()))
         if self.screening:  # Twilio's detection started when the call was answered, just before this
             self._tasks.append(asyncio.create_task(self._verdict_backstop()))
-        log.info("session %s claimed by stream %s (call %s)", self.id, req.stream_sid, req.call_sid)
+        log.info("call %s claimed by stream %s (Twilio call %s)", self.id, req.stream_sid, req.call_sid)
         return AttachReply(ok=True, audio_format=audio_format)
 
     async def _claimed(self) -> None:
