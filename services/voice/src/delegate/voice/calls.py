@@ -69,7 +69,7 @@ from delegate.runtime.metering import Meter
 from delegate.runtime.pricing import load_prices
 from delegate.runtime.working_context import capsule_through_seq
 
-from .context import SessionMemory, session_instructions
+from .context import CallMemory, session_instructions
 from .ledger import LedgerUnavailable, VoiceLedger
 from .lock import VoiceLock
 from .presets import Preset
@@ -240,7 +240,7 @@ class Call:
             today = asyncio.ensure_future(
                 CalendarNow(self.bus, s.owner_timezone, enabled=bool(s.caldav_url)).ready(utcnow())
             )
-            memory = SessionMemory.start(
+            memory = CallMemory.start(
                 self.bus, capsule=capsule, messages=messages, max_turns=s.voice_recent_turns,
                 max_chars=s.voice_recent_chars, budget_tokens=s.memory_context_tokens,
             )
@@ -297,7 +297,7 @@ class Call:
         await self._set_status("live" if self.attached else "connecting")
         log.info("call %s (%s, preset %s) pre-warmed", self.id, self.kind, self.preset.name)
 
-    async def _late_memory(self, memory: SessionMemory) -> None:
+    async def _late_memory(self, memory: CallMemory) -> None:
         record = await memory.late()
         if record is not None and not self._end.done():
             self.recorder.write(record)

@@ -1,15 +1,15 @@
-"""A session's instructions: who it is, what it knows, and how to sound.
+"""A call's instructions (its Realtime session's): who it is, what it knows, and how to sound.
 
 A Realtime session starts with no conversation of its own, so everything it should know goes
 into its instructions, read from the ledger after it caught up: the newest continuity capsule
 and the recent verbatim turns from every channel (``select_recent_turns``), rendered as a
 "Recent conversation" section of marked turns, then the preset's speaking style.
 
-Memory is offered the same way as to a text turn, through the same builder: before the session
+Memory is offered the same way as to a text turn, through the same builder: before the call
 is configured, the memory service is asked (purpose ``voice``) with the words of the recent
 turns, and what it answers in time goes into the instructions ("Memory", "How the owner wants
 to be answered"). The search runs while the Realtime socket opens; it is waited for at most
-``MEMORY_RETRIEVAL_WAIT_MS`` from its start, and a later answer is only recorded (a session's
+``MEMORY_RETRIEVAL_WAIT_MS`` from its start, and a later answer is only recorded (a call's
 instructions are set once). Either way the search is recorded as ``memory.retrieved``.
 """
 
@@ -38,7 +38,7 @@ from delegate.runtime.working_context import (
 
 from .presets import Preset
 
-QUERY_USER_TURNS = 4  # the newest user turns a session's memory query is made of
+QUERY_USER_TURNS = 4  # the newest user messages a call's memory query is made of
 MAX_QUERY_CHARS = 1000
 # With no recent turns at all (a first call), memory is still asked: its adaptations (how the
 # owner wants to be addressed) are always given, whatever the query.
@@ -110,8 +110,8 @@ def memory_query(turns: Iterable[VerbatimMessage]) -> str:
 
 
 @dataclass
-class SessionMemory:
-    """One session's search: started before the socket is open, settled before it is configured."""
+class CallMemory:
+    """One call's search: started before the socket is open, settled before it is configured."""
 
     lookup: MemoryLookup | None
     seen: Seen  # the verbatim turns and the capsule the instructions carry anyway
@@ -120,7 +120,7 @@ class SessionMemory:
     def start(
         cls, bus: Bus, *, capsule: Event | None, messages: Iterable[Event], max_turns: int, max_chars: int,
         budget_tokens: int,
-    ) -> "SessionMemory":
+    ) -> "CallMemory":
         turns = select_recent_turns(messages, capsule, max_turns=max_turns, max_chars=max_chars)
         seen = Seen()
         for t in turns:
@@ -133,7 +133,7 @@ class SessionMemory:
         return cls(MemoryLookup(bus, request) if request is not None else None, seen)
 
     async def settle(self, wait_ms: float) -> tuple[MemoryContext | None, MemoryRetrieved | None]:
-        """What the session is given, and its record; (None, None) when memory did not answer in time."""
+        """What the call is given, and its record; (None, None) when memory did not answer in time."""
         lookup = self.lookup
         if lookup is None:
             return None, None
@@ -152,7 +152,7 @@ class SessionMemory:
                                 surfaced=True, dropped=dropped)
 
     async def late(self) -> MemoryRetrieved | None:
-        """A search that answered after the session was configured: recorded, not given."""
+        """A search that answered after the call was configured: recorded, not given."""
         lookup = self.lookup
         if lookup is None:
             return None

@@ -1,4 +1,4 @@
-"""The voice service's side of the ledger: fenced appends, and the reads a session starts from.
+"""The voice service's side of the ledger: fenced appends, and the reads a call starts from.
 
 Like the agent's: events go to ``ledger_append("voice")`` stamped with the voice lock's fence
 (the ledger refuses unfenced events on that subject), reads go through request/reply, and

@@ -1,10 +1,10 @@
-"""The voice lock: one Realtime session at a time, system-wide.
+"""The voice lock: one voice call at a time, system-wide.
 
-The same fenced lease as the agent's (``delegate.runtime.lease``) in its own bucket. Each session
-takes it anew, so each session is a fencing term of its own: its token, raised above the ledger's
-mark for ``voice``, goes on every event the session writes, and a session that lost the lock (its
+The same fenced lease as the agent's (``delegate.runtime.lease``) in its own bucket. Each call
+takes it anew, so each call is a fencing term of its own: its token, raised above the ledger's
+mark for ``voice``, goes on every event the call writes, and a call that lost the lock (its
 renewal failed: paused, cut off) can write nothing more. The lock is renewed for the whole
-session; a failed renewal sets ``lost``, which ends the session.
+call; a failed renewal sets ``lost``, which ends the call.
 """
 
 import asyncio
@@ -29,7 +29,7 @@ class VoiceLock:
         self._holder: asyncio.Task[None] | None = None
 
     async def acquire(self) -> bool:
-        """Take the lock and start renewing it; False when another session holds it."""
+        """Take the lock and start renewing it; False when another call holds it."""
         if not await self._lease.try_acquire():
             return False
         self._holder = asyncio.create_task(self._lease.hold(self.lost), name="voice-lock")

@@ -1,4 +1,4 @@
-"""A session's ledger events, written as they happen and in the order they were spoken.
+"""A call's ledger events, written as they happen and in the order they were spoken.
 
 One writer task publishes one event at a time, each acked before the next, so the stream holds
 them in the order they were queued, and each event's ``ts`` is kept above the previous one, so
@@ -8,7 +8,7 @@ Transcripts finish out of order: the caller's words are transcribed asynchronous
 complete after the answer to them started. So messages follow the conversation's item order:
 items are registered as the conversation adds them, and a message is written once every item
 before it is written (or known to have no words). A SIGKILL then loses at most the sentence
-still being said. Nothing is written for a session no stream ever claimed (its greeting was
+still being said. Nothing is written for a call no stream ever claimed (its greeting was
 never heard).
 
 On a call Delegate placed, the callee may be a machine until Twilio's verdict says otherwise:
@@ -59,7 +59,7 @@ class Recorder:
         self.channel: Channel = channel
         self.conversation_id: str | None = None
         self.span_id: str | None = None
-        self.heard = False  # a stream claimed the session: what the model says is heard from now on
+        self.heard = False  # a stream claimed the call: what the model says is heard from now on
         self.callee: Callee = "owner"  # whose words the caller's side are (see the module's doc)
         self._items: dict[str, _Item] = {}  # in conversation order
         self._queue: asyncio.Queue[Event | None] = asyncio.Queue()
@@ -75,7 +75,7 @@ class Recorder:
     def write(
         self, payload: Payload, *, role: Speaker | None = None, in_span: bool = True, id: str | None = None
     ) -> Event:
-        """Queue one event of this session (in its span; ``in_span`` False: in the conversation only).
+        """Queue one event of this call (in its span; ``in_span`` False: in the conversation only).
         ``id``: a deterministic id, for an event another process may write again or look up."""
         now = utcnow()
         if self._last_ts is not None and now <= self._last_ts:
@@ -101,7 +101,7 @@ class Recorder:
             try:
                 await self.ledger.append(event, self.fence())
             except BusUnavailable as exc:
-                log.error("session %s: %s %s not recorded: %s", self.session_id, event.kind, event.id, exc)
+                log.error("call %s: %s %s not recorded: %s", self.session_id, event.kind, event.id, exc)
 
     async def close(self, timeout: float) -> None:
         """Write what is queued (within ``timeout`` seconds), then stop the writer."""
@@ -111,7 +111,7 @@ class Recorder:
         try:
             await asyncio.wait_for(asyncio.shield(self._writer), timeout)
         except TimeoutError:
-            log.warning("session %s: %d events still unwritten at the end", self.session_id, self._queue.qsize())
+            log.warning("call %s: %d events still unwritten at the end", self.session_id, self._queue.qsize())
             self._writer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._writer
@@ -158,7 +158,7 @@ class Recorder:
             if not text or not self.heard:
                 continue
             if item.role == "user" and self.callee != "owner":
-                log.info("session %s: the callee's words (%s) not recorded: %s", self.session_id, item.item_id,
+                log.info("call %s: the callee's words (%s) not recorded: %s", self.session_id, item.item_id,
                          "a machine answered" if self.callee == "machine" else "no verdict on who answered")
                 continue
             meta = {"session_id": self.session_id, "item_id": item.item_id, **item.meta}

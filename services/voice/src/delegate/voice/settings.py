@@ -16,21 +16,21 @@ class Settings(ServiceSettings):
     # OPENAI_TRANSCRIBE_MODEL: transcribes the caller's words (the ledger's user messages)
     openai_transcribe_model: str = "gpt-4o-mini-transcribe"
     realtime_retention_ratio: RetentionRatio = 0.8  # REALTIME_RETENTION_RATIO: context kept when Realtime truncates
-    # The voice lock: one session at a time, system-wide, renewed while the session lives.
+    # The voice lock: one call at a time, system-wide, renewed while the call lives.
     voice_lock_ttl_s: float = 6.0  # VOICE_LOCK_TTL_S
-    voice_prewarm_timeout_s: float = 30.0  # VOICE_PREWARM_TIMEOUT_S: a prepared session nobody attached ends
+    voice_prewarm_timeout_s: float = 30.0  # VOICE_PREWARM_TIMEOUT_S: a prepared call nobody attached ends
     # VOICE_PREWARM: open and configure the Realtime session at prepare, while Twilio reads the
     # TwiML (on), or only once the stream attaches (off: what bench/voice.py compares against).
     voice_prewarm: bool = True
     voice_heartbeat_s: float = 1.0  # VOICE_HEARTBEAT_S: how often voice tells the gateway it is alive
-    voice_lost_after_s: float = 3.0  # VOICE_LOST_AFTER_S: silence from the gateway that ends the session
-    voice_recent_turns: int = 20  # VOICE_RECENT_TURNS: verbatim turns in the session's instructions
+    voice_lost_after_s: float = 3.0  # VOICE_LOST_AFTER_S: silence from the gateway that ends the call
+    voice_recent_turns: int = 20  # VOICE_RECENT_TURNS: verbatim messages in the call's instructions
     voice_recent_chars: int = 12_000  # VOICE_RECENT_CHARS: their character budget
     voice_connect_timeout_s: float = 10.0  # VOICE_CONNECT_TIMEOUT_S: Realtime connect + configure
-    # Memory in the session's instructions (the same settings as the agent's turns).
+    # Memory in the call's instructions (the same settings as the agent's turns).
     memory_context_tokens: int = 1500  # MEMORY_CONTEXT_TOKENS: memory's budget in the instructions (0: none)
     memory_retrieval_wait_ms: int = 300  # MEMORY_RETRIEVAL_WAIT_MS: longest wait for it, from the search's start
-    # Today's remaining calendar events in the session's instructions, when the pollers keep a calendar.
+    # Today's remaining calendar events in the call's instructions, when the pollers keep a calendar.
     caldav_url: str | None = None  # CALDAV_URL
     owner_timezone: str = "UTC"  # OWNER_TIMEZONE: the owner's "today"
 
@@ -43,7 +43,7 @@ class Settings(ServiceSettings):
     owner_phone: str | None = None  # OWNER_PHONE: who call_owner calls (E.164)
     public_base_url: str = "http://localhost:8081"  # PUBLIC_BASE_URL: the gateway as Twilio reaches it
     # VOICE_CALL_RING_TIMEOUT_S: how long Twilio lets the owner's phone ring (its Timeout, 1-600);
-    # the prepared session is held that long (plus Twilio's 5 s buffer) until the call's status says
+    # the prepared call is held that long (plus Twilio's 5 s buffer) until the call's status says
     # it was answered (the stream attaches) or not (busy, no-answer, failed, canceled).
     voice_call_ring_timeout_s: int = 60
     # VOICE_CALL_MACHINE_DETECTION: Twilio's answering machine detection on calls to the owner, run

@@ -1,8 +1,8 @@
-"""The agent's tool registry, as a voice session uses it (agent name ``voice``).
+"""The agent's tool registry, as a voice call uses it (agent name ``voice``).
 
 The registry lives in the agent process and applies the ``voice`` policy of
 agent-policies.json; it also records each call and its result (``tool.call`` / ``tool.result``)
-in the ledger, with the ids of the voice session's conversation and span passed here.
+in the ledger, with the ids of the voice call's conversation and span passed here.
 """
 
 import json
@@ -25,7 +25,7 @@ async def realtime_tools(bus: Bus) -> list[dict[str, Any]]:
     try:
         reply = await bus.request(topics.TOOLS_LIST, ToolListRequest(agent=AGENT), timeout=LIST_TIMEOUT_S)
     except (BusUnavailable, RemoteError) as exc:
-        log.warning("no tools for this voice session: the tool registry did not answer (%s)", exc)
+        log.warning("no tools for this voice call: the tool registry did not answer (%s)", exc)
         return []
     return [
         {"type": "function", "name": spec.name, "description": spec.description, "parameters": spec.parameters}
