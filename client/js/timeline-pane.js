@@ -8,7 +8,8 @@
 
 import { HttpError, api } from "./api.js";
 import { mergeDelivery } from "./channels.js";
-import { TimelineView, updateStream } from "./render.js";
+import { updateStream } from "./message-node.js";
+import { TimelineView } from "./render.js";
 import { mergePage } from "./timeline.js";
 import { buildView, drawStart } from "./timeline-view.js";
 

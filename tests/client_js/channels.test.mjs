@@ -13,7 +13,8 @@ import {
   refusedText,
 } from "../../client/js/channels.js";
 import { innerSummary } from "../../client/js/format.js";
-import { attachmentItems, deliveryNode, refusedNode } from "../../client/js/render.js";
+import { attachmentItems, deliveryNode } from "../../client/js/message-node.js";
+import { refusedNode } from "../../client/js/timeline-rows.js";
 import { searchEvents } from "../../client/js/search.js";
 import { isHiddenKind } from "../../client/js/event-kinds.js";
 import { addEvents, createTimeline, mergePage } from "../../client/js/timeline.js";

@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 
 import { decisionSummary, durationWords, formatTime, innerSummary, repeatWords } from "../../client/js/format.js";
-import { innerNode } from "../../client/js/render.js";
+import { innerNode } from "../../client/js/timeline-rows.js";
 import { isHiddenKind, isInnerKind } from "../../client/js/event-kinds.js";
 import { createTimeline, addEvents } from "../../client/js/timeline.js";
 import { activitySummary } from "../../client/js/timeline-activity.js";
