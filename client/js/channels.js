@@ -4,6 +4,7 @@
 // Everything here reads untrusted text (a stranger's number, a mail subject, a file name):
 // it is only ever returned as strings for textContent, never as markup.
 
+import { clip } from "./format.js";
 import { compareEvents } from "./timeline.js";
 
 /**
@@ -235,11 +236,6 @@ const REFUSED_REASONS = {
   unauthenticated: "failed sender authentication",
   unreadable: "could not be read",
 };
-
-function clip(text, n) {
-  const one = String(text ?? "").replace(/\s+/g, " ").trim();
-  return one.length > n ? `${one.slice(0, n - 1)}…` : one;
-}
 
 const REFUSED_VERBS = { sms: "texted", email: "emailed", voice: "called", phone: "called" };
 const NOT_ANSWERED = {

@@ -1,7 +1,7 @@
 // Search over the loaded timeline, and export of it: pure functions, no DOM.
 
 import { isAttachedKind, isHiddenKind } from "./event-kinds.js";
-import { innerSummary } from "./format.js";
+import { innerSummary } from "./inner-words.js";
 
 /** The text an event is found by: what was said, or an inner row's one-line summary. */
 export function searchableText(ev) {

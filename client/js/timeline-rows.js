@@ -3,7 +3,7 @@
 
 import { refusedText } from "./channels.js";
 import { h, icon, reconcile, setText } from "./dom.js";
-import { innerDetail, innerSummary } from "./format.js";
+import { innerDetail, innerSummary } from "./inner-words.js";
 import { timeEl } from "./message-node.js";
 
 const LONG_VALUE = 400;

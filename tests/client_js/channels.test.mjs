@@ -12,7 +12,7 @@ import {
   messageHeader,
   refusedText,
 } from "../../client/js/channels.js";
-import { innerSummary } from "../../client/js/format.js";
+import { innerSummary } from "../../client/js/inner-words.js";
 import { attachmentItems, deliveryNode } from "../../client/js/message-node.js";
 import { refusedNode } from "../../client/js/timeline-rows.js";
 import { searchEvents } from "../../client/js/search.js";

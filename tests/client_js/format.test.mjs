@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { channelInfo, formatPercent, formatRange, formatTime, innerDetail, innerSummary } from "../../client/js/format.js";
+import { channelInfo, formatPercent, formatRange, formatTime } from "../../client/js/format.js";
+import { innerDetail, innerSummary } from "../../client/js/inner-words.js";
 
 test("every channel has a label", () => {
   assert.deepEqual(

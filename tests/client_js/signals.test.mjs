@@ -2,7 +2,9 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { decisionSummary, durationWords, formatTime, innerSummary, repeatWords } from "../../client/js/format.js";
+import { durationWords, formatTime, repeatWords } from "../../client/js/format.js";
+import { innerSummary } from "../../client/js/inner-words.js";
+import { decisionSummary } from "../../client/js/signal-words.js";
 import { innerNode } from "../../client/js/timeline-rows.js";
 import { isHiddenKind, isInnerKind } from "../../client/js/event-kinds.js";
 import { createTimeline, addEvents } from "../../client/js/timeline.js";
