@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { parseInline, parseMarkdown, renderIncremental, renderMarkdown, safeHref } from "../../client/js/markdown.js";
+import { parseInline, parseMarkdown, safeHref } from "../../client/js/markdown-parse.js";
+import { renderIncremental, renderMarkdown } from "../../client/js/markdown.js";
 import { elements, fakeDocument, serialize } from "./fakedom.mjs";
 
 const html = (src) => serialize(renderMarkdown(fakeDocument(), src));
