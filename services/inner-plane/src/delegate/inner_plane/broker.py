@@ -20,7 +20,7 @@ import logging
 from datetime import datetime, timedelta
 
 from delegate.contracts import topics
-from delegate.contracts.events import Event, InnerDecision, make_event
+from delegate.contracts.events import ActivationOutcome, Event, InnerDecision, InnerSignal, Message, make_event
 from delegate.contracts.messages import ActivationInput
 from delegate.runtime.bus import BusUnavailable
 from delegate.runtime.retry import retrying
@@ -78,16 +78,16 @@ class AttentionBroker:
 
     def on_event(self, event: Event) -> None:
         changed = turns.observe(self.state, event)
-        if event.kind == "message" and event.role == "user":
+        if event.role == "user" and event.is_kind(Message):
             turns.prune(self.state, event.ts, self.config.turn_stale)
-        if event.kind == "inner.signal":
+        if event.is_kind(InnerSignal):
             changed = records.record_signal(self.state, event, self.config.dedup_window) or changed
-        elif event.kind == "inner.decision":
+        elif event.is_kind(InnerDecision):
             self._awaiting.discard(event.id)
             if not self._awaiting:
                 self._recorded.set()
             changed = records.record_decision(self.state, event) or changed
-        elif event.kind == "activation.outcome":
+        elif event.is_kind(ActivationOutcome):
             batch = self.state.batch
             if records.record_outcome(self.state, event):
                 assert batch is not None

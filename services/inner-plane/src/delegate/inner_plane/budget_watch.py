@@ -17,7 +17,7 @@ from typing import Literal
 from delegate.contracts import topics
 from delegate.contracts.budget import BudgetLine, BudgetReply, BudgetRequest
 from delegate.contracts.channels import OutboundEmail, OutboundSms
-from delegate.contracts.events import BudgetNotice, Event, make_event
+from delegate.contracts.events import BudgetNotice, Event, Message, make_event
 from delegate.contracts.ids import utcnow
 from delegate.contracts.topics import M, Topic
 from delegate.runtime.bus import BusUnavailable
@@ -41,13 +41,12 @@ class BudgetWatch:
         state = self.ctx.state
         if state.broker.spend.apply(event, self.ctx.settings.limits):
             self._changed()
-        elif event.kind == BudgetNotice.KIND:
-            notice = event.typed(BudgetNotice)
+        elif (notice := event.payload_as(BudgetNotice)) is not None:
             key = f"{notice.scope}:{notice.period}"
             if key not in state.budget_notices:
                 state.budget_notices = [*state.budget_notices[-49:], key]
-        elif event.kind == "message" and event.role == "user" and event.channel in OWNER_CHANNELS \
-                and not event.payload.get("imported"):
+        elif event.role == "user" and event.channel in OWNER_CHANNELS \
+                and (message := event.payload_as(Message)) is not None and message.imported is None:
             state.owner_channel = event.channel
 
     def _changed(self) -> None:

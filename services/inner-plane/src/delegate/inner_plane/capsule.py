@@ -15,7 +15,15 @@ import logging
 from collections import deque
 
 from delegate.contracts import topics
-from delegate.contracts.events import ContextCapsule, ContextUsage, Event, make_event
+from delegate.contracts.events import (
+    ContextCapsule,
+    ContextCompacted,
+    ContextUsage,
+    ConversationEnded,
+    Event,
+    SessionEnded,
+    make_event,
+)
 from delegate.contracts.messages import LiveNotice, QueryRequest
 from delegate.runtime.bus import BusUnavailable, RemoteError
 from delegate.runtime.metering import Cause
@@ -43,24 +51,22 @@ class CapsuleRefresher:
         state = self.ctx.state
         assert event.seq is not None
         cid = event.conversation_id
-        if event.kind == "context.usage" and cid is not None:
-            usage = event.typed(ContextUsage)
+        if cid is not None and (usage := event.payload_as(ContextUsage)) is not None:
             # The agent's own threshold, when it says, is the one its compaction uses.
             compact = usage.compact_threshold or self.ctx.settings.compact_threshold
             above = usage.input_tokens >= self.ctx.settings.capsule_threshold * compact
             if above and not state.usage_above_line.get(cid, False):
                 self._request("threshold", event.seq, cid)
             state.usage_above_line[cid] = above
-        elif event.kind == "context.compacted" and cid is not None:
+        elif cid is not None and event.is_kind(ContextCompacted):
             self._request("compaction", event.seq, cid)
-        elif event.kind == "session.ended" and cid is not None:
+        elif cid is not None and event.is_kind(SessionEnded):
             # A call ran on the Realtime protocol: fold what was said into the capsule, so the
             # next session of either protocol starts from an account that includes it.
             self._request("call", event.seq, cid)
-        elif event.kind == "context.capsule":
-            capsule = event.typed(ContextCapsule)
+        elif (capsule := event.payload_as(ContextCapsule)) is not None:
             self._adopt(Capsule(text=capsule.text, through_seq=capsule.through_seq or event.seq, event_id=event.id))
-        elif event.kind == "conversation.ended" and cid is not None:
+        elif cid is not None and event.is_kind(ConversationEnded):
             state.usage_above_line.pop(cid, None)
 
     def _request(self, reason: str, seq: int, conversation_id: str) -> None:

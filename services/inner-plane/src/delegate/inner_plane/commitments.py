@@ -22,10 +22,14 @@ from datetime import datetime
 
 from delegate.contracts import topics
 from delegate.contracts.events import (
+    CommitmentDropped,
     CommitmentDue,
+    CommitmentKept,
     CommitmentMade,
     Event,
+    InnerSignal,
     PersonAdded,
+    PersonForgotten,
     PersonUpdated,
     make_event,
 )
@@ -48,7 +52,6 @@ log = logging.getLogger(__name__)
 SOURCE = "commitments"
 CHECK_S = 30.0  # the longest the worker sleeps (a clock moved by hand is noticed within it)
 RESEND_S = 30.0  # a raised signal not seen committed after this long is published again
-CLOSED = ("commitment.kept", "commitment.dropped", "commitment.due")
 
 
 def due_event_id(commitment_id: str) -> str:
@@ -72,31 +75,28 @@ class CommitmentWatch:
 
     def on_event(self, event: Event) -> None:
         state = self.ctx.state
-        if event.kind == "commitment.made":
-            made = event.typed(CommitmentMade)
+        if (made := event.payload_as(CommitmentMade)) is not None:
             if made.due is not None:
                 state.commitments[made.commitment_id] = DueCommitment(
                     id=made.commitment_id, by=made.by, what=made.what, to=made.to, due=made.due,
                     due_text=made.due_text, event_ids=made.event_ids,
                 )
                 self.wake.set()
-        elif event.kind in CLOSED:
-            state.commitments.pop(str(event.payload.get("commitment_id")), None)
-        elif event.kind in ("person.added", "person.updated"):
-            self._dates(event)
-        elif event.kind == "person.forgotten":
-            pid = str(event.payload.get("person_id"))
+        elif (closed := event.payload_as(CommitmentKept) or event.payload_as(CommitmentDropped)
+                or event.payload_as(CommitmentDue)) is not None:
+            state.commitments.pop(closed.commitment_id, None)
+        elif (person := event.payload_as(PersonAdded) or event.payload_as(PersonUpdated)) is not None:
+            self._dates(person)
+        elif (forgotten := event.payload_as(PersonForgotten)) is not None:
+            pid = forgotten.person_id
             state.person_names.pop(pid, None)
             for key in [k for k, o in state.date_offers.items() if o.person_id == pid]:
                 del state.date_offers[key]
-        elif event.kind == "inner.signal":
+        elif event.is_kind(InnerSignal):
             state.date_offers.pop(event.id, None)  # offered: committed once
 
-    def _dates(self, event: Event) -> None:
+    def _dates(self, p: PersonAdded | PersonUpdated) -> None:
         state = self.ctx.state
-        p: PersonAdded | PersonUpdated = (
-            event.typed(PersonAdded) if event.kind == "person.added" else event.typed(PersonUpdated)
-        )
         if p.name:
             state.person_names[p.person_id] = p.name
         name = state.person_names.get(p.person_id)

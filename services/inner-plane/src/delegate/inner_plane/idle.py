@@ -12,7 +12,7 @@ import logging
 from datetime import timedelta
 
 from delegate.contracts import topics
-from delegate.contracts.events import Event, SpanOpened
+from delegate.contracts.events import ConversationEnded, Event, SpanClosed, SpanOpened
 from delegate.contracts.ids import utcnow
 from delegate.contracts.messages import IdleCheckInput
 from delegate.runtime.bus import BusUnavailable
@@ -34,19 +34,19 @@ class IdleTimer:
     def on_event(self, event: Event) -> None:
         spans = self.ctx.state.spans
         assert event.seq is not None
-        if event.kind == "span.opened" and event.span_id:
-            if event.typed(SpanOpened).type == "task":
+        if event.span_id and (opened := event.payload_as(SpanOpened)) is not None:
+            if opened.type == "task":
                 return  # a task's span is its journal, not a conversation: nothing to checkpoint
             spans[event.span_id] = OpenSpan(
                 span_id=event.span_id,
                 conversation_id=event.conversation_id,
-                type=event.typed(SpanOpened).type,
+                type=opened.type,
                 last_seq=event.seq,
                 last_ts=event.ts,
             )
-        elif event.kind == "span.closed" and event.span_id:
+        elif event.span_id and event.is_kind(SpanClosed):
             spans.pop(event.span_id, None)
-        elif event.kind == "conversation.ended":
+        elif event.is_kind(ConversationEnded):
             for span_id in [s.span_id for s in spans.values() if s.conversation_id == event.conversation_id]:
                 del spans[span_id]
         elif event.span_id in spans:

@@ -35,8 +35,7 @@ class MemoryExtractor:
     def on_event(self, event: Event) -> None:
         state = self.ctx.state
         assert event.seq is not None
-        if event.kind == "checkpoint":
-            cp = event.typed(Checkpoint)
+        if (cp := event.payload_as(Checkpoint)) is not None:
             if all(c.id != event.id for c in state.checkpoints):
                 state.checkpoints.append(
 # One keyword a field, like the MemoryExtracted event below and signal_event's: different records.
@@ -50,10 +49,9 @@ class MemoryExtractor:
                     )
                 )
                 self.wake.set()
-        elif event.kind == "memory.extracted":
+        elif (extracted := event.payload_as(MemoryExtracted)) is not None:
             # Done (by us, before a restart that lost the state file's last write).
-            done = event.typed(MemoryExtracted).checkpoint_id
-            state.checkpoints = [c for c in state.checkpoints if c.id != done]
+            state.checkpoints = [c for c in state.checkpoints if c.id != extracted.checkpoint_id]
 
     async def run(self) -> None:
         await self.ctx.caught_up.wait()

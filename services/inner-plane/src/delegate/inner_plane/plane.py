@@ -5,7 +5,7 @@ import contextlib
 import logging
 
 from delegate.contracts import topics
-from delegate.contracts.events import Event
+from delegate.contracts.events import ConversationEnded, Event, InnerDecision, InnerSignal
 from delegate.runtime.bus import Bus
 
 from .broker import AttentionBroker
@@ -45,10 +45,10 @@ class InnerPlane:
         state = self.ctx.state
         state.last_event_id = event.id
         if event.conversation_id is not None:
-            if event.kind == "conversation.ended":
+            if event.is_kind(ConversationEnded):
                 if state.current_conversation_id == event.conversation_id:
                     state.current_conversation_id = None
-            elif event.kind not in ("inner.signal", "inner.decision"):
+            elif not event.is_kind(InnerSignal, InnerDecision):
                 # The broker's own events name the conversation they were written in: never
                 # one that ended meanwhile.
                 state.current_conversation_id = event.conversation_id

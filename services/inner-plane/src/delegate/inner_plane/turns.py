@@ -9,7 +9,7 @@ not silence the broker forever; its redelivery gives up with ``turn.failed`` wel
 
 from datetime import datetime, timedelta
 
-from delegate.contracts.events import Event, Message, SessionEnded, SessionStarted, TurnFailed
+from delegate.contracts.events import Event, InnerSignal, Message, SessionEnded, SessionStarted, TurnFailed
 
 from .state import BrokerState
 
@@ -20,24 +20,24 @@ def observe(state: BrokerState, event: Event) -> bool:
     """Update the open turns and sessions; True when the owner's activity changed."""
     if event.payload.get("imported"):
         return False  # history brought in by an import: nobody is waiting for an answer to it
-    if event.kind == Message.KIND and event.role == "user" and event.channel in TURN_CHANNELS:
+    if event.role == "user" and event.channel in TURN_CHANNELS and event.is_kind(Message):
         state.open_turns[event.id] = event.ts
         return True
-    answer = event.kind == TurnFailed.KIND or (event.kind == Message.KIND and event.role == "assistant")
+    answer = event.is_kind(TurnFailed) or (event.role == "assistant" and event.is_kind(Message))
     if answer and event.parent_id in state.open_turns:
         del state.open_turns[event.parent_id]
         return True
-    if event.kind == "inner.signal" and event.payload.get("signal_kind") == "email.received":
+    if (signal := event.payload_as(InnerSignal)) is not None and signal.signal_kind == "email.received":
         # An email the owner's setting turned into a signal is not a turn the agent answers.
-        event_id = (event.payload.get("signal") or {}).get("payload", {}).get("event_id")
+        event_id = signal.signal.get("payload", {}).get("event_id")
         if event_id in state.open_turns:
             del state.open_turns[event_id]
             return True
-    if event.kind == SessionStarted.KIND:
-        state.open_sessions[event.typed(SessionStarted).session_id or event.id] = event.ts
+    if (started := event.payload_as(SessionStarted)) is not None:
+        state.open_sessions[started.session_id or event.id] = event.ts
         return True
-    if event.kind == SessionEnded.KIND:
-        return state.open_sessions.pop(event.typed(SessionEnded).session_id, None) is not None
+    if (ended := event.payload_as(SessionEnded)) is not None:
+        return state.open_sessions.pop(ended.session_id, None) is not None
     return False
 
 

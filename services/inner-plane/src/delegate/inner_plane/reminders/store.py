@@ -35,9 +35,7 @@ def defined(reminder_id: str, revision: int, spec: ReminderSpec, at: datetime, c
 
 def apply(reminders: dict[str, Reminder], event: Event) -> str | None:
     """Fold ``event`` in; returns the id of the reminder it changed (None: not ours, or no change)."""
-    if event.kind in (ReminderDefined.KIND, ReminderChanged.KIND):
-        model = ReminderDefined if event.kind == ReminderDefined.KIND else ReminderChanged
-        body = event.typed(model)
+    if (body := event.payload_as(ReminderDefined) or event.payload_as(ReminderChanged)) is not None:
         old = reminders.get(body.reminder_id)
         if old is not None and old.revision >= body.revision:
             return None  # applied already
@@ -48,20 +46,18 @@ def apply(reminders: dict[str, Reminder], event: Event) -> str | None:
             new = new.model_copy(update={"fired": old.fired, "last_fired_at": old.last_fired_at})
         reminders[body.reminder_id] = new
         return new.id
-    if event.kind == ReminderCancelled.KIND:
-        cancelled = event.typed(ReminderCancelled)
+    if (cancelled := event.payload_as(ReminderCancelled)) is not None:
         old = reminders.get(cancelled.reminder_id)
         if old is None or old.status == "cancelled":
             return None
         reminders[old.id] = old.model_copy(update={"status": "cancelled", "next_due": None})
         return old.id
-    if event.kind == "inner.signal":
-        return _fired(reminders, event)
+    if (signal := event.payload_as(InnerSignal)) is not None:
+        return _fired(reminders, event, signal)
     return None
 
 
-def _fired(reminders: dict[str, Reminder], event: Event) -> str | None:
-    signal = event.typed(InnerSignal)
+def _fired(reminders: dict[str, Reminder], event: Event, signal: InnerSignal) -> str | None:
     if signal.signal_kind != DUE_KIND:
         return None
     try:
