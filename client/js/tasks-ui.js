@@ -1,27 +1,23 @@
 // The Tasks panel: start a task, the list (state, progress, Pause / Resume / Cancel), and the
 // selected task's live log (SSE), screenshots and run picture. The list is read when the panel
 // opens, after a reconnect, and whenever a `task.*` event arrives on /chat or on the open
-// task's stream — no polling. (The run picture's asking: task-picture.js.)
-//
-// Why one file over 400 lines: the list and the selected task's detail are one view of one
-// state (the selected id, the open stream, the rows' busy and error marks); selecting, a control
-// and a log line each change both, so they are drawn together from this one object.
+// task's stream — no polling. This object holds the panel's state (the selected id, the open
+// stream, the rows' busy and error marks) and draws the list; the selected task's detail is
+// drawn by task-detail.js, the run picture's asking is task-picture.js.
 
 import { api, HttpError } from "./api.js";
-import { h, reconcile, setText } from "./dom.js";
-import { formatTime, fullTime } from "./format.js";
-import { renderMarkdown } from "./markdown.js";
+import { reconcile, setText } from "./dom.js";
 import { Panel, panelElements, showStatus } from "./panel.js";
-import { TaskStream, streamStatusText } from "./task-log.js";
+import { appendLogLine, buildDetail, drawDetail, resetLog } from "./task-detail.js";
+import { TaskStream } from "./task-log.js";
 import { RunPicture } from "./task-picture.js";
-import { logLineNode, progressNode, screenshotList, screenshotNode, stateBadge, taskIcon, taskRow } from "./task-rows.js";
-import { budgetText, isActive, isTerminal, outcome, refreshesTasks, taskBody, taskFrom, tasksFrom } from "./tasks.js";
+import { taskIcon, taskRow } from "./task-rows.js";
+import { isActive, isTerminal, refreshesTasks, taskBody, taskFrom, tasksFrom } from "./tasks.js";
 
 const $ = (id) => document.getElementById(id);
 
 const REFRESH_OPEN_MS = 300; // a burst of steps is one request
 const REFRESH_CLOSED_MS = 3000; // closed, only the button's count follows
-const STICK_PX = 40;
 
 /** An error of the task routes, in words. */
 export function taskErrorText(err, doing) {
@@ -267,7 +263,7 @@ export class TasksPanel extends Panel {
       },
       onStatus: () => this.renderDetail(),
     });
-    if (this.detail && this.detail.taskId === id) this.resetLog();
+    if (this.detail && this.detail.taskId === id) resetLog(this.detail);
     this.stream.start();
   }
 
@@ -280,34 +276,9 @@ export class TasksPanel extends Panel {
     }
   }
 
-  resetLog() {
-    if (!this.detail) return;
-    this.detail.log.replaceChildren();
-    this.detail.lines = new Map();
-  }
-
   appendLine(line) {
-    const d = this.detail;
-    if (!d) return this.renderDetail();
-    const box = d.logBox;
-    const atBottom = box.scrollHeight - box.scrollTop - box.clientHeight < STICK_PX;
-    if (!d.lines.has(line.key)) {
-      const node = logLineNode(line);
-      d.lines.set(line.key, node);
-      d.log.appendChild(node);
-    }
-    if (atBottom) box.scrollTop = box.scrollHeight;
+    if (this.detail) appendLogLine(this.detail, line);
     this.renderDetail();
-  }
-
-  showShot(shot, src, label) {
-    const dialog = $("task-shot-dialog");
-    setText($("task-shot-title"), label);
-    const img = $("task-shot-img");
-    img.src = src;
-    img.alt = label;
-    $("task-shot-link").href = src;
-    if (!dialog.open) dialog.showModal();
   }
 
   // ---- rendering ------------------------------------------------------------------
@@ -363,43 +334,6 @@ export class TasksPanel extends Panel {
     $("task-detail").hidden = true;
   }
 
-  buildDetail(id) {
-    const d = {
-      taskId: id,
-      goal: h("p", { class: "task-detail-goal" }),
-      meta: h("div", { class: "task-detail-meta" }),
-      facts: h("dl", { class: "task-facts" }),
-      warn: h("p", { class: "task-warning", role: "note", hidden: true }),
-      log: h("ol", { class: "task-log", role: "log", "aria-live": "off", "aria-label": "What the task did, step by step" }),
-      streamStatus: h("span", { class: "task-stream-status muted small", role: "status" }),
-      reconnect: h("button", { type: "button", class: "ghost small task-reconnect", text: "Reconnect", hidden: true, onclick: () => this.startStream() }),
-      outcome: h("div", { class: "task-outcome", hidden: true }),
-      shots: h("ul", { class: "task-shots", "aria-label": "Screenshots" }),
-      shotsEmpty: h("p", { class: "muted small", text: "No screenshots yet." }),
-      picture: h("div", { class: "task-picture" }),
-      lines: new Map(),
-      shotNodes: new Map(),
-      sig: "",
-      pictureSig: "",
-    };
-    d.logBox = h("div", { class: "task-log-box" }, d.log);
-    $("task-detail").replaceChildren(
-      h("div", { class: "task-detail-head" }, h("h3", { class: "sr-only", text: "Selected task" }), d.goal, d.meta),
-      d.facts,
-      d.warn,
-      h("section", { class: "task-section", "aria-label": "Live log" }, h("h4", { class: "task-section-title" }, "Log ", d.streamStatus, d.reconnect), d.logBox, d.outcome),
-      h("section", { class: "task-section", "aria-label": "Screenshots" }, h("h4", { class: "task-section-title", text: "Screenshots" }), d.shotsEmpty, d.shots),
-      h("section", { class: "task-section", "aria-label": "Run picture" }, h("h4", { class: "task-section-title", text: "Run picture" }), d.picture),
-    );
-    this.detail = d;
-    for (const line of (this.stream && this.stream.taskId === id && this.stream.log.lines) || []) {
-      const node = logLineNode(line);
-      d.lines.set(line.key, node);
-      d.log.appendChild(node);
-    }
-    return d;
-  }
-
   renderDetail() {
     const box = $("task-detail");
     const task = this.selected();
@@ -408,68 +342,12 @@ export class TasksPanel extends Panel {
       return;
     }
     box.hidden = false;
-    const d = this.detail && this.detail.taskId === this.selectedId ? this.detail : this.buildDetail(this.selectedId);
-    const log = this.stream && this.stream.taskId === this.selectedId ? this.stream.log : null;
-    // A state newer than the list's (the log runs ahead of it): the log's word wins until the list catches up.
-    const state = task ? task.state : (log && log.state) || "";
-    box.setAttribute("data-task-id", this.selectedId);
-    box.setAttribute("data-state", state);
-    setText(d.goal, task ? task.goal : "Loading the task…");
-    const sig = task ? [state, task.steps, task.updated_at, task.refused, task.unknown_steps.join(","), task.screenshots.length].join("|") : "";
-    if (d.sig !== sig && task) {
-      d.sig = sig;
-      d.meta.replaceChildren(
-        stateBadge(state, task.refused),
-        progressNode(task),
-        h("span", { class: "task-when", title: fullTime(task.created_at), text: `started ${formatTime(task.created_at)}${task.source === "agent" ? " by Delegate" : ""}` }),
-      );
-      const facts = [];
-      if (task.start_urls.length) facts.push(["Start URLs", task.start_urls.join("\n")]);
-      const limits = budgetText(task.budget);
-      if (limits) facts.push(["Budget", limits]);
-      if (task.allow_tools.length) facts.push(["Allowed side effects", task.allow_tools.join(", ")]);
-      if (task.refused) facts.push(["Refused", `${task.refused} tool call${task.refused === 1 ? "" : "s"} the task may not make`]);
-      d.facts.replaceChildren(...facts.flatMap(([k, v]) => [h("dt", { text: k }), h("dd", { text: v })]));
-      d.facts.hidden = facts.length === 0;
-      const unknown = task.unknown_steps;
-      setText(
-        d.warn,
-        unknown.length
-          ? `Check by hand: step${unknown.length === 1 ? "" : "s"} ${unknown.join(", ")} had a side effect whose outcome is unknown (the runner stopped in the middle).`
-          : "",
-      );
-      d.warn.hidden = !unknown.length;
+    const stream = this.stream && this.stream.taskId === this.selectedId ? this.stream : null;
+    if (!this.detail || this.detail.taskId !== this.selectedId) {
+      this.detail = buildDetail(this.selectedId, (stream && stream.log.lines) || [], { onReconnect: () => this.startStream() });
     }
-    // The stream's state, and a way back when it closed.
-    const streamStatus = this.stream && this.stream.taskId === this.selectedId ? this.stream.status : "stopped";
-    setText(d.streamStatus, streamStatusText(streamStatus));
-    d.streamStatus.dataset.status = streamStatus;
-    d.reconnect.hidden = streamStatus !== "closed";
-    // How it ended, when the log does not say it (a gap, or a log that could not be read).
-    const out = task ? outcome(task) : null;
-    const logSaysIt = log && log.ended;
-    d.outcome.hidden = !out || !!logSaysIt;
-    if (out && !logSaysIt) {
-      const osig = `${out.label}|${out.text}`;
-      if (d.outcomeSig !== osig) {
-        d.outcomeSig = osig;
-        d.outcome.dataset.tone = out.tone;
-        // An answer renders its markdown; an error stays plain text.
-        const body = out.text ? h("div", { class: out.label.startsWith("Answer") ? "task-answer md" : "task-answer" }) : null;
-        if (body && out.label.startsWith("Answer")) body.appendChild(renderMarkdown(document, out.text));
-        else if (body) body.textContent = out.text;
-        d.outcome.replaceChildren(h("strong", { text: out.label }), body);
-      }
-    }
-    // Screenshots: REST's names and live ones.
-    const shots = screenshotList(task, log);
-    d.shotsEmpty.hidden = shots.length > 0;
-    reconcile(
-      d.shots,
-      d.shotNodes,
-      shots.map((s, i) => ({ key: `${s.file}:${s.step ?? ""}:${s.url ?? ""}:${i}`, shot: s, n: i + 1 })),
-      (item) => screenshotNode(this.selectedId, item.shot, item.n, { onOpen: (shot, src, label) => this.showShot(shot, src, label) }),
-    );
-    this.picture.render(d, task && (log && log.ended && !isTerminal(task.state) ? { ...task, state: log.state } : task));
+    const log = stream ? stream.log : null;
+    drawDetail(this.detail, { task, log, streamStatus: stream ? stream.status : "stopped" });
+    this.picture.render(this.detail, task && (log && log.ended && !isTerminal(task.state) ? { ...task, state: log.state } : task));
   }
 }
