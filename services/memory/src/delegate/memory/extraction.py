@@ -2,7 +2,10 @@
 
 Two kinds of work, one at a time, in order (so each decision sees the facts written before):
 - a pending user turn (durable in the index) that has its answer, or waited
-  MEMORY_EXTRACT_WAIT_S without one, gets ONE model call: the turn and the stored facts it
+  MEMORY_EXTRACT_WAIT_S without one, gets ONE model call once the conversation pauses (no
+  message committed for MEMORY_EXTRACT_QUIET_S, or the turn is MEMORY_EXTRACT_MAX_DEFER_S
+  old): the call and its writes share the machine with the agent, and a turn following
+  right behind would meet them on its way to the first delta. The turn and the stored facts it
   might repeat or correct in, nominations out. They are written as a ``memory.extracted``
   (checkpoint_id None; its id derives from the turn, so a redo is deduplicated by the
   ledger), which takes the turn off the pending list once committed;
@@ -63,7 +66,6 @@ APPLIED_TIMEOUT_S = 30.0
 # A published memory.extracted not seen committed after this long is published again (the
 # same event, so no second model call; the ledger deduplicates it by id).
 REPUBLISH_S = 60.0
-PENDING_BATCH = 50
 
 
 class NotApplied(Exception):
@@ -107,17 +109,20 @@ class Extractor:
         self.calls = 0  # model calls made (the benchmark's "calls per turn")
         self.zone = ZoneInfo(settings.owner_timezone)  # commitments' due dates are read in it
         self.spend = SpendHold(bus, settings.limits)  # BUDGET_*: extraction waits at the line
+        # When the newest message was applied: extraction waits for a pause after it. Also set by
+        # the catch-up's replay, which only delays the first extraction by one quiet period.
+        self.last_message = time.monotonic()
 
     def on_event(self, event: Event) -> None:
         self.applied.set()
-        if event.kind == "memory.extracted":
-            payload = event.typed(MemoryExtracted)
+        if (payload := event.payload_as(MemoryExtracted)) is not None:
             for turn_id in payload.turn_ids or []:
                 self.asked.pop(turn_id, None)
             if payload.items or payload.people or payload.commitments:
                 self.jobs.append(event)
             self.wake.set()
-        elif event.kind == "message":
+        elif event.is_kind(Message):
+            self.last_message = time.monotonic()
             self.wake.set()  # a new turn, or the answer a pending one waits for
 
     async def run(self) -> None:
@@ -153,18 +158,26 @@ class Extractor:
             # must see the facts they add (a correction right after the fact it corrects).
             await self._republish_lost()
             return REPUBLISH_S
-        turns = self.index.pending_turns(PENDING_BATCH)
+        # Asked again at every committed message while the conversation goes on: the oldest only.
+        turns = self.index.pending_turns(1)
         if not turns:
             return 3600.0
         turn = turns[0]  # oldest first: a later correction must see the earlier fact
         age = (utcnow() - turn.ts).total_seconds()
         if not turn.answered and age < self.settings.memory_extract_wait_s:
             return self.settings.memory_extract_wait_s - age
+        if (pause := self._until_pause(age)) > 0:
+            return pause
         hold = await self.spend.check()
         if hold is not None:  # the turn stays pending: extracted once the hold ends
             return max((hold.until - utcnow()).total_seconds(), 0.0) + 0.01
         await self.extract(turn)
         return None
+
+    def _until_pause(self, age: float) -> float:
+        """Seconds until the oldest pending turn (``age`` old) may be extracted: 0 now."""
+        quiet = self.settings.memory_extract_quiet_s - (time.monotonic() - self.last_message)
+        return max(min(quiet, self.settings.memory_extract_max_defer_s - age), 0.0)
 
     async def _wait(self, seconds: float) -> None:
         waiters = [asyncio.create_task(self.wake.wait()), asyncio.create_task(self.stop.wait())]

@@ -31,6 +31,11 @@ class Settings(ServiceSettings, BudgetSettings):  # BUDGET_* and OWNER_TIMEZONE:
     openai_timeout_seconds: float = Field(default=120.0, gt=0)  # OPENAI_TIMEOUT_SECONDS (per model call)
     # A user turn is extracted with its answer once committed, or alone after this long without one.
     memory_extract_wait_s: float = Field(default=3.0, ge=0)  # MEMORY_EXTRACT_WAIT_S
+    # Extraction waits for a pause: no message committed for this long (the owner reading or
+    # typing), so its model call and writes never meet the next turn's request (issue #27).
+    memory_extract_quiet_s: float = Field(default=2.0, ge=0)  # MEMORY_EXTRACT_QUIET_S
+    # A conversation that never pauses still has each turn extracted this long after it was said.
+    memory_extract_max_defer_s: float = Field(default=60.0, ge=0)  # MEMORY_EXTRACT_MAX_DEFER_S
     # Two wordings are one fact at this token-set Jaccard similarity (1.0: exact duplicates only).
     memory_dedup_threshold: float = Field(default=0.8, gt=0, le=1)  # MEMORY_DEDUP_THRESHOLD
     # Stored facts shown to the model with each turn (what it may repeat or correct).
