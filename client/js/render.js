@@ -1,4 +1,4 @@
-// The timeline's DOM: keyed blocks from timeline.buildView, reconciled in place so that
+// The timeline's DOM: keyed blocks from buildView (timeline-view.js), reconciled in place so that
 // folded activity, focus and scroll survive every update.
 // A message is message-node.js, every other row timeline-rows.js, a task's span task-card.js.
 
