@@ -16,10 +16,11 @@ imported, so its writer process imports on the other core while this one imports
 """
 
 import asyncio
+import gc
 import logging
 import os
 import signal
-from collections.abc import AsyncIterable, AsyncIterator, Iterable
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable
 
 import uvloop
 
@@ -52,18 +53,32 @@ def _load_all(names: list[str]) -> list[Hosted]:
     return [_load(name) for name in names]
 
 
-async def loaded(names: list[str], into: list[Hosted]) -> AsyncIterator[Hosted]:
+async def loaded(
+    names: list[str], into: list[Hosted], imported: Callable[[], None] = lambda: None
+) -> AsyncIterator[Hosted]:
     """Each named service, its module imported and its settings read (also appended to
     ``into``): those of ``START_FIRST`` as soon as they are imported, then the others in
     ``names``'s order once every one of them is imported, so that no import runs on the worker
-    thread while any of them runs. A refused setting raises ``Refused``."""
+    thread while any of them runs; ``imported`` is called then. A refused setting raises
+    ``Refused``."""
     loop = asyncio.get_running_loop()
     first = [name for name in names if name in START_FIRST]
     rest = [name for name in names if name not in START_FIRST]
     for batch in (first, rest):
-        for hosted in await loop.run_in_executor(None, _load_all, batch) if batch else []:
+        services = await loop.run_in_executor(None, _load_all, batch) if batch else []
+        if batch is rest:
+            imported()
+        for hosted in services:
             into.append(hosted)
             yield hosted
+
+
+def collect_from_now_on() -> None:
+    """The cyclic collector, off while the services were imported (``__main__``), runs again;
+    what they imported (modules, classes, validators: they live as long as the host) is frozen
+    first, so no collection scans it again."""
+    gc.freeze()
+    gc.enable()
 
 
 async def serve_all(hosted: Iterable[Hosted] | AsyncIterable[Hosted], stopping: asyncio.Event) -> None:
@@ -133,7 +148,7 @@ def run(names: list[str]) -> None:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, on_signal)
         try:
-            await serve_all(loaded(names, hosted), stopping)
+            await serve_all(loaded(names, hosted, imported=collect_from_now_on), stopping)
         except Refused as refused:  # it said why when it was raised
             log.error("stopped: a service refused its settings")
             exit_now(refused.code)
