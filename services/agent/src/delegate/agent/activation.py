@@ -19,7 +19,16 @@ from functools import cached_property
 from typing import Any, Literal
 from zoneinfo import ZoneInfo
 
-from delegate.contracts.events import ActivationOutcome, Channel, Event, SpanOpened, make_event
+from delegate.contracts.events import (
+    ActivationOutcome,
+    Channel,
+    Event,
+    Message,
+    SpanOpened,
+    ToolCall,
+    TurnFailed,
+    make_event,
+)
 from delegate.contracts.ids import new_id, utcnow
 from delegate.contracts.messages import ActivationInput
 from delegate.runtime.bus import BusUnavailable, RemoteError
@@ -77,7 +86,7 @@ class Activations:
             if self.redelivery.seen_before(msg.id, delivery):
                 recorded = await self.redelivery.recorded_answers(msg.id, ANSWER_KINDS, anchored=False)
                 # Other tool calls alone mean the turn died mid-way: it runs again, as a user turn would.
-                found = [e for e in recorded if e.kind != "tool.call" or e.payload.get("name") == NOTHING_TO_DO]
+                found = [e for e in recorded if (call := e.payload_as(ToolCall)) is None or call.name == NOTHING_TO_DO]
                 if found:
                     await self._finish_recorded_activation(msg, found)
                     return
@@ -110,10 +119,11 @@ class Activations:
 
     async def _finish_recorded_activation(self, msg: ActivationInput, found: list[Event]) -> None:
         """A previous leader took this activation on: add what it did not get to, run nothing again."""
-        if not any(e.kind == "activation.outcome" for e in found):
-            said_nothing = next((e for e in found if e.kind == "tool.call" and e.payload.get("name") == NOTHING_TO_DO),
-                                None)
-            answer = next((e for e in found if e.kind in ("message", "turn.failed")), None)
+        if not any(e.is_kind(ActivationOutcome) for e in found):
+            said_nothing = next(
+                (e for e in found if (call := e.payload_as(ToolCall)) is not None and call.name == NOTHING_TO_DO), None
+            )
+            answer = next((e for e in found if e.is_kind(Message, TurnFailed)), None)
             if said_nothing is not None:
                 await self._conclude(msg, Route(None, ""), None, reason_of(said_nothing), said_nothing)
                 return
@@ -133,8 +143,8 @@ class Activations:
         status: Literal["completed", "failed", "nothing_to_do"]
         if silent is not None:
             status, summary, reason = "nothing_to_do", "", silent
-        elif answer is not None and answer.kind == "message":
-            summary = str(answer.payload.get("text") or "")
+        elif answer is not None and (message := answer.payload_as(Message)) is not None:
+            summary = message.text
             channel, reason = await self._deliver(msg, route, answer, summary)
             status = "completed"
         elif answer is not None:  # turn.failed: the signals themselves still reach the owner

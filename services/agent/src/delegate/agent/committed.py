@@ -7,7 +7,7 @@ and it ends the Responses chain and the open text span.
 
 import logging
 
-from delegate.contracts.events import Event
+from delegate.contracts.events import ContextCapsule, ConversationOpened, Event, Message, SpanOpened
 from delegate.runtime.working_context import RESPONSES_CHANNELS
 
 from .spans import Spans
@@ -27,23 +27,23 @@ class Committed:
 
     async def on_committed(self, event: Event) -> None:
         s = self.status.state
-        if event.kind == "context.capsule":
+        if event.is_kind(ContextCapsule):
             if s.capsule is None or (event.seq or 0) >= (s.capsule.seq or 0):
                 s.capsule = event
                 await self.status.publish()
-        elif event.kind == "conversation.opened" and s.conversation_id is None and event.channel in VOICE_CHANNELS:
+        elif s.conversation_id is None and event.channel in VOICE_CHANNELS and event.is_kind(ConversationOpened):
             # A call opened the conversation (nothing was open): later text turns continue it.
             s.conversation_id = event.conversation_id
             await self.status.publish()
         elif (
-            event.kind == "span.opened"
-            and event.payload.get("type") in VOICE_SPANS
-            and event.conversation_id == s.conversation_id
+            event.conversation_id == s.conversation_id
+            and (opened := event.payload_as(SpanOpened)) is not None
+            and opened.type in VOICE_SPANS
         ):
             await self._voice_started(event)
         elif (
-            event.kind == "message"
-            and event.role == "assistant"
+            event.role == "assistant"
+            and event.is_kind(Message)
             and event.channel not in RESPONSES_CHANNELS
             and event.conversation_id == s.conversation_id
             and (s.chain_id or s.replacement is not None)

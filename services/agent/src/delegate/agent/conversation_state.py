@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from delegate.contracts.events import Channel, Event, SpanType
+from delegate.contracts.events import Channel, ContextCapsule, Event, Message, SpanType
 from delegate.contracts.messages import ResumeState
 from delegate.runtime.working_context import RESPONSES_CHANNELS
 
@@ -51,14 +51,14 @@ class ConversationState:
 def newest_assistant(resume: ResumeState) -> Event | None:
     if resume.last_assistant is not None:
         return resume.last_assistant
-    answers = [e for e in resume.recent_turns if e.kind == "message" and e.role == "assistant"]
+    answers = [e for e in resume.recent_turns if e.role == "assistant" and e.is_kind(Message)]
     return max(answers, key=lambda e: e.seq or 0, default=None)
 
 
 def state_from_resume(resume: ResumeState) -> ConversationState:
     """The state a new leader continues, as the ledger remembers it."""
     state = ConversationState()
-    if resume.capsule is not None and resume.capsule.kind == "context.capsule":
+    if resume.capsule is not None and resume.capsule.is_kind(ContextCapsule):
         state.capsule = resume.capsule
     if resume.conversation_id is None:
         return state  # no open conversation: the next input opens one, from a fresh context

@@ -255,7 +255,7 @@ class Inputs:
                     return await self._reply_again(done)
             s = self.status.state
             target = await self.ledger.get(msg.turn_id)
-            if target is None or target.kind != "message" or target.role != "user":
+            if target is None or target.role != "user" or (question := target.payload_as(Message)) is None:
                 log.warning("regenerate %s: %s is not a user message; nothing to do", msg.id, msg.turn_id)
                 return None
             if target.conversation_id != s.conversation_id:
@@ -273,7 +273,7 @@ class Inputs:
             conversation_id, span = await self.spans.ensure_open(target.channel, span_type, msg.ts)
             turn = Turn(
                 target.id, target.channel, conversation_id, span.id,
-                user_item(str(target.payload.get("text") or "")), delivery,
+                user_item(question.text), delivery,
                 attempt=len(answers) + 1, regenerates=answers[-1].id if answers else None,
                 answer_id=msg.id, start=self._start_before(target.id),
             )
@@ -284,7 +284,7 @@ class Inputs:
 
     async def _reply_again(self, outcome: Event) -> Outbound | None:
         """A regenerate a previous leader answered: its outbound again, threaded on its question."""
-        if outcome.channel not in REPLY_CHANNELS or outcome.kind != "message" or outcome.parent_id is None:
+        if outcome.channel not in REPLY_CHANNELS or not outcome.is_kind(Message) or outcome.parent_id is None:
             return None
         question = await self.ledger.get(outcome.parent_id)
         return reply_to_outcome(outcome, _meta(question) if question is not None else None)

@@ -21,7 +21,7 @@ from typing import Any
 
 from delegate.contracts import topics
 from delegate.contracts.channels import MAX_OUTBOUND_TEXT, OutboundEmail, OutboundSms
-from delegate.contracts.events import Event
+from delegate.contracts.events import Event, Message, TurnFailed
 from delegate.contracts.voice import CallOwner, CallOwnerReply
 from delegate.runtime.bus import Bus, BusUnavailable, Retryable
 
@@ -174,10 +174,10 @@ def reply_to_outcome(outcome: Event, meta: dict[str, Any] | None) -> Outbound | 
     A stopped answer is not sent: the owner pressed Stop in the web client, so they do not
     want it on their phone or in their mailbox.
     """
-    if outcome.kind == "turn.failed":
-        text = failure_text(str(outcome.payload.get("message") or ""))
-    elif outcome.kind == "message" and outcome.role == "assistant" and not outcome.payload.get("stopped"):
-        text = str(outcome.payload.get("text") or "")
+    if (failed := outcome.payload_as(TurnFailed)) is not None:
+        text = failure_text(failed.message)
+    elif outcome.role == "assistant" and (answer := outcome.payload_as(Message)) is not None and not answer.stopped:
+        text = answer.text
     else:
         return None
     return outbound_reply(

@@ -15,7 +15,7 @@ is absorbed by the ledger's idempotent append instead of showing twice.
 
 import logging
 
-from delegate.contracts.events import Channel, Event, TurnFailed, make_event
+from delegate.contracts.events import Channel, Event, Message, TurnFailed, make_event
 from delegate.contracts.messages import ActivationInput, QueryRequest, UserInput
 from delegate.runtime.bus import BusUnavailable
 
@@ -63,7 +63,7 @@ class Redelivery:
         else:
             after = max(await self.ledger.last_seq() - ANSWER_SEARCH_WINDOW, 0)
         events = await self.ledger.scan(QueryRequest(after_seq=after, kinds=list(kinds), limit=PAGE))
-        found = [e for e in events if e.parent_id == turn_id and (e.kind != "message" or e.role == "assistant")]
+        found = [e for e in events if e.parent_id == turn_id and (e.role == "assistant" or not e.is_kind(Message))]
         if found:
             log.info("input %s was already answered before a takeover: %s", turn_id, [e.kind for e in found])
         return found

@@ -29,7 +29,7 @@ from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from delegate.contracts.events import Event, MemoryRetrieved, make_event
+from delegate.contracts.events import Event, MemoryRetrieved, Message, make_event
 from delegate.contracts.memory import MemoryResult, MemorySearchRequest, Purpose
 from delegate.runtime.bus import Bus
 from delegate.runtime.memory_context import (
@@ -140,8 +140,8 @@ class Retrieval:
     def carry_events(self, events: Iterable[Event]) -> None:
         """Messages a resumed chain carries (the resume state's recent turns)."""
         for event in events:
-            if event.kind == "message":
-                self.carry(event.id, str(event.payload.get("text") or ""))
+            if (message := event.payload_as(Message)) is not None:
+                self.carry(event.id, message.text)
 
     def carry(self, event_id: str | None, text: str) -> None:
         self.carried.add(event_id, text)

@@ -10,7 +10,7 @@ follows is not recorded as a message nor sent anywhere: the decision stands.
 
 from typing import Any
 
-from delegate.contracts.events import Event
+from delegate.contracts.events import Event, ToolCall
 from delegate.contracts.messages import ToolCallReply
 
 from .toolbox import OwnHandler
@@ -61,6 +61,5 @@ class Silence:
 
 def reason_of(call: Event) -> str:
     """The reason a recorded ``tool.call`` event of nothing_to_do gave (for redelivery)."""
-    arguments = call.payload.get("arguments")
-    reason = arguments.get("reason") if isinstance(arguments, dict) else None
+    reason = call.typed(ToolCall).arguments.get("reason")
     return " ".join(str(reason or "no reason given").split())[:MAX_REASON]

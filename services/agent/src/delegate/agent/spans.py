@@ -14,6 +14,7 @@ from delegate.contracts.events import (
     Checkpoint,
     ConversationOpened,
     Event,
+    Message,
     SpanClosed,
     SpanOpened,
     SpanType,
@@ -105,7 +106,7 @@ class Spans:
                 return
             since = await self.ledger.scan(QueryRequest(after_seq=msg.last_activity_seq, span_id=span.id, limit=PAGE))
             through = msg.last_activity_seq
-            ours = [e for e in since if e.kind == "checkpoint" and e.payload.get("through_seq") == through]
+            ours = [e for e in since if (cp := e.payload_as(Checkpoint)) is not None and cp.through_seq == through]
             if len(since) > len(ours):
                 log.info("idle check for span %s ignored: activity after seq %d", span.id, msg.last_activity_seq)
                 return
@@ -113,7 +114,8 @@ class Spans:
                 previous = await self.ledger.newest(
                     ["checkpoint"], conversation_id=s.conversation_id, below=msg.last_activity_seq
                 )
-                after = int(previous.payload.get("through_seq") or 0) if previous else 0
+                found = previous.payload_as(Checkpoint) if previous else None
+                after = found.through_seq if found else 0
                 if msg.last_activity_seq > after:
                     await self._checkpoint(s.conversation_id, span, after, msg.last_activity_seq)
             await self.close_span("idle")
@@ -122,7 +124,7 @@ class Spans:
         events = await self.ledger.scan(
             QueryRequest(after_seq=after, through_seq=through, conversation_id=conversation_id, limit=PAGE)
         )
-        turn_ids = [e.id for e in events if e.kind == "message" and e.role == "user"]
+        turn_ids = [e.id for e in events if e.role == "user" and e.is_kind(Message)]
         await self.ledger.append(
             make_event(
                 Checkpoint(

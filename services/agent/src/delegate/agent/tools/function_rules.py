@@ -15,9 +15,6 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from jsonschema import validators
-from jsonschema.exceptions import SchemaError
-
 NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 TOP_LEVEL_REFUSED = ("oneOf", "anyOf", "allOf", "enum", "not")
 # Keywords whose value is a schema, a list of schemas, or a map of names to schemas.
@@ -38,6 +35,10 @@ def refusal(name: str, parameters: Any) -> str | None:
     top = [key for key in TOP_LEVEL_REFUSED if key in parameters]
     if top:
         return f"its parameters schema has {', '.join(repr(k) for k in top)} at the top level"
+    # jsonschema (~50 ms of CPU to import) loads with the first MCP tool, not with the agent.
+    from jsonschema import validators
+    from jsonschema.exceptions import SchemaError
+
     try:
         validators.validator_for(parameters).check_schema(parameters)
     except SchemaError as exc:

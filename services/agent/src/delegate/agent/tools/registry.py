@@ -33,8 +33,6 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jsonschema import validators
-from jsonschema.exceptions import SchemaError
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from pydantic import ValidationError
@@ -311,6 +309,10 @@ class ToolRegistry:
 
     def _invalid(self, tool: Tool, arguments: dict[str, Any]) -> str | None:
         if not tool.schema_checked:
+            # jsonschema (~50 ms of CPU to import) loads with the first call, not with the agent.
+            from jsonschema import validators
+            from jsonschema.exceptions import SchemaError
+
             cls = validators.validator_for(tool.parameters)
             try:
                 cls.check_schema(tool.parameters)
