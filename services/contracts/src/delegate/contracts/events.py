@@ -921,7 +921,7 @@ class Event(BaseModel):
     def _payload_fits_kind(self) -> "Event":
         # The validator itself, not model_validate: the ledger validates every event it stores.
         payload_model(self.kind).__pydantic_validator__.validate_python(self.payload)
-        if self.kind == "message" and self.role is None:
+        if self.kind == Message.KIND and self.role is None:
             raise ValueError("a message event needs a role")
         return self
 
