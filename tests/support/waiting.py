@@ -3,6 +3,9 @@
 A check returns the awaited value once the thing has happened (a list, an event, True) and
 None or False before; ``eventually`` hands the value back, so the caller asserts on what it
 waited for. At the deadline it fails naming what never happened and the last value seen.
+
+A check may be sync or async. When the type of its value holds an explicit ``Any`` (``list[Any]``),
+mypy cannot tell the two signatures apart and types the result ``Any``: annotate the variable.
 """
 
 import asyncio
