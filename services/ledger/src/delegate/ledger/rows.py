@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter, ValidationError, create_model
 
 from delegate.contracts import topics
-from delegate.contracts.events import PAYLOADS, Event, Fence, Role
+from delegate.contracts.events import PAYLOADS, Event, Fence, Message, Role
 
 from .store.base import Row, insert_params
 
@@ -41,7 +41,7 @@ def _member(kind: str, payload: type[BaseModel]) -> type[BaseModel]:
     fields: dict[str, Any] = dict(_ENVELOPE)
     fields["kind"] = (Literal[kind], ...)
     fields["payload"] = (payload, Field(default_factory=dict, validate_default=True))
-    if kind == "message":  # Event's rule: a message has a role
+    if payload is Message:  # Event's rule: a message has a role
         fields["role"] = (Role, ...)
     return create_model(f"Stored_{kind.replace('.', '_')}", __base__=_Envelope, **fields)
 
@@ -80,7 +80,7 @@ def parse(data: bytes) -> tuple[Row, Fence | None]:
         return _slow(data)
     payload = event.payload
     text = payload.__pydantic_serializer__.to_json(payload, exclude_unset=True).decode()
-    cmid = payload.client_msg_id if event.kind == "message" else None
+    cmid = payload.client_msg_id if isinstance(payload, Message) else None
     row = (
         event.id, event.ts, event.conversation_id, event.span_id, event.kind, event.channel,
         event.role, event.parent_id, cmid, text,

@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 from pydantic_core import to_json
 
 from delegate.contracts.cursor import Cursor
-from delegate.contracts.events import Event, Fence
+from delegate.contracts.events import Event, Fence, Message
 from delegate.contracts.ids import format_ts
 from delegate.contracts.messages import ResumeState, TermInfo
 from delegate.contracts.usage import UsageReply, UsageRequest
@@ -209,7 +209,8 @@ def narrowing(
 
 
 def client_msg_id(event: Event) -> str | None:
-    value = event.payload.get("client_msg_id") if event.kind == "message" else None
+    # The stored dict, not a model of it: every insert comes through here (bulk loads too).
+    value = event.payload.get("client_msg_id") if event.is_kind(Message) else None
     return value if isinstance(value, str) else None
 
 

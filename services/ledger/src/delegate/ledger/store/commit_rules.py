@@ -7,12 +7,20 @@ beside ``events``: conversations and spans (``summarize``), leadership terms
 these in the write's own transaction (``statements.py`` spells the SQL once).
 """
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from delegate.contracts.events import Fence, ThoughtflowArtifact
+from delegate.contracts.events import (
+    ConversationEnded,
+    ConversationOpened,
+    Fence,
+    SpanClosed,
+    SpanOpened,
+    TermEnded,
+    TermStarted,
+    ThoughtflowArtifact,
+)
 
 from .base import Row, StoredEvent
 
@@ -83,6 +91,12 @@ class Summary:
     spans: list[SpanChange] = field(default_factory=list)
 
 
+# Stored rows carry their kind as text: compared with the models' kinds (plain string compares
+# on the writer's path, which sees every event; only the rare span and term events are parsed).
+OPENED, ENDED = ConversationOpened.KIND, ConversationEnded.KIND
+SPAN_KINDS = frozenset({SpanOpened.KIND, SpanClosed.KIND})
+
+
 def summarize(committed: Sequence[StoredEvent]) -> Summary:
     """What newly stored events change in the conversations and spans tables, one row each."""
     convs: dict[str, ConversationTouch] = {}
@@ -98,23 +112,23 @@ def summarize(committed: Sequence[StoredEvent]) -> Summary:
                     touch.last_event_at = event.ts
                 if event.seq > touch.last_seq:
                     touch.last_seq = event.seq
-            if kind == "conversation.opened" and touch.opened_at is None:
+            if kind == OPENED and touch.opened_at is None:
                 touch.opened_at = event.ts
-            elif kind == "conversation.ended" and touch.ended_at is None:
+            elif kind == ENDED and touch.ended_at is None:
                 touch.ended_at = event.ts
-        if event.span_id and kind in ("span.opened", "span.closed"):
+        if event.span_id and kind in SPAN_KINDS:
             change = spans.setdefault(event.span_id, SpanChange(event.span_id))
             change.conversation_id = change.conversation_id or event.conversation_id
-            if event.kind == "span.opened" and change.opened_seq is None:
-                change.type = str(json.loads(event.payload_json).get("type") or "") or None
+            if kind == SpanOpened.KIND and change.opened_seq is None:
+                change.type = SpanOpened.model_validate_json(event.payload_json).type
                 change.opened_at = event.ts
                 change.opened_seq = event.seq
-            elif event.kind == "span.closed" and change.closed_at is None:
+            elif kind == SpanClosed.KIND and change.closed_at is None:
                 change.closed_at = event.ts
     return Summary(list(convs.values()), list(spans.values()))
 
 
-TERM_KINDS = frozenset({"term.started", "term.ended"})
+TERM_KINDS = frozenset({TermStarted.KIND, TermEnded.KIND})
 
 
 @dataclass
@@ -146,22 +160,21 @@ def term_changes(committed: Sequence[StoredEvent]) -> list[TermChange]:
     for event in committed:
         if event.kind not in TERM_KINDS:
             continue
-        payload = json.loads(event.payload_json)
-        term_id = payload["term_id"]
-        change = changes.get(term_id)
+        term = (TermEnded if event.kind == TermEnded.KIND else TermStarted).model_validate_json(event.payload_json)
+        change = changes.get(term.term_id)
         if change is None:
-            change = changes[term_id] = TermChange(term_id)
+            change = changes[term.term_id] = TermChange(term.term_id)
         change.close_only = False
-        if event.kind == "term.ended":
+        if isinstance(term, TermEnded):
             if change.ended_at is None:
-                change.ended_at, change.end_reason = event.ts, payload["reason"]
+                change.ended_at, change.end_reason = event.ts, term.reason
             continue
         if change.started_seq is None:
-            change.type, change.holder = payload["type"], payload["holder"]
+            change.type, change.holder = term.type, term.holder
             change.started_at, change.started_seq = event.ts, event.seq
-            change.supersedes = payload.get("supersedes")
-        previous_id = payload.get("supersedes")
-        if previous_id and previous_id != term_id:
+            change.supersedes = term.supersedes
+        previous_id = term.supersedes
+        if previous_id and previous_id != term.term_id:
             previous = changes.get(previous_id)
             if previous is None:
                 previous = changes[previous_id] = TermChange(previous_id, close_only=True)
