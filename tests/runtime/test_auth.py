@@ -24,6 +24,7 @@ from delegate.contracts.roles import ROLES
 from delegate.launcher.procs import NatsServer
 from delegate.runtime.credentials import NatsCredentials, connect_options
 from tests.support.nats import require_nats_binary, start_nats
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -40,11 +41,8 @@ class Identity:
         """Wait until the server says ``verb`` (publish/subscription) to ``subject`` is not allowed."""
         wanted = f'permissions violation for {verb} to "{subject}"'
 
-        async def seen() -> None:
-            while not any(wanted.lower() in e.lower() for e in self.errors):
-                await asyncio.sleep(0.02)
-
-        await asyncio.wait_for(seen(), 10)
+        await eventually(lambda: any(wanted.lower() in e.lower() for e in self.errors),
+                         f"the server to refuse: {wanted}", 10, explain=lambda: f"errors: {self.errors}")
 
 
 async def connect(server: NatsServer, role: str, *, password: str | None = None) -> Identity:

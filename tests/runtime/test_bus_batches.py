@@ -17,9 +17,9 @@ from delegate.contracts.events import Event
 from delegate.launcher.procs import NatsServer
 from delegate.runtime.bus import Bus
 from delegate.runtime.bus import batches as batches_module
+from tests.support.waiting import eventually
 
 from .bus_support import event as _event
-from .bus_support import until as _until
 
 
 @dataclass
@@ -51,19 +51,11 @@ def _batches(bus: Bus, handler: Ledgerish, stop: asyncio.Event, durable: str, **
 
 async def _settled(bus: Bus, durable: str) -> ConsumerInfo:
     """The consumer once every message is acked (acks are asynchronous)."""
-    info: ConsumerInfo | None = None
-
-    def done() -> bool:
-        return info is not None and info.num_ack_pending == 0 and info.num_pending == 0
-
-    deadline = asyncio.get_running_loop().time() + 10
-    while not done():
-        assert asyncio.get_running_loop().time() < deadline, f"never settled: {info}"
+    async def settled() -> ConsumerInfo | None:
         info = await bus.js.consumer_info("LEDGER", durable)
-        if not done():
-            await asyncio.sleep(0.05)
-    assert info is not None
-    return info
+        return info if info.num_ack_pending == 0 and info.num_pending == 0 else None
+
+    return await eventually(settled, f"{durable} to settle (nothing pending, nothing unacked)", 10)
 
 
 def _floor(info: ConsumerInfo) -> int:
@@ -84,7 +76,7 @@ async def test_batches_arrive_in_order_and_one_ack_settles_each(bus: Bus) -> Non
     handler = Ledgerish()
     stop = asyncio.Event()
     task = _batches(bus, handler, stop, "b1", batch=64)
-    await _until(lambda: len(handler.committed) == len(events))
+    await eventually(lambda: len(handler.committed) == len(events), "every event committed")
     stop.set()
     await asyncio.wait_for(task, 10)
     assert handler.committed == [e.id for e in events]
@@ -131,7 +123,7 @@ async def test_with_depth_two_calls_overlap_but_no_ack_passes_an_unfinished_batc
         bus.consume_batches(topics.LEDGER_APPEND_ANY, handle, durable="bd1", stream="LEDGER", stop=stop,
                             batch=8, depth=2)
     )
-    await _until(lambda: len(finished) == 1)  # the second batch finished first
+    await eventually(lambda: len(finished) == 1, "one batch finished")  # the second batch finished first
     assert overlapped[:2] == [False, True] and running == [0]
     # A round trip on the consumer's connection: its loop has run since the second batch
     # returned, so an ack it would send then is on the wire before the sentinel.
@@ -142,7 +134,7 @@ async def test_with_depth_two_calls_overlap_but_no_ack_passes_an_unfinished_batc
     assert wire == ["sentinel"]
     assert len(overlapped) == 2
     release.set()
-    await _until(lambda: sum(len(b) for b in finished) == len(events))
+    await eventually(lambda: sum(len(b) for b in finished) == len(events), "every event through the handler")
     stop.set()
     await asyncio.wait_for(task, 10)
     assert sorted(i for b in finished for i in b) == sorted(e.id for e in events)
@@ -173,7 +165,7 @@ async def test_with_depth_two_nothing_after_a_failed_batch_is_acked(bus: Bus, re
         bus.consume_batches(topics.LEDGER_APPEND_ANY, handle, durable="bd2", stream="LEDGER", stop=stop,
                             batch=8, depth=2)
     )
-    await _until(lambda: len(calls) >= 4)
+    await eventually(lambda: len(calls) >= 4, "four handler calls")
     stop.set()
     await asyncio.wait_for(task, 10)
     # The second batch had returned, but its ack would have settled the failed first one: it
@@ -233,14 +225,12 @@ async def test_a_failed_batch_comes_back_in_order_and_a_poison_one_is_dead_lette
     async def dead() -> int:
         return (await bus.js.stream_info("DEAD")).state.messages
 
-    deadline = asyncio.get_running_loop().time() + 30
-    while True:
-        letters = await dead()
-        parked = await _dead_ids(bus, letters)
-        if poison in parked and set(handler.committed) | parked == {e.id for e in events}:
-            break
-        assert asyncio.get_running_loop().time() < deadline, (handler.batches, parked)
-        await asyncio.sleep(0.05)
+    async def all_placed() -> set[str] | None:
+        parked = await _dead_ids(bus, await dead())
+        return parked if poison in parked and set(handler.committed) | parked == {e.id for e in events} else None
+
+    parked = await eventually(all_placed, "the poison parked and every other event committed",
+                              explain=lambda: f"batches: {handler.batches}")
     stop.set()
     await asyncio.wait_for(task, 10)
     assert not set(handler.committed) & parked
@@ -284,7 +274,7 @@ async def test_what_a_crashed_predecessor_held_is_delivered_again_at_once(bus: B
     handler = Ledgerish()
     stop = asyncio.Event()
     task = _batches(bus, handler, stop, "b4", batch=16, ack_wait=60)
-    await _until(lambda: len(handler.committed) == len(events))
+    await eventually(lambda: len(handler.committed) == len(events), "every event committed")
     stop.set()
     await asyncio.wait_for(task, 10)
     assert handler.committed == [e.id for e in events]
@@ -297,14 +287,14 @@ async def test_a_delivery_that_went_elsewhere_is_noticed_and_delivered_again(bus
     task = _batches(bus, handler, stop, "b5", batch=8)
     published = [_event(f"m{i}") for i in range(5)]
     await _publish_all(bus, published)
-    await _until(lambda: len(handler.committed) == 5)
+    await eventually(lambda: len(handler.committed) == 5, "five events committed")
     # Someone else pulls from the same durable and never acks (a zombie predecessor): its
     # delivery leaves a gap in the delivery numbers, and acking past it would lose the message.
     thief = await bus.js.pull_subscribe_bind("b5", stream="LEDGER")
     stolen = asyncio.create_task(thief.fetch(1, timeout=20))
     await asyncio.sleep(0)
     i = 5
-    while not stolen.done():
+    while not stolen.done():  # publishing is what lets the thief's fetch return: not a wait alone
         more = _event(f"m{i}")
         published.append(more)
         await bus.publish(topics.ledger_append("test"), more)
@@ -316,7 +306,7 @@ async def test_a_delivery_that_went_elsewhere_is_noticed_and_delivered_again(bus
         published.append(more)
         await bus.publish(topics.ledger_append("test"), more)
         i += 1
-    await _until(lambda: set(handler.committed) == {e.id for e in published}, timeout=20)
+    await eventually(lambda: set(handler.committed) == {e.id for e in published}, "every published event committed", 20)
     stop.set()
     await asyncio.wait_for(task, 10)
     await thief.unsubscribe()
@@ -337,7 +327,7 @@ async def test_an_explicit_ack_consumer_is_upgraded_from_its_ack_floor(bus: Bus)
     handler = Ledgerish()
     stop = asyncio.Event()
     task = _batches(bus, handler, stop, "b6")
-    await _until(lambda: len(handler.committed) == 6)
+    await eventually(lambda: len(handler.committed) == 6, "six events committed")
     stop.set()
     await asyncio.wait_for(task, 10)
     assert handler.committed == [e.id for e in events[4:]]
@@ -368,12 +358,12 @@ async def test_an_upgrade_that_fails_after_the_delete_still_starts_from_the_ack_
     handler = Ledgerish()
     stop = asyncio.Event()
     task = _batches(bus, handler, stop, "b6f")
-    await _until(lambda: "binding b6f failed" in caplog.text)
+    await eventually(lambda: "binding b6f failed" in caplog.text, "the failed binding logged")
     with pytest.raises(nats.js.errors.NotFoundError):  # deleted, not made again
         await bus.js.consumer_info("LEDGER", "b6f")
     config.consumer_limits = StreamConsumerLimits()
     await bus.js.update_stream(config)
-    await _until(lambda: len(handler.committed) >= 6)
+    await eventually(lambda: len(handler.committed) >= 6, "six events committed")
     stop.set()
     await asyncio.wait_for(task, 10)
     assert handler.committed == [e.id for e in events[4:]]
@@ -385,10 +375,10 @@ async def test_a_batch_consumer_survives_a_nats_restart(nats_server: NatsServer,
     task = _batches(bus, handler, stop, "b7", batch=32)
     events = [_event(f"m{i}") for i in range(200)]
     await _publish_all(bus, events[:100])
-    await _until(lambda: len(handler.committed) == 100)
+    await eventually(lambda: len(handler.committed) == 100, "100 events committed")
     await asyncio.to_thread(nats_server.restart)
     await _publish_all(bus, events[100:])  # retries until the server is back
-    await _until(lambda: len(handler.committed) == 200, timeout=30)
+    await eventually(lambda: len(handler.committed) == 200, "200 events committed", 30)
     stop.set()
     await asyncio.wait_for(task, 10)
     assert handler.committed == [e.id for e in events]
@@ -401,7 +391,7 @@ async def test_a_durable_takes_the_ack_wait_of_todays_setting(bus: Bus) -> None:
     await _publish_all(bus, first)
     handler, stop = Ledgerish(), asyncio.Event()
     task = _batches(bus, handler, stop, "b-wait", ack_wait=30)
-    await _until(lambda: len(handler.committed) == 1)
+    await eventually(lambda: len(handler.committed) == 1, "the event committed")
     stop.set()
     await asyncio.wait_for(task, 10)
     assert (await bus.js.consumer_info("LEDGER", "b-wait")).config.ack_wait == 30
@@ -409,7 +399,7 @@ async def test_a_durable_takes_the_ack_wait_of_todays_setting(bus: Bus) -> None:
     await _publish_all(bus, [_event("after")])
     handler, stop = Ledgerish(), asyncio.Event()
     task = _batches(bus, handler, stop, "b-wait", ack_wait=2)
-    await _until(lambda: len(handler.committed) == 1)
+    await eventually(lambda: len(handler.committed) == 1, "the event committed")
     stop.set()
     await asyncio.wait_for(task, 10)
     info = await bus.js.consumer_info("LEDGER", "b-wait")

@@ -10,6 +10,7 @@ from delegate.contracts.messages import GetReply, GetRequest, UserInput
 from delegate.contracts.streams import STREAMS
 from delegate.launcher.procs import NatsServer
 from delegate.runtime.bus import Bus, BusUnavailable, DomainError, RemoteError
+from tests.support.waiting import eventually
 
 from .bus_support import event
 
@@ -70,9 +71,11 @@ async def test_a_publish_before_the_owner_created_the_stream_waits_for_it(nats_s
         command = UserInput(text="hello", client_msg_id="m1")
         publish = asyncio.create_task(gateway.publish(topics.AGENT_INPUT, command))
         # JetStream answered "no stream" at least once: the publish is retrying, not done.
-        while gateway.nc.stats["out_msgs"] < sent + 2:
+        def retried() -> bool:
             assert not publish.done(), publish
-            await asyncio.sleep(0.01)
+            return bool(gateway.nc.stats["out_msgs"] >= sent + 2)
+
+        await eventually(retried, "the publish to try a second time", interval=0.01)
         await agent.ensure_streams()  # the owner starts
         ack = await asyncio.wait_for(publish, 30)
         assert ack.stream == "AGENT" and ack.seq == 1

@@ -11,8 +11,9 @@ from delegate.contracts import topics
 from delegate.contracts.events import Event
 from delegate.launcher.procs import NatsServer
 from delegate.runtime.bus import Bus, Retryable
+from tests.support.waiting import eventually
 
-from .bus_support import event, until
+from .bus_support import event
 
 
 async def test_undecodable_messages_are_dead_lettered_and_do_not_block(bus: Bus) -> None:
@@ -95,12 +96,12 @@ async def test_a_consumer_survives_a_nats_restart(nats_server: NatsServer, bus: 
     before = [event(f"before {i}") for i in range(20)]
     for e in before:
         await bus.publish(topics.ledger_append("test"), e)
-    await until(lambda: len(seen) == 20)
+    await eventually(lambda: len(seen) == 20, "20 events seen")
     await asyncio.to_thread(nats_server.restart)
     after = [event(f"after {i}") for i in range(20)]
     for e in after:
         await bus.publish(topics.ledger_append("test"), e)  # retries until the server is back
-    await until(lambda: len(seen) == 40, timeout=30)
+    await eventually(lambda: len(seen) == 40, "40 events seen", 30)
     stop.set()
     await asyncio.wait_for(consumer, 10)
     assert seen == {e.id for e in before + after}

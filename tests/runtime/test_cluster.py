@@ -9,7 +9,7 @@ commits every event exactly once.
 import asyncio
 import functools
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -27,23 +27,11 @@ from delegate.runtime.credentials import NatsCredentials, connect_options
 from delegate.runtime.lease import Lease
 from tests.support.cluster import NatsCluster, wait_for_meta_leader
 from tests.support.system import ARTIFACTS, System
+from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 TOTAL = 10_000
-
-
-async def until(predicate: Callable[[], object], timeout: float = 30.0, what: str = "condition") -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        value = predicate()
-        if asyncio.iscoroutine(value):
-            value = await value
-        if value:
-            return
-        assert loop.time() < deadline, f"{what} not met within {timeout}s"
-        await asyncio.sleep(0.05)
 
 
 @pytest.fixture
@@ -150,7 +138,7 @@ async def test_streams_and_buckets_made_with_one_copy_are_raised_to_three(cluste
     kv = await replicated.js.key_value(subjects.VOICE_LEASE_BUCKET)
     assert (await kv.get("leader")).value == old.value
     for stream in ("LEDGER", f"KV_{subjects.VOICE_LEASE_BUCKET}"):
-        await until(functools.partial(_peers_current, replicated, stream), what=f"{stream} on three peers")
+        await eventually(functools.partial(_peers_current, replicated, stream), f"{stream} on three peers")
         assert (await _replicas(replicated, stream)) == (3, 3)
     assert (await replicated.js.stream_info("LEDGER")).state.messages == 1
 
@@ -234,12 +222,12 @@ async def _burst_with_a_node_lost(system: System, cluster: NatsCluster, bus: Bus
 
     publishing = asyncio.gather(*(one(e) for e in events))
     try:
-        await until(lambda: acked >= TOTAL // 4, what="a quarter acknowledged")
+        await eventually(lambda: acked >= TOTAL // 4, "a quarter acknowledged")
         assert acked < TOTAL, "the burst ended before the node was lost"
         await asyncio.to_thread(leader.kill)
         lost_at = acked
         # The other two elect a new leader and the burst goes on without the dead node.
-        await until(lambda: acked >= min(lost_at + TOTAL // 4, TOTAL), timeout=60, what="publishing on two nodes")
+        await eventually(lambda: acked >= min(lost_at + TOTAL // 4, TOTAL), "publishing on two nodes", 60)
         during = await bus.js.stream_info("LEDGER")
         assert during.cluster is not None and during.cluster.leader not in (None, leader.name)
         await asyncio.to_thread(leader.start)
@@ -248,9 +236,9 @@ async def _burst_with_a_node_lost(system: System, cluster: NatsCluster, bus: Bus
         if not publishing.done():
             publishing.cancel()
 
-    await until(lambda: _db_counts(system)[0] >= TOTAL, timeout=60, what="every event committed")
+    await eventually(lambda: _db_counts(system)[0] >= TOTAL, "every event committed", 60)
     assert _db_counts(system) == (TOTAL, TOTAL)
     stream = await bus.js.stream_info("LEDGER")
     assert stream.state.messages == TOTAL  # stored once each, retries included
-    await until(lambda: _peers_current(bus, "LEDGER"), timeout=30, what="the restarted node caught up")
+    await eventually(lambda: _peers_current(bus, "LEDGER"), "the restarted node caught up", 30)
     assert system.procs["ledger"].alive()

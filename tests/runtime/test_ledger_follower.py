@@ -17,8 +17,9 @@ from delegate.contracts.events import Event
 from delegate.contracts.messages import QueryReply, QueryRequest
 from delegate.runtime.bus import Bus, DomainError
 from delegate.runtime.ledger_follower import LedgerFollower
+from tests.support.waiting import eventually
 
-from .bus_support import event, until
+from .bus_support import event
 
 pytestmark = [pytest.mark.integration]
 
@@ -93,7 +94,7 @@ async def test_catch_up_gaps_quiet_resync_and_a_parked_event(bus: Bus) -> None:
         await bus.emit(topics.LEDGER_COMMITTED, e6)
         await bus.emit(topics.LEDGER_COMMITTED, e8)
         del e7
-        await until(lambda: follower.last_seq == 8)
+        await eventually(lambda: follower.last_seq == 8, "the follower at seq 8")
         assert follower.seen[5:] == ["e6", "e7", "e8"]
 
         # A poison event is parked once, and the next one still applied.
@@ -101,14 +102,14 @@ async def test_catch_up_gaps_quiet_resync_and_a_parked_event(bus: Bus) -> None:
         after = ledger.commit("e10")
         await bus.emit(topics.LEDGER_COMMITTED, poison)
         await bus.emit(topics.LEDGER_COMMITTED, after)
-        await until(lambda: follower.last_seq == 10)
+        await eventually(lambda: follower.last_seq == 10, "the follower at seq 10")
         assert follower.seen[-1] == "e10" and "poison" not in follower.seen
         letter = await bus.js.get_last_msg("DEAD", f"dead.evt.{SOURCE}")
         assert letter.data is not None and poison.id.encode() in letter.data
 
         # Nothing announced at all: the quiet resync asks the ledger.
         ledger.commit("e11")
-        await until(lambda: follower.last_seq == 11)
+        await eventually(lambda: follower.last_seq == 11, "the follower at seq 11")
         assert follower.seen[-1] == "e11"
         assert follower.high_water <= 4  # the live queue stays bounded
     finally:
@@ -144,7 +145,7 @@ async def test_a_follower_from_the_head_gives_up_a_gap_the_ledger_leaves_unfille
 
         e6 = ledger.commit("e6")
         await bus.emit(topics.LEDGER_COMMITTED, e6)
-        await until(lambda: follower.last_seq == 6)
+        await eventually(lambda: follower.last_seq == 6, "the follower at seq 6")
 
         # e7's notification is lost and the ledger stops answering: after gap_give_up_s the gap
         # is given up (said once), and e8 and what follows still go through.
@@ -152,12 +153,12 @@ async def test_a_follower_from_the_head_gives_up_a_gap_the_ledger_leaves_unfille
         ledger.commit("e7")
         e8 = ledger.commit("e8")
         await bus.emit(topics.LEDGER_COMMITTED, e8)
-        await until(lambda: follower.last_seq == 8)
+        await eventually(lambda: follower.last_seq == 8, "the follower at seq 8")
         assert follower.seen == ["e6", "e8"] and follower.gaps_lost == 1
         ledger.silent = False
         e9 = ledger.commit("e9")
         await bus.emit(topics.LEDGER_COMMITTED, e9)
-        await until(lambda: follower.last_seq == 9)
+        await eventually(lambda: follower.last_seq == 9, "the follower at seq 9")
         assert follower.seen == ["e6", "e8", "e9"] and follower.gaps_lost == 1
     finally:
         task.cancel()  # its live wait is an hour long: stop is only looked at between waits
