@@ -1,6 +1,5 @@
 """A Playwright page showing the Delegate client, with the few moves the tests make."""
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -121,18 +120,6 @@ class ChatPage:
         assert self.page_errors == [], self.page_errors
         assert self.console_errors == [], self.console_errors
         assert self.dialogs == [], self.dialogs
-
-
-async def eventually(check: Any, timeout: float = 30.0, interval: float = 0.1) -> Any:
-    """Await ``check()`` until it returns something truthy; raise with the last value at the deadline."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        value = await check()
-        if value:
-            return value
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s (last value: {value!r})")
-        await asyncio.sleep(interval)
 
 
 def ledger_events(system: System) -> list[dict[str, Any]]:

@@ -1,6 +1,5 @@
 """Ledger events for browser tests, published the way every producer publishes them."""
 
-import asyncio
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -29,6 +28,7 @@ from delegate.contracts.events import (
 from delegate.contracts.ids import new_id, utcnow
 from delegate.contracts.messages import QueryRequest
 from delegate.runtime.bus import Bus
+from tests.support.waiting import eventually
 
 
 class Script:
@@ -150,14 +150,14 @@ async def publish(nats_url: str, events: list[Event], timeout: float = 20.0) -> 
         for ev in events:
             await bus.publish(topics.ledger_append("test"), ev)
         wanted = {ev.id for ev in events}
-        deadline = asyncio.get_running_loop().time() + timeout
-        while True:
+        seen: dict[str, int] = {}
+
+        async def last_seq() -> int | None:
             reply = await bus.request(topics.LEDGER_QUERY, QueryRequest(after_seq=0, limit=5000))
-            seen = {ev.id: ev.seq or 0 for ev in reply.events}
-            if wanted <= seen.keys():
-                return max(seen[i] for i in wanted)
-            if asyncio.get_running_loop().time() > deadline:
-                raise TimeoutError(f"ledger committed {len(wanted & seen.keys())}/{len(wanted)} seeded events")
-            await asyncio.sleep(0.1)
+            seen.update({ev.id: ev.seq or 0 for ev in reply.events})
+            return max(seen[i] for i in wanted) if wanted <= seen.keys() else None
+
+        return await eventually(last_seq, "the ledger to commit the seeded events", timeout,
+                                explain=lambda: f"{len(wanted & seen.keys())}/{len(wanted)} committed")
     finally:
         await bus.close()

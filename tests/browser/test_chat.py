@@ -8,8 +8,9 @@ import pytest
 from delegate.contracts.events import InnerSignal, make_event
 from tests.support.standin import StandinProcess
 from tests.support.system import System
+from tests.support.waiting import eventually
 
-from .chat_page import ChatPage, eventually, ledger_events, rendered_ids
+from .chat_page import ChatPage, ledger_events, rendered_ids
 from .seed import publish
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration]
@@ -30,7 +31,7 @@ async def same_as_ledger(page: ChatPage, system: System) -> None:
         return sorted(await page.event_ids()) == sorted(rendered_ids(ledger_events(system)))
 
     try:
-        await eventually(check, timeout=15)
+        await eventually(check, "the page to show every ledger event", 15)
     except AssertionError:
         events = ledger_events(system)
         kinds = {e["id"]: e["kind"] for e in events}
@@ -65,7 +66,7 @@ async def test_sign_in_send_and_watch_the_answer_stream(
     async def term_recorded() -> bool:
         return any(e["kind"] == "term.started" for e in ledger_events(sys_))
 
-    await eventually(term_recorded, timeout=15)
+    await eventually(term_recorded, "the agent's term.started in the ledger", 15)
     await page.sign_in()
     await p.wait_for_selector("#empty:not([hidden])")
     assert await page.event_ids() == [] and await p.locator("#older-end").is_hidden()

@@ -12,22 +12,14 @@ import pytest
 from tests.agent.rig import input_texts
 from tests.support.standin import StandinProcess
 from tests.support.system import System
+from tests.support.waiting import eventually
 
-from .chat_page import ChatPage, eventually, ledger_events
+from .chat_page import ChatPage, ledger_events
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration]
 
 NewPage = Callable[..., Awaitable[ChatPage]]
 LONG = " ".join(f"Sentence number {i} of a very long answer." for i in range(80))
-
-
-async def until(check: Callable[[], bool]) -> None:
-    """Until a (quick, synchronous) check of the system holds; a deadline, never a pause."""
-
-    async def probe() -> bool:
-        return check()
-
-    await eventually(probe)
 
 
 def bodies(standin: StandinProcess) -> list[dict[str, Any]]:
@@ -73,7 +65,8 @@ async def test_stop_generating_keeps_the_partial_answer_marked_stopped(
     assert shown.strip().startswith("Sentence number 0") and len(shown.strip()) <= len(partial)
     # The stand-in saw the connection drop: its response ended incomplete.
     rid = answer["payload"]["response_id"]
-    await until(lambda: standin.stored(rid)["response"]["status"] == "incomplete")
+    await eventually(lambda: standin.stored(rid)["response"]["status"] == "incomplete",
+                     "the stand-in's response stored as incomplete")
     await page.screenshot("chat-controls-stopped")
     # Stop went away under the click: focus is in the composer, not lost on the page.
     assert await p.evaluate("() => document.activeElement.id") == "input"
@@ -114,7 +107,7 @@ async def test_regenerate_and_edit_resend_in_the_page(
     await regen.last.click()
     await page.wait_for_text("#timeline article.msg-assistant .bubble", "second")
     poem_turn = user_messages(sys_)[-1]["id"]
-    await until(lambda: len(assistant_messages(sys_, poem_turn)) == 2)
+    await eventually(lambda: len(assistant_messages(sys_, poem_turn)) == 2, "the poem turn's two assistant messages")
     second = assistant_messages(sys_, poem_turn)[-1]
     assert (second["payload"]["attempt"], second["payload"]["regenerates"]) == (2, first_answer["id"])
     await p.wait_for_selector(f'#timeline article.msg[data-event-id="{second["id"]}"][data-attempt="2"]')

@@ -13,8 +13,9 @@ import pytest
 from delegate.contracts.events import Event, InnerSignal, MemoryFactAdded
 from delegate.contracts.ids import new_id, utcnow
 from tests.support.system import System
+from tests.support.waiting import eventually
 
-from .chat_page import ChatPage, eventually, ledger_events
+from .chat_page import ChatPage, ledger_events
 from .seed import Script, publish
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration]
@@ -99,7 +100,8 @@ async def test_the_memory_panel_edits_forgets_shows_history_and_the_source(
     filler(s)
     await publish(sys_.nats_url, s.events)
     # The memory service takes the facts in from the ledger (its index is their projection).
-    facts = await eventually(lambda: off_loop(lambda: (f := memories(sys_)) and len(f) == 3 and f))
+    facts = await eventually(lambda: off_loop(lambda: (f := memories(sys_)) and len(f) == 3 and f),
+                             "the three facts in the memory service")
     assert facts[old]["status"] == "superseded" and facts[old]["superseded_by"] == new
 
     page = await new_page(sys_)
@@ -194,7 +196,9 @@ async def test_the_search_box_finds_an_old_message_that_is_not_loaded_and_jumps_
     s.close()
     filler(s)
     await publish(sys_.nats_url, s.events)
-    await eventually(lambda: off_loop(lambda: any(r["id"] == boat.id for r in search(sys_, "Tavira pier"))))
+    await eventually(lambda: off_loop(lambda: any(r["id"] == boat.id for r in search(sys_, "Tavira pier"))),
+                     "the boat fact found by search")
+
 
     page = await new_page(sys_)
     p = page.page

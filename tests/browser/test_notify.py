@@ -18,8 +18,9 @@ from delegate.contracts.ids import utcnow
 from delegate.contracts.reminders import ReminderCommand, ReminderSpec
 from delegate.runtime.bus import Bus
 from tests.support.system import System
+from tests.support.waiting import eventually
 
-from .chat_page import ChatPage, eventually
+from .chat_page import ChatPage
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration]
 
@@ -124,7 +125,7 @@ async def test_a_reminder_firing_with_the_tab_in_the_background_raises_a_notific
             )
             return found
 
-        shown = await eventually(notifications, timeout=40)
+        shown = await eventually(notifications, "the notification shown", 40)
     finally:
         await bus.close()
     assert [(n["title"], n["body"]) for n in shown] == [("Reminder", "Stretch your legs")]
@@ -183,7 +184,7 @@ async def test_a_push_the_service_worker_receives_shows_one_notification_per_eve
         ids = [r["registrationId"] for r in registrations if r["scopeURL"] == sys_.http + "/" and not r["isDeleted"]]
         return ids[0] if ids else None
 
-    registration_id = await eventually(registration)
+    registration_id = await eventually(registration, "the service worker registered")
     notice = {"kind": "task", "title": "Task finished", "body": "The shop opens at 8.", "tag": "event-1",
               "event_id": "event-1", "ts": "2026-12-06T06:00:00Z"}
     for _ in range(2):  # the same event twice (a resend): it replaces, never stacks
@@ -197,6 +198,6 @@ async def test_a_push_the_service_worker_receives_shows_one_notification_per_eve
         )
         return found
 
-    shown = await eventually(notifications)
+    shown = await eventually(notifications, "the pushed notification shown")
     assert shown == [{"title": "Task finished", "body": "The shop opens at 8.", "tag": "event-1"}]
     page.assert_clean()

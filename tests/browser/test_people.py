@@ -2,7 +2,6 @@
 service and gateway: the events the memory service would write are committed through the
 ledger, the memory service projects them, and the panels read the API."""
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
@@ -24,6 +23,7 @@ from delegate.contracts.ids import new_id, utcnow
 from delegate.contracts.people import CommitmentsCommand, PeopleCommand
 from delegate.runtime.bus import Bus
 from tests.support.system import System
+from tests.support.waiting import eventually
 
 from .chat_page import ChatPage
 
@@ -39,13 +39,6 @@ def inner(payload: Payload) -> Event:
 async def commit(bus: Bus, events: list[Event]) -> None:
     for event in events:
         await bus.publish(topics.ledger_append("test"), event)
-
-
-async def until(check: Callable[[], Awaitable[bool]], what: str, timeout: float = 30.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not await check():
-        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.05)
 
 
 async def test_the_people_panel_shows_a_person_their_cited_facts_and_forgets_them(
@@ -72,7 +65,7 @@ async def test_the_people_panel_shows_a_person_their_cited_facts_and_forgets_the
             reply = await bus.request(topics.MEMORY_PEOPLE, PeopleCommand(op="list"))
             return any(p.facts == 1 for p in reply.people)
 
-        await until(linked, "the person in the memory index")
+        await eventually(linked, "the person in the memory index")
         page = await new_page(sys_)
         p = page.page
         await p.click("#people-btn")
@@ -121,7 +114,7 @@ async def test_the_commitments_panel_groups_due_soon_open_and_done_and_follows_c
             reply = await bus.request(topics.MEMORY_COMMITMENTS, CommitmentsCommand(op="list", state="all"))
             return len(reply.commitments) == 3 and any(c.state == "kept" for c in reply.commitments)
 
-        await until(three, "the commitments in the memory index")
+        await eventually(three, "the commitments in the memory index")
         page = await new_page(sys_)
         p = page.page
         await page.action("#commitments-btn")

@@ -20,6 +20,7 @@ from delegate.contracts.events import ContextCapsule, ContextUsage, Event, Inner
 from delegate.contracts.ids import utcnow
 from tests.support.standin import StandinProcess
 from tests.support.system import System
+from tests.support.waiting import eventually
 
 from .chat_page import ChatPage, ledger_events, rendered_ids
 from .seed import Script, long_history, publish
@@ -269,18 +270,17 @@ async def test_outage_banner_and_reconnect_on_readiness(
 
     sys_.procs["gateway"].start()
     # When is the gateway ready, as anyone outside sees it?
-    t_ready = None
     async with httpx.AsyncClient() as client:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
+
+        async def ready_at() -> float | None:
             try:
-                if (await client.get(f"{sys_.http}/readyz", timeout=0.5)).status_code == 200:
-                    t_ready = time.monotonic()
-                    break
+                ready = (await client.get(f"{sys_.http}/readyz", timeout=0.5)).status_code == 200
             except httpx.HTTPError:
-                pass
-            await asyncio.sleep(0.02)
-    assert t_ready is not None, "the gateway never became ready"
+                return None
+            return time.monotonic() if ready else None
+
+        # Polled often: the figure printed below is measured from this moment.
+        t_ready = await eventually(ready_at, "the gateway's /readyz to answer 200", 30, interval=0.02)
     await page.wait_live()
     t_live = time.monotonic()
     print(f"reconnected {t_live - t_ready:.3f} s after /readyz answered 200; policy {config}", file=sys.stderr)  # noqa: T201

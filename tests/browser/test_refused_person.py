@@ -15,9 +15,9 @@ from delegate.contracts.messages import QueryRequest
 from delegate.contracts.people import PeopleCommand
 from delegate.runtime.bus import Bus
 from tests.gateway.test_sms_webhooks import AUTH_TOKEN, OWNER, PUBLIC, sid, sms_params
-from tests.inner_plane.harness import eventually
 from tests.support.system import System, probe_bus
 from tests.support.twilio_sign import twilio_signature
+from tests.support.waiting import eventually
 
 from .chat_page import ChatPage
 from .seed import publish

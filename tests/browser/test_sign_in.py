@@ -10,8 +10,9 @@ import httpx
 import pytest
 
 from tests.support.system import System
+from tests.support.waiting import eventually
 
-from .chat_page import WAIT_MS, ChatPage, eventually, ledger_events
+from .chat_page import WAIT_MS, ChatPage, ledger_events
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration]
 
@@ -85,12 +86,8 @@ async def test_the_app_refuses_to_be_framed_by_another_origin(
     framer.on("console", lambda m: refusals.append(m.text) if "frame-ancestors" in m.text else None)
     await framer.set_content(f'<iframe id="f" src="{sys_.http}/"></iframe>')  # about:blank: another origin
     # The positive marker: Chromium reports the refusal; by then the frame would have loaded.
-    await eventually(lambda: _some(refusals), timeout=30)
+    await eventually(lambda: bool(refusals), "Chromium to refuse the frame", 30)
     assert await framer.frame_locator("#f").locator("#signin").count() == 0
-
-
-async def _some(items: list[str]) -> bool:
-    return bool(items)
 
 
 class _AttackServer(ThreadingHTTPServer):

@@ -18,8 +18,9 @@ from playwright.async_api import TimeoutError as PlaywrightTimeout
 from tests.support.speech import tools_available
 from tests.support.standin import StandinProcess
 from tests.support.system import System
+from tests.support.waiting import eventually
 
-from .chat_page import ChatPage, eventually
+from .chat_page import ChatPage
 from .conftest import CHROMIUM_ARGS, DelegateFactory
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration]
@@ -168,7 +169,7 @@ async def test_a_browser_call_is_heard_answered_captioned_and_committed(
             if e.get("type") == "session.update"
         }
 
-    voices = await eventually(lambda: asyncio.to_thread(configured_voices))
+    voices = await eventually(lambda: asyncio.to_thread(configured_voices), "the voice configured on the stand-in")
     assert '"cedar"' in voices, voices
     await page.wait_for_text("#call-timer", "00:0")
     assert await page.page.is_hidden("#voice-btn")
@@ -194,7 +195,7 @@ async def test_a_browser_call_is_heard_answered_captioned_and_committed(
         texts = {(m["role"], m["text"].strip()) for m in rows}
         return rows if {("user", QUESTION), ("assistant", ANSWER)} <= texts else []
 
-    rows = await eventually(committed, timeout=45)
+    rows = await eventually(committed, "the call's question and answer committed", 45)
     assert {m["role"] for m in rows} == {"user", "assistant"}
     await captions_gone(page)
     await other.wait_for_text('#timeline article.msg[data-channel="browser_voice"] .bubble', ANSWER)
@@ -202,7 +203,8 @@ async def test_a_browser_call_is_heard_answered_captioned_and_committed(
 
     # The answer audio reached the player, and its marks were echoed as it played.
     info = await eventually(
-        lambda: _when(call_info(page), lambda i: i["stats"]["audioReceived"] > 0 and i["stats"]["marksEchoed"] > 0)
+        lambda: _when(call_info(page), lambda i: i["stats"]["audioReceived"] > 0 and i["stats"]["marksEchoed"] > 0),
+        "answer audio received and its marks echoed",
     )
     assert info["stats"]["framesSent"] > 0
     assert info["sessionId"]
@@ -214,7 +216,8 @@ async def test_a_browser_call_is_heard_answered_captioned_and_committed(
     # Hang up went away with the call: focus is back on Voice, ready for the next one.
     assert await page.page.evaluate("() => document.activeElement.id") == "voice-btn"
     # The stand-in's Realtime socket closed with the call, and the other tab may call again.
-    await eventually(lambda: _when_sync(lambda: all(s["closed_at"] for s in standin.realtime_sessions())), timeout=15)
+    await eventually(lambda: all(s["closed_at"] for s in standin.realtime_sessions()),
+                     "the stand-in's Realtime sockets closed", 15)
     await other.wait_for("() => !document.getElementById('voice-btn').disabled", timeout=15_000)
     await other.wait_for("() => document.getElementById('voice-live').hidden", timeout=15_000)
     await page.screenshot("voice-call-ended")
@@ -259,23 +262,21 @@ async def heard_and_answered(page: ChatPage, standin: StandinProcess, timeout: f
 async def captions_gone(page: ChatPage, timeout: float = 30.0) -> None:
     """Every caption gave way to its committed message (a deadline, not a pause)."""
     left: list[dict[str, Any]] = []
-    deadline = asyncio.get_running_loop().time() + timeout
-    while asyncio.get_running_loop().time() < deadline:
-        left = await page.page.eval_on_selector_all(
+
+    async def gone() -> bool:
+        left[:] = await page.page.eval_on_selector_all(
             "#voice-captions article.caption",
             "nodes => nodes.map(n => ({role: n.dataset.role, final: n.dataset.final, text: n.textContent}))",
         )
-        if not left:
-            return
-        await asyncio.sleep(0.1)
-    messages = [m for m in await page.messages() if m["channel"] == "browser_voice"]
-    raise AssertionError(f"captions still shown: {left}; committed: {messages}")
+        return not left
+
+    try:
+        await eventually(gone, "every caption to give way", timeout)
+    except AssertionError:
+        messages = [m for m in await page.messages() if m["channel"] == "browser_voice"]
+        raise AssertionError(f"captions still shown: {left}; committed: {messages}") from None
 
 
 async def _when(value: Awaitable[Any], ok: Callable[[Any], bool]) -> Any:
     got = await value
     return got if got is not None and ok(got) else None
-
-
-async def _when_sync(check: Callable[[], bool]) -> bool:
-    return check()
