@@ -15,6 +15,7 @@ Twilio gives a webhook 15 seconds. Everything published carries a Nats-Msg-Id ma
 MessageSid, and ledger events a deterministic id, so a retried webhook is stored once.
 """
 
+import functools
 import hashlib
 import logging
 import re
@@ -22,7 +23,6 @@ from typing import get_args
 
 from fastapi import APIRouter, Request, Response
 from starlette.datastructures import FormData
-from twilio.twiml.messaging_response import MessagingResponse
 
 from delegate.contracts import topics
 from delegate.contracts.channels import MediaFetch
@@ -51,11 +51,18 @@ _SID = re.compile(r"[A-Za-z]{2}[0-9a-fA-F]{32}")
 # Outbox and event ids from our own status-callback URLs: UUIDs or ``<prefix>:<id>``-style ids.
 _OWN_ID = re.compile(r"[A-Za-z0-9_.:\-]{1,64}")
 _STATUSES = frozenset(get_args(DeliveryStatus))
-TWIML_EMPTY = str(MessagingResponse())
+
+
+@functools.cache
+def _empty_twiml() -> str:
+    # Twilio's TwiML builders import xml.etree: they load with the first webhook, not with the gateway.
+    from twilio.twiml.messaging_response import MessagingResponse
+
+    return str(MessagingResponse())
 
 
 def twiml_ok() -> Response:
-    return Response(TWIML_EMPTY, media_type="text/xml")
+    return Response(_empty_twiml(), media_type="text/xml")
 
 
 def form_field(form: FormData, name: str, *, required: bool = True, limit: int = 2048) -> str:
