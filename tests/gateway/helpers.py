@@ -30,6 +30,7 @@ from delegate.gateway.main import WS_MAX_MESSAGE_BYTES, uvicorn_config
 from delegate.gateway.settings import Settings
 from delegate.launcher.procs import free_port
 from delegate.runtime.bus import Bus
+from tests.support.waiting import eventually
 
 TOKEN = "test-owner-token-0123456789"
 SESSION_COOKIE = "delegate_session"
@@ -91,25 +92,16 @@ async def running_gateway(
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
     gw = Gateway(settings, server)
-    await until(lambda: server.started or task.done(), what="uvicorn to start")
+    await eventually(lambda: server.started or task.done(), "uvicorn to start")
     if task.done():
         task.result()
     if wait_for_bus:
-        await until(lambda: gw.bus_ready, what="the gateway to connect to NATS")
+        await eventually(lambda: gw.bus_ready, "the gateway to connect to NATS")
     try:
         yield gw
     finally:
         server.should_exit = True
         await asyncio.wait_for(task, 15)
-
-
-async def until(predicate: Callable[[], bool], timeout: float = 20.0, what: str = "condition") -> None:
-    """Poll a condition with a deadline (never a fixed sleep)."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 def auth() -> dict[str, str]:

@@ -27,6 +27,7 @@ from delegate.gateway.fanout import Hub
 from delegate.runtime.bus import Bus
 from tests.support.nats import role_url
 from tests.support.system import System
+from tests.support.waiting import eventually
 
 from .helpers import (
     TOKEN,
@@ -40,7 +41,6 @@ from .helpers import (
     recv_until,
     running_gateway,
     seqs,
-    until,
     user_event,
 )
 
@@ -69,19 +69,18 @@ def start_gateway(system: System, root: Path, **overrides: Any) -> AbstractAsync
 
 async def committed(bus: Bus, count: int, page: int = 500) -> list[Event]:
     """Wait until the ledger has committed ``count`` events; return them all, by seq."""
-    deadline = asyncio.get_running_loop().time() + 30
-    while True:
-        events: list[Event] = []
-        while True:
+    events: list[Event] = []
+
+    async def enough() -> list[Event] | None:
+        events.clear()
+        while True:  # every page, not a wait
             after = events[-1].seq if events else 0
             reply = await bus.request(topics.LEDGER_QUERY, QueryRequest(after_seq=after or 0, limit=page))
-            events += reply.events
+            events.extend(reply.events)
             if not reply.more:
-                break
-        if len(events) >= count:
-            return events
-        assert asyncio.get_running_loop().time() < deadline, f"ledger committed {len(events)}/{count}"
-        await asyncio.sleep(0.05)
+                return events if len(events) >= count else None
+
+    return await eventually(enough, f"the ledger to commit {count} events", explain=lambda: f"{len(events)} committed")
 
 
 def stored_seqs(events: list[Event]) -> list[int]:
@@ -229,13 +228,13 @@ async def test_a_client_that_stalls_past_the_lag_deadline_still_reads_resync_and
         stalled = await StallingClient(f"{gw.ws}/chat?token={TOKEN}").open()
         try:
             await stalled.send({"type": "hello", "after_seq": 0})
-            await until(lambda: len(hub.clients) == 1, what="the client to attach")
+            await eventually(lambda: len(hub.clients) == 1, "the client to attach")
             big = "x" * 60_000
             for round_ in range(12):  # ~7 MB: beyond 32 queued frames and what the sockets buffer
                 await produce(bus, [user_event(f"{round_}-{i} {big}") for i in range(10)])
             # The marker: the lag deadline has passed and the gateway has given up on the client
             # (the old code cut the connection right there; now the hub merely lets it go).
-            await until(lambda: not hub.clients, timeout=60, what="the hub to let the stalled client go")
+            await eventually(lambda: not hub.clients, "the hub to let the stalled client go", 60)
             got = await stalled.drain()
             assert stalled.close_code == 4408
             assert got[-1] == {"type": "resync", "reason": "lagging"}
@@ -250,7 +249,7 @@ async def test_the_hub_fills_a_gap_from_the_ledger_before_forwarding(ledger: Sys
     events = await committed(bus, 12)
     hub = Hub(queue_limit=100, tail_check_s=3600)  # no quiet-spell check during the test
     await hub.start(bus)  # its own live subscriptions are idle: nothing new is committed below
-    await until(lambda: hub.last_seq == events[-1].seq, what="the hub to start at the ledger's newest event")
+    await eventually(lambda: hub.last_seq == events[-1].seq, "the hub to start at the ledger's newest event")
     client = hub.attach()
     client.go_live()
     hub.last_seq = events[3].seq  # as if the next ones never reached this gateway
@@ -260,7 +259,7 @@ async def test_the_hub_fills_a_gap_from_the_ledger_before_forwarding(ledger: Sys
     # One more, committed by the ledger after both: once it is out, the duplicate was handled.
     await produce(bus, [user_event("after the gap")])
     last = (await committed(bus, 13))[-1]
-    await until(lambda: hub.last_seq == last.seq, what="the hub to forward the next event")
+    await eventually(lambda: hub.last_seq == last.seq, "the hub to forward the next event")
     frames = []
     while client._frames:
         frame = await client.next_frame()
@@ -339,13 +338,13 @@ async def test_a_client_that_stops_reading_is_closed_1011_by_the_keepalive_not_c
         stalled = await StallingClient(f"{gw.ws}/chat?token={TOKEN}").open()
         try:
             await stalled.send({"type": "hello", "after_seq": 0})
-            await until(lambda: len(hub.clients) == 1, what="the client to attach")
+            await eventually(lambda: len(hub.clients) == 1, "the client to attach")
             # From here on it reads nothing (so it answers no ping) while the timeline moves on:
             # ~1.2 MB, more than its socket buffers, fewer frames than would make it lag.
             big = "x" * 60_000
             await produce(bus, [user_event(f"{i} {big}") for i in range(20)])
             every = stored_seqs(await committed(bus, 20))
-            await until(lambda: not hub.clients, timeout=30, what="the gateway to end the silent client")
+            await eventually(lambda: not hub.clients, "the gateway to end the silent client", 30)
             got = await stalled.drain()
             assert stalled.close_code == 1011
             assert seqs(got) == every

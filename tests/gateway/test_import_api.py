@@ -21,9 +21,9 @@ from delegate.contracts import topics
 from delegate.contracts.events import Event
 from delegate.contracts.messages import QueryRequest
 from delegate.runtime.bus import Bus
-from tests.inner_plane.harness import eventually
 from tests.support.standin import StandinProcess
 from tests.support.system import System, module_system, owner_http, probe_bus
+from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.integration]
 

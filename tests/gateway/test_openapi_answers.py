@@ -9,9 +9,9 @@ import httpx
 import pytest
 from jsonschema import Draft202012Validator
 
-from tests.inner_plane.harness import eventually
 from tests.support.standin import StandinProcess
 from tests.support.system import System, module_system, owner_http
+from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.integration]
 

@@ -15,12 +15,12 @@ from delegate.contracts.ids import new_id
 from delegate.contracts.messages import QueryRequest
 from delegate.memory.prompts import MARK as TURN_MARK
 from delegate.runtime.bus import Bus
-from tests.inner_plane.harness import eventually
 from tests.memory.builders import History
 from tests.memory.test_service import commit
 from tests.support.standin import StandinProcess
 from tests.support.system import System, module_system, owner_http, probe_bus
 from tests.support.twilio_sign import twilio_signature
+from tests.support.waiting import eventually
 
 from .test_sms_webhooks import AUTH_TOKEN, OWNER, PUBLIC, sid, sms_params
 

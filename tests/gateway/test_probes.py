@@ -16,8 +16,9 @@ import pytest
 from delegate.contracts import topics
 from delegate.contracts.messages import AgentCommand, CommandReply
 from delegate.runtime.bus import Bus
+from tests.support.waiting import eventually
 
-from .helpers import Gateway, auth, connect, owner_inputs, recv_until, stream_messages, until
+from .helpers import Gateway, auth, connect, owner_inputs, recv_until, stream_messages
 
 NESTED = b"[" * 1000 + b"]" * 1000  # 2 KB
 
@@ -134,7 +135,7 @@ async def test_repeated_command_frames_wait_on_one_request_not_one_task_each(gat
 
 
 async def _until_seen(seen: list[AgentCommand], n: int) -> None:
-    await until(lambda: len(seen) >= n, what=f"{n} compact requests at the agent")
+    await eventually(lambda: len(seen) >= n, f"{n} compact requests at the agent")
 
 
 def _nth_error(code: str, n: int) -> Callable[[dict[str, Any]], bool]:

@@ -20,6 +20,7 @@ from delegate.contracts.messages import QueryRequest
 from delegate.runtime.bus import Bus
 from tests.support.standin import TEST_API_KEY, StandinProcess
 from tests.support.system import System
+from tests.support.waiting import eventually
 
 from .helpers import produce, recv_until, seqs, user_event
 
@@ -69,10 +70,7 @@ async def test_readyz_is_503_naming_what_is_missing_until_ledger_and_agent_answe
             last = await readyz(system)
             return last[0] == 200
 
-        deadline = asyncio.get_running_loop().time() + 30
-        while not await ready():
-            assert asyncio.get_running_loop().time() < deadline, last
-            await asyncio.sleep(0.1)
+        await eventually(ready, "/readyz 200", interval=0.1, explain=lambda: f"last: {last}")
         assert last == (200, {"status": "ready", "channels": None, "voice": None})  # no pollers or voice here
         system.kill("ledger")
         assert await readyz(system) == (503, {"status": "unready", "missing": ["ledger"]})
@@ -145,7 +143,7 @@ async def test_a_chat_turn_end_to_end_through_the_agent(tmp_path: Path, standin:
                 def compacting_over(f: dict[str, Any]) -> bool:
                     return f["type"] == "state" and not f["compacting"]
 
-                for _ in range(20):
+                for _ in range(20):  # a retry on "busy" that waits for the frame ending it, not a poll
                     await conn.send(json.dumps({"type": "end_conversation"}))
                     replied = await recv_until(conn, lambda f: f["type"] in ("ack", "error"))
                     done = replied[-1]
@@ -182,10 +180,7 @@ async def test_clients_resume_by_seq_after_the_gateway_process_is_killed(tmp_pat
                 found = await ledger_seqs()
                 return len(found) >= count
 
-            deadline = asyncio.get_running_loop().time() + 30
-            while not await enough():
-                assert asyncio.get_running_loop().time() < deadline
-                await asyncio.sleep(0.05)
+            await eventually(enough, f"the ledger to commit {count} events", explain=lambda: f"{len(found)} committed")
             return found
 
         tabs = [await chat(system), await chat(system)]

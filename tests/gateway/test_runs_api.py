@@ -20,8 +20,8 @@ from delegate.contracts.messages import ArtifactRequest
 from delegate.runtime.bus import Bus, BusUnavailable, RemoteError
 from delegate.tasks.thoughtflow import artifact_event, draw_run
 from tests.support.system import System, module_system, owner_http, probe_bus
+from tests.support.waiting import eventually
 from tests.tasks.test_thoughtflow import activation_run, assert_inert, task_run
-from tests.tools.helpers import eventually
 
 pytestmark = [pytest.mark.integration]
 

@@ -16,8 +16,8 @@ from delegate.contracts.ids import format_ts, utcnow
 from delegate.contracts.limits import MAX_JSON_DEPTH
 from delegate.contracts.signals import OWNER_SIGNAL_KINDS
 from delegate.runtime.bus import Bus
-from tests.inner_plane.harness import eventually
 from tests.support.system import System, module_system, owner_http, probe_bus
+from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.integration]
 

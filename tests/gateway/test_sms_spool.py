@@ -28,9 +28,10 @@ from tests.support.standin import TEST_API_KEY, StandinProcess
 from tests.support.system import System, module_system
 from tests.support.twilio_sign import twilio_signature
 from tests.support.twilio_standin import TwilioStandin
+from tests.support.waiting import eventually
 
-from .helpers import gateway_context, gateway_settings, running_gateway, stream_messages, until
-from .test_sms_webhooks import OWNER, PUBLIC, is_twiml_ack, sms_params, until_async
+from .helpers import gateway_context, gateway_settings, running_gateway, stream_messages
+from .test_sms_webhooks import OWNER, PUBLIC, is_twiml_ack, sms_params
 
 pytestmark = pytest.mark.integration
 
@@ -114,7 +115,7 @@ async def stored_and_answered_once(phone: Phone, bus: Bus, sids: list[str]) -> N
         answers = [e for e in await ledger(bus, "message") if e["role"] == "assistant" and e["parent_id"] in inputs]
         return len(answers) >= len(sids)
 
-    await until_async(all_answered, 90, f"answers to all {len(sids)} SMS")
+    await eventually(all_answered, f"answers to all {len(sids)} SMS", 90)
     messages = await ledger(bus, "message")
     users = [e["id"] for e in messages if e["role"] == "user" and e["id"] in inputs]
     assert sorted(users) == sorted(inputs)  # each stored once
@@ -126,7 +127,7 @@ async def stored_and_answered_once(phone: Phone, bus: Bus, sids: list[str]) -> N
         info = await bus.js.consumer_info("CHANNELS", POLLERS_SMS)
         return len(phone.replies(answer_ids)) >= len(sids) and not info.num_pending and not info.num_ack_pending
 
-    await until_async(outbox_idle, 60, "every answer sent to Twilio")
+    await eventually(outbox_idle, "every answer sent to Twilio", 60)
     assert sorted(phone.replies(answer_ids)) == sorted(answer_ids)  # and sent once
 
 
@@ -176,13 +177,13 @@ async def test_sms_and_callbacks_posted_while_nats_is_down_are_all_answered_then
     async def status_recorded() -> bool:
         return bool(await deliveries(probe, "ob-spool-1"))
 
-    await until_async(status_recorded, 20, "the spooled status callback in the ledger")
+    await eventually(status_recorded, "the spooled status callback in the ledger", 20)
     assert [e["payload"]["status"] for e in await deliveries(probe, "ob-spool-1")] == ["delivered"]
 
     async def verdict_kept() -> bool:
         return any(json.loads(m).get("call_sid") == AMD_CALL for m in await stream_messages(probe, "CHANNELS"))
 
-    await until_async(verdict_kept, 20, "the spooled answering-machine verdict on stream CHANNELS")
+    await eventually(verdict_kept, "the spooled answering-machine verdict on stream CHANNELS", 20)
     verdicts = [json.loads(m) for m in await stream_messages(probe, "CHANNELS")]
     assert [(v["session_id"], v["answered_by"]) for v in verdicts if v.get("call_sid") == AMD_CALL] == [
         (AMD_SESSION, "machine_end_beep")]
@@ -215,7 +216,7 @@ async def test_a_gateway_killed_before_its_spool_drained_delivers_everything_onc
     async def on_voice_in(msg: Any) -> None:
         heard.append(json.loads(msg.data))
 
-    await until(lambda: probe.nc.is_connected, timeout=20, what="the probe to reconnect")
+    await eventually(lambda: probe.nc.is_connected, "the probe to reconnect", 20)
     await probe.nc.subscribe(subjects.voice_in(session), cb=on_voice_in)
     await probe.nc.flush()  # the server has the subscription before the gateway can deliver
     system.procs["gateway"].start()
@@ -225,7 +226,7 @@ async def test_a_gateway_killed_before_its_spool_drained_delivers_everything_onc
     async def hung_up() -> bool:
         return bool(heard)
 
-    await until_async(hung_up, 20, "the spooled hang-up")
+    await eventually(hung_up, "the spooled hang-up", 20)
     assert heard == [{"type": "hangup", "reason": "completed"}]
     assert spool_rows(system, "gateway") == 0
 
@@ -273,9 +274,9 @@ async def test_a_full_spool_refuses_with_503_spool_full_and_takes_messages_again
         # The one case where a non-2xx is right: Twilio then tries the number's fallback URL.
         assert full.status_code == 503 and full.json()["error"]["code"] == "spool_full", full.text
         courier = gateway_context(gw).courier
-        await until(lambda: courier.backlog == 0, timeout=30, what="the spool to drain")
+        await eventually(lambda: courier.backlog == 0, "the spool to drain", 30)
         assert is_twiml_ack(await post_sms(gw.http, sid(3, 4)))
-        await until(lambda: courier.backlog == 0, timeout=30, what="the spool to drain")
+        await eventually(lambda: courier.backlog == 0, "the spool to drain", 30)
     assert await agent_inputs(bus) == [f"sms-{sid(3, n)}" for n in (0, 1, 2, 4)]
 
 
@@ -315,5 +316,5 @@ async def test_spooled_rows_survive_a_restart_of_an_in_process_gateway_and_keep_
     assert all(is_twiml_ack(r) for r in answers)
     async with running_gateway(settings) as gw:
         courier = gateway_context(gw).courier
-        await until(lambda: courier.backlog == 0, timeout=30, what="the spool to drain")
+        await eventually(lambda: courier.backlog == 0, "the spool to drain", 30)
     assert await agent_inputs(bus) == [f"sms-{sid(6, n)}" for n in range(5)]

@@ -6,11 +6,10 @@ PUBLIC_BASE_URL is an https address while the tests call http://127.0.0.1:<port>
 request here is also the "behind a TLS-terminating proxy" case.
 """
 
-import asyncio
 import hashlib
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,8 +30,9 @@ from delegate.runtime.bus import Bus
 from tests.support.nats import role_url
 from tests.support.system import System
 from tests.support.twilio_sign import twilio_signature
+from tests.support.waiting import eventually
 
-from .helpers import Gateway, auth, gateway_context, gateway_settings, running_gateway, until
+from .helpers import Gateway, auth, gateway_context, gateway_settings, running_gateway
 
 AUTH_TOKEN = "test_auth_token_0123"
 PUBLIC = "https://delegate.example.test"
@@ -80,7 +80,7 @@ class Rig:
     async def settled(self) -> None:
         """Wait until the gateway's spool has delivered everything its webhooks stored."""
         courier = gateway_context(self.gw).courier
-        await until(lambda: courier.backlog == 0, what="the gateway's spool to drain")
+        await eventually(lambda: courier.backlog == 0, "the gateway's spool to drain")
 
     def spooled_nothing(self) -> bool:
         """Nothing was ever stored by a webhook: then nothing can reach the bus later either."""
@@ -111,19 +111,11 @@ class Rig:
         return reply.events
 
     async def wait_events(self, kind: str, n: int, timeout: float = 20.0) -> list[Event]:
-        await until_async(lambda: self._has(kind, n), timeout, f"{n} {kind} event(s) in the ledger")
+        await eventually(lambda: self._has(kind, n), f"{n} {kind} event(s) in the ledger", timeout)
         return await self.events(kind)
 
     async def _has(self, kind: str, n: int) -> bool:
         return len(await self.events(kind)) >= n
-
-
-async def until_async(check: Callable[[], Awaitable[bool]], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not await check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
 
 
 @pytest.fixture
@@ -400,7 +392,7 @@ async def test_api_state_carries_the_pollers_channel_state_or_null(rig: Rig) -> 
             body = (await c.get("/api/state")).json()
             return body["state"]["channels"] is not None
 
-        await until_async(answered, 20, "/api/state to show the pollers' channels")
+        await eventually(answered, "/api/state to show the pollers' channels", 20)
         channels = (await c.get("/api/state")).json()["state"]["channels"]
     assert set(channels) >= {"imap", "smtp", "sms", "last_poll_at", "outbox_pending"}
     assert channels["sms"]["enabled"] is False  # the pollers have no Twilio account here

@@ -14,8 +14,8 @@ from delegate.contracts import topics
 from delegate.contracts.events import Channel, Event, ModelUsage, UsagePurpose, make_event
 from delegate.contracts.ids import new_id
 from delegate.contracts.messages import GetRequest
-from tests.inner_plane.harness import eventually
 from tests.support.system import System, module_system, owner_http, probe_bus
+from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.integration]
 

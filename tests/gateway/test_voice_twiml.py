@@ -23,8 +23,9 @@ from delegate.launcher.procs import NatsServer
 from tests.support.nats import role_url
 from tests.support.twilio_media import incoming_call_params, new_sid, stream_from_twiml
 from tests.support.twilio_sign import twilio_signature
+from tests.support.waiting import eventually
 
-from .helpers import gateway_context, gateway_settings, running_gateway, until
+from .helpers import gateway_context, gateway_settings, running_gateway
 from .voice_peer import (
     AUTH_TOKEN,
     OWNER,
@@ -123,7 +124,7 @@ async def test_a_stranger_is_refused_politely_and_the_refusal_is_recorded(rig: V
     # Twilio retries a webhook it did not get an answer to: the same call is recorded once.
     assert (await post(rig, "/twiml", call_params(call_sid, caller=STRANGER))).status_code == 200
     courier = gateway_context(rig.gw).courier
-    await until(lambda: courier.backlog == 0 and courier.delivered > 0, what="the refusal to leave the spool")
+    await eventually(lambda: courier.backlog == 0 and courier.delivered > 0, "the refusal to leave the spool")
     refused = [e for e in await gateway_appends(rig) if e["kind"] == "inbound.refused"]
     assert len({e["id"] for e in refused}) == 1
     event = refused[0]
@@ -261,7 +262,7 @@ async def test_with_nats_down_the_owner_hears_an_apology_and_a_strangers_refusal
         assert [child.tag for child in stranger] == ["Say", "Hangup"] and "owner" in (stranger[0].text or "")
         nats_server.start()
         courier = gateway_context(rig.gw).courier
-        await until(lambda: courier.backlog == 0, timeout=30, what="the spooled refusal to be delivered")
+        await eventually(lambda: courier.backlog == 0, "the spooled refusal to be delivered", 30)
         refused = [e for e in await gateway_appends(rig) if e["kind"] == "inbound.refused"]
         assert [e["id"] for e in refused] == [f"refused:phone:{stranger_sid}"]
 
