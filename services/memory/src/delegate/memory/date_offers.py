@@ -8,7 +8,7 @@ import logging
 from collections.abc import Sequence
 
 from delegate.contracts import topics
-from delegate.contracts.events import Event, InnerSignal, make_event
+from delegate.contracts.events import ContactsSynced, Event, InnerSignal, make_event
 from delegate.runtime.bus import Bus, BusUnavailable
 
 from .index import MemoryIndex
@@ -25,7 +25,7 @@ class DateOffers:
         self.wake = asyncio.Event()
 
     def on_applied(self, events: Sequence[Event]) -> None:
-        if any(e.kind == "contacts.synced" for e in events):
+        if any(e.is_kind(ContactsSynced) for e in events):
             self.wake.set()
 
     async def run(self) -> None:

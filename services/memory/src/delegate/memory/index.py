@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from delegate.contracts.events import Event
+from delegate.contracts.events import Event, Message
 from delegate.contracts.memory import FactChange, ImportStatus, MemoryFact
 from delegate.contracts.people import Commitment
 
@@ -149,7 +149,8 @@ class MemoryIndex:
                     db.execute("RELEASE event")
                     through = event.seq
                     applied += 1
-                    speakers_changed = speakers_changed or (event.kind == "message" and "imported" in event.payload)
+                    # The key, not a model of the payload: the replay sees every message ever written.
+                    speakers_changed = speakers_changed or (event.is_kind(Message) and "imported" in event.payload)
                 self._commit(db, through)
             except BaseException:
                 db.execute("ROLLBACK")
