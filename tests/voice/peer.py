@@ -1,6 +1,6 @@
-"""The gateway's side of a voice session, played by the test over the real bus.
+"""The gateway's side of a voice call, played by the test over the real bus.
 
-``Caller`` prepares and attaches a session as the gateway does, sends the caller's audio at
+``Caller`` prepares and attaches a call as the gateway does, sends the caller's audio at
 real-time pace (µ-law frames of 20 ms), and plays the answer like Twilio: a player drains the
 queued audio at 8 bytes/ms and echoes each mark once the audio before it has played; a clear
 drops the queue and echoes every pending mark at once. It records everything voice sent.
@@ -107,7 +107,7 @@ class Caller:
         return reply
 
     async def attach(self, token: str | None = None, *, heartbeat: bool = True) -> AttachReply:
-        """Subscribe to the session's output first (as the gateway must), then claim it."""
+        """Subscribe to the call's output first (as the gateway must), then claim it."""
         if not any(t.get_name() == "out" for t in self._tasks):
             await self.bus.subscribe(topics.voice_out(self.session_id), self._on_out)
             self._tasks.append(asyncio.create_task(self._player(), name="out"))
@@ -221,18 +221,10 @@ async def ledger_events(bus: Bus, **query: Any) -> list[Event]:
         after = reply.events[-1].seq or after
 
 
-def session_events(events: list[Event], session_id: str) -> list[Event]:
-    """The events of one session's span, in timeline order (ts, id)."""
-    span = next(
-        (e.span_id for e in events if e.kind == "session.started" and e.payload.get("session_id") == session_id),
-        None,
-    )
-    return sorted((e for e in events if span and e.span_id == span), key=lambda e: (e.ts, e.id))
-
-
-async def one_session_events(bus: Bus, session_id: str) -> list[Event]:
-    """``session_events`` of one session, asking the ledger for its span only: the voice tests
-    share their Systems, and reading the whole ledger on every poll grew with each test."""
+async def call_events(bus: Bus, session_id: str) -> list[Event]:
+    """The events of one call's span, in timeline order (ts, id), asking the ledger for that span
+    only: the voice tests share their Systems, and reading the whole ledger on every poll grew
+    with each test."""
     starts = await ledger_events(bus, kinds=["session.started"])
     span = next((e.span_id for e in starts if e.payload.get("session_id") == session_id), None)
     if span is None:
@@ -253,12 +245,12 @@ async def poll_state(bus: Bus, status: str, timeout: float = 15.0) -> VoiceState
 
 
 async def events_until(bus: Bus, session_id: str, kind: str, timeout: float = 20.0) -> list[Event]:
-    """The session's committed events once one of ``kind`` is among them."""
+    """The call's committed events once one of ``kind`` is among them."""
     deadline = time.monotonic() + timeout
     while True:
-        events = await one_session_events(bus, session_id)
+        events = await call_events(bus, session_id)
         if any(e.kind == kind for e in events):
             return events
         if time.monotonic() > deadline:
-            raise AssertionError(f"no {kind} for session {session_id}: {[e.kind for e in events]}")
+            raise AssertionError(f"no {kind} for call {session_id}: {[e.kind for e in events]}")
         await asyncio.sleep(0.1)

@@ -1,4 +1,4 @@
-"""call_owner: a prepared phone session, then one Twilio call into it (the stand-in's Calls API)."""
+"""call_owner: a prepared phone call, then Twilio dialling into it (the stand-in's Calls API)."""
 
 import re
 from collections.abc import Callable, Iterator
@@ -24,7 +24,7 @@ def twilio() -> Iterator[TwilioStandin]:
     tw.stop()
 
 
-async def test_call_owner_places_one_call_into_a_prepared_session(
+async def test_call_owner_places_one_twilio_call_into_a_prepared_call(
     make_system: Callable[..., System], connect: Any, twilio: TwilioStandin, standin: StandinProcess
 ) -> None:
     system = make_system("voice", PUBLIC_BASE_URL=PUBLIC, **twilio.env(owner_phone=OWNER))

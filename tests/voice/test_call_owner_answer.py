@@ -53,7 +53,7 @@ async def drained(bus: Bus, *durables: str) -> bool:
 
 
 async def place_call(system: System, bus: Bus, twilio: TwilioStandin, request_id: str) -> tuple[str, str, str]:
-    """call_owner -> (call sid, session id, stream token), with the call's options checked."""
+    """call_owner -> (call sid, call id, stream token), with the call's options checked."""
     reply = await bus.request(topics.VOICE_CALL_OWNER, CallOwner(request_id=request_id, reason=REASON))
     assert reply.ok and reply.call_sid and reply.session_id, reply
     call = twilio.call(reply.call_sid)
@@ -68,7 +68,7 @@ async def place_call(system: System, bus: Bus, twilio: TwilioStandin, request_id
 async def answered_call(
     system: System, connect: Any, twilio: TwilioStandin, request_id: str
 ) -> tuple[Bus, Caller, str, str]:
-    """A call placed, rung and answered at once, its stream attached: (bus, caller, call sid, session id)."""
+    """A call placed, rung and answered at once, its stream attached: (bus, caller, call sid, call id)."""
     twilio.callbacks_to(system.http)
     bus, caller = await connect(system)
     call_sid, session_id, token = await place_call(system, bus, twilio, request_id)
@@ -82,10 +82,10 @@ async def test_an_owner_answering_after_the_prepare_timeout_talks(
     make_system: Callable[..., System], connect: Any, twilio: TwilioStandin
 ) -> None:
     """Twilio rings the owner for up to 60 s (VOICE_CALL_RING_TIMEOUT_S, its Timeout); an answer
-    after 45 s used to find the prepared session gone, ended "unclaimed" by the fixed 30 s
+    after 45 s used to find the prepared call gone, ended "unclaimed" by the fixed 30 s
     VOICE_PREWARM_TIMEOUT_S, and the owner heard the apology. Scaled down so the test takes
     seconds: the prepare timeout is 2 s and the stand-in answers after 5 s (45 s against 30 s
-    becomes 5 s against 2 s, both past the old fixed hold). The session is now held by the call's
+    becomes 5 s against 2 s, both past the old fixed hold). The call is now held by Twilio's
     status: until the stream attaches (answered) or a status callback says the call is over,
     with the ring timeout only as the backstop."""
     system = make_system(  # the pollers own stream CHANNELS, where the AMD verdict travels
@@ -100,7 +100,7 @@ async def test_an_owner_answering_after_the_prepare_timeout_talks(
     statuses = [p["CallStatus"] for url, p, code in twilio.callbacks_sent if code == 204]
     assert statuses == ["initiated", "ringing", "in-progress"]
     caller.session_id = session_id
-    assert (await caller.attach(token=token)).ok  # Twilio runs the TwiML: the stream claims the session
+    assert (await caller.attach(token=token)).ok  # Twilio runs the TwiML: the stream claims the call
     # Its AMD says a person answered: what they say is theirs, and answered (test_call_screening).
     assert (await asyncio.to_thread(twilio.answered_by, call_sid, "human")).status_code == 204
     await caller.say()
@@ -115,10 +115,10 @@ async def test_an_owner_answering_after_the_prepare_timeout_talks(
     assert any(e.kind == "message" and e.role == "assistant" for e in events)
 
 
-async def test_a_call_nobody_answers_ends_its_session_at_once_and_the_owner_can_call_back(
+async def test_a_call_nobody_answers_ends_at_once_and_the_owner_can_call_back(
     make_system: Callable[..., System], connect: Any, twilio: TwilioStandin
 ) -> None:
-    """The other half of holding the session for the ring: Twilio's final no-answer status ends it
+    """The other half of holding the call for the ring: Twilio's final no-answer status ends it
     then, not at the hold's backstop (here 20 s + the 60 s ring), so the voice lock is free and
     the owner calling back right after the missed call is connected, not refused busy."""
     system = make_system("voice", "gateway", PUBLIC_BASE_URL=PUBLIC, **twilio.env(owner_phone=OWNER))
@@ -208,7 +208,7 @@ async def test_the_voicemail_sms_goes_once_across_a_sigkill_of_voice(
     await _settled(bus, call_sid)
     assert twilio.bodies(to=OWNER) == [SMS]
     kinds = [e.kind for e in await ledger_events(bus) if e.span_id == record.span_id]
-    assert kinds.count("call.voicemail") == 1 and "span.closed" in kinds  # the dead session's span closed
+    assert kinds.count("call.voicemail") == 1 and "span.closed" in kinds  # the dead call's span closed
 
 
 async def wait_for_event(bus: Bus, event_id: str, timeout: float = 30.0) -> Any:

@@ -174,7 +174,7 @@ async def test_realtime_drop_ends_the_call_with_what_was_said(
     assert (await caller.prepare("phone")).ok
     assert (await caller.attach()).ok
     await caller.say()
-    end = await wait_for(caller.ended, "the session's end", timeout=20)
+    end = await wait_for(caller.ended, "the call's end", timeout=20)
     assert end.reason == "realtime_lost" and end.message  # the gateway closes; Twilio plays the apology
 
     events = await events_until(bus, caller.session_id, "span.closed")

@@ -11,7 +11,7 @@ from tests.support.system import System
 from tests.voice.peer import Caller, events_until, ledger_events, wait_for
 
 
-async def test_sigkill_mid_call_then_the_next_prepare_closes_the_stale_session(
+async def test_sigkill_mid_call_then_the_next_prepare_closes_the_stale_call(
     make_system: Callable[..., System], connect: Any, standin: StandinProcess
 ) -> None:
     system = make_system("voice", fresh=True, VOICE_LOCK_TTL_S="2")  # its voice is killed

@@ -52,7 +52,7 @@ async def test_a_fact_said_in_a_call_is_retrieved_in_a_later_text_turn(
     assert "Oslo" in memory_of(agent_bodies(standin)[-1])
 
 
-async def test_a_session_is_seeded_with_memory_and_records_it(
+async def test_a_call_is_seeded_with_memory_and_records_it(
     make_system: Callable[..., System], connect: Any, standin: StandinProcess
 ) -> None:
     system = make_system("memory", "voice", fresh=True, **MEMORY)

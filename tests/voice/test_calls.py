@@ -1,4 +1,4 @@
-"""Preparing and claiming a session: the one-time token, one session at a time, unclaimed ends."""
+"""Preparing and claiming a call: the one-time token, one call at a time, unclaimed ends."""
 
 from collections.abc import Callable
 from typing import Any
@@ -11,7 +11,7 @@ from tests.support.standin import StandinProcess
 from tests.support.system import System
 from tests.voice.peer import events_until, poll_state, session_updates, voice_state, wait_for
 
-# Short enough to wait out: an unclaimed session's end, a silent gateway. One System serves
+# Short enough to wait out: an unclaimed call's end, a silent gateway. One System serves
 # both tests (each of them meets only the timing it is about).
 SHORT_TIMEOUTS = {"VOICE_PREWARM_TIMEOUT_S": "2", "VOICE_LOST_AFTER_S": "1.5"}
 
@@ -27,7 +27,7 @@ async def test_prepare_attach_single_use_token_and_busy(
     prepared = await caller.prepare("phone", call_sid="CA" + "1" * 32, caller="+15550001111")
     assert prepared.ok and prepared.session_id and prepared.token and len(prepared.token) <= 64
 
-    # one session at a time: a second prepare is refused while this one lives
+    # one call at a time: a second prepare is refused while this one lives
     second = await bus.request(topics.VOICE_PREPARE, PrepareSession(kind="browser"))
     assert not second.ok and second.reason == "busy"
 
@@ -46,7 +46,7 @@ async def test_prepare_attach_single_use_token_and_busy(
     assert (await bus.ping("voice")).detail == "live phone call"
 
     await caller.hang_up()
-    end = await wait_for(caller.ended, "the end of the session")
+    end = await wait_for(caller.ended, "the end of the call")
     assert end.reason == "caller_hangup"
     await poll_state(bus, "idle")
 
@@ -59,7 +59,7 @@ async def test_prepare_attach_single_use_token_and_busy(
     assert started["preset"] == "quiet" and started["model"] == "gpt-realtime"
     assert events[-2].payload["reason"] == "caller_hangup"
 
-    # the lock was released: the next session may start at once
+    # the lock was released: the next call may start at once
     assert (await caller.prepare("browser")).ok
     claimed = await caller.attach()
     assert claimed.ok and claimed.audio_format == "pcm16"
@@ -72,7 +72,7 @@ async def test_prepare_attach_single_use_token_and_busy(
     assert updates[-1]["audio"]["output"]["format"] == {"type": "audio/pcm", "rate": 24000}
 
 
-async def test_a_lost_voice_lock_ends_the_session(make_system: Callable[..., System], connect: Any) -> None:
+async def test_a_lost_voice_lock_ends_the_call(make_system: Callable[..., System], connect: Any) -> None:
     system = make_system("voice")
     bus, caller = await connect(system)
     assert (await caller.prepare("phone")).ok
@@ -80,7 +80,7 @@ async def test_a_lost_voice_lock_ends_the_session(make_system: Callable[..., Sys
     await poll_state(bus, "live")
     kv = await bus.js.key_value(VOICE_LEASE_BUCKET)
     await kv.delete(LEASE_KEY)  # as if it expired while the process was paused: the next renewal fails
-    end = await wait_for(caller.ended, "the session's end", timeout=15)
+    end = await wait_for(caller.ended, "the call's end", timeout=15)
     assert end.reason == "superseded" and end.message
     events = await events_until(bus, caller.session_id, "span.closed")
     assert next(e for e in events if e.kind == "session.ended").payload["reason"] == "superseded"
@@ -93,14 +93,14 @@ async def test_shutdown_mid_call_ends_it_cleanly(make_system: Callable[..., Syst
     assert (await caller.attach()).ok
     await poll_state(bus, "live")
     system.procs["voice"].stop()  # SIGTERM
-    end = await wait_for(caller.ended, "the session's end", timeout=15)
+    end = await wait_for(caller.ended, "the call's end", timeout=15)
     assert end.reason == "error" and end.message  # the gateway closes; Twilio plays the apology
     events = await events_until(bus, caller.session_id, "span.closed")
     ended = next(e for e in events if e.kind == "session.ended")
     assert ended.payload["reason"] == "error" and "stopped" in ended.payload["detail"]
 
 
-async def test_unclaimed_session_ends_and_frees_the_lock(make_system: Callable[..., System], connect: Any) -> None:
+async def test_unclaimed_call_ends_and_frees_the_lock(make_system: Callable[..., System], connect: Any) -> None:
     system = make_system("voice", **SHORT_TIMEOUTS)
     bus, caller = await connect(system)
     assert (await caller.prepare("phone")).ok
@@ -111,12 +111,12 @@ async def test_unclaimed_session_ends_and_frees_the_lock(make_system: Callable[.
     assert (await caller.prepare("phone")).ok
 
 
-async def test_gateway_silence_ends_the_session(make_system: Callable[..., System], connect: Any) -> None:
+async def test_gateway_silence_ends_the_call(make_system: Callable[..., System], connect: Any) -> None:
     system = make_system("voice", **SHORT_TIMEOUTS)
     bus, caller = await connect(system)
     assert (await caller.prepare("phone")).ok
     assert (await caller.attach(heartbeat=False)).ok  # and then nothing: the gateway died
-    end = await wait_for(caller.ended, "the session's end", timeout=15)
+    end = await wait_for(caller.ended, "the call's end", timeout=15)
     assert end.reason == "stream_lost"
     events = await events_until(bus, caller.session_id, "span.closed")
     assert next(e for e in events if e.kind == "session.ended").payload["reason"] == "stream_lost"
@@ -128,7 +128,7 @@ async def test_without_prewarm_the_realtime_session_opens_only_when_the_stream_a
     system = make_system("voice", VOICE_PREWARM="false")
     bus, caller = await connect(system)
     assert (await caller.prepare("phone")).ok
-    # A pre-warmed session would be connecting to the model by now; this one waits for its stream.
+    # A pre-warmed call would be connecting to the model by now; this one waits for its stream.
     assert (await voice_state(bus)).status == "connecting"
     assert standin.realtime_sessions() == []
     assert (await caller.attach()).ok
