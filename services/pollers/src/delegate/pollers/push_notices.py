@@ -5,7 +5,7 @@ failed delivery (issue #31). Everything else (the owner's own turns, bookkeeping
 worth waking a phone for.
 """
 
-from delegate.contracts.events import Event
+from delegate.contracts.events import ActivationOutcome, Delivery, Event, InnerSignal, TaskEvent
 from delegate.contracts.push import MAX_NOTICE_TEXT, Notice
 
 FAILED_DELIVERY = frozenset({"failed", "undelivered"})
@@ -18,26 +18,25 @@ def _cut(text: str, size: int = MAX_NOTICE_TEXT) -> str:
 
 def notice_for(event: Event) -> Notice | None:
     """The notice ``event`` calls for, or None."""
-    payload = event.payload
     title: str
     body: str
-    if event.kind == "inner.signal" and payload.get("signal_kind") == "reminder.due":
-        signal = payload.get("signal") or {}
-        text = str((signal.get("payload") or {}).get("text") or "")
+    if (signal := event.payload_as(InnerSignal)) is not None and signal.signal_kind == "reminder.due":
+        text = str((signal.signal.get("payload") or {}).get("text") or "")
         kind, title, body = "reminder", "Reminder", text or "A reminder is due."
-    elif event.kind == "activation.outcome" and payload.get("status") == "completed":
-        summary = str(payload.get("summary") or "")
-        kind, title, body = "activation", "Delegate acted on its own", summary or "Open Delegate to see what it did."
-    elif event.kind in ("task.finished", "task.failed"):
-        data = payload.get("data") or {}
+    elif (outcome := event.payload_as(ActivationOutcome)) is not None and outcome.status == "completed":
+        body = outcome.summary or "Open Delegate to see what it did."
+        kind, title = "activation", "Delegate acted on its own"
+    elif event.kind in ("task.finished", "task.failed") and (task := event.payload_as(TaskEvent)) is not None:
+        # Every task.* kind shares TaskEvent: its kind says which ending this is.
+        data = task.data
         if event.kind == "task.finished":
             kind, title, body = "task", "Task finished", str(data.get("answer") or "The task is done.")
         else:
             reason = str(data.get("reason") or data.get("error") or "it stopped")
             kind, title, body = "task", "Task failed", f"The task failed: {reason}"
-    elif event.kind == "delivery" and payload.get("status") in FAILED_DELIVERY:
-        channel = "SMS" if payload.get("channel") == "sms" else "email"
-        error = str(payload.get("error") or payload.get("status"))
+    elif (delivery := event.payload_as(Delivery)) is not None and delivery.status in FAILED_DELIVERY:
+        channel = "SMS" if delivery.channel == "sms" else "email"
+        error = delivery.error or delivery.status
         kind, title, body = "delivery", f"An {channel} was not delivered", error
     else:
         return None
