@@ -18,9 +18,9 @@ from delegate.contracts.memory import MemoryFact, MemoryFactsCommand
 from delegate.contracts.messages import QueryRequest
 from delegate.memory.prompts import MARK as TURN_MARK
 from delegate.runtime.bus import Bus
-from tests.inner_plane.harness import eventually
 from tests.support.standin import StandinProcess
 from tests.support.system import System, module_system, probe_bus
+from tests.support.waiting import eventually
 
 from .builders import History
 from .test_service import commit, indexed_through

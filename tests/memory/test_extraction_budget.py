@@ -12,9 +12,9 @@ from delegate.contracts.events import ModelUsage, make_event
 from delegate.contracts.ids import new_id
 from delegate.contracts.messages import QueryRequest
 from delegate.runtime.bus import Bus
-from tests.inner_plane.harness import eventually
 from tests.support.standin import StandinProcess
 from tests.support.system import System, probe_bus
+from tests.support.waiting import eventually
 
 from .builders import History
 from .test_extraction import extracted_for, extraction_system, turn_calls

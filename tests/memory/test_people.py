@@ -24,9 +24,9 @@ from delegate.contracts.people import (
 )
 from delegate.memory.prompts import MARK as TURN_MARK
 from delegate.runtime.bus import Bus
-from tests.inner_plane.harness import eventually
 from tests.support.standin import StandinProcess
 from tests.support.system import System, module_system, probe_bus
+from tests.support.waiting import eventually
 
 from .builders import History
 from .test_service import commit

@@ -23,9 +23,9 @@ from delegate.contracts.memory import (
 )
 from delegate.contracts.messages import GetRequest, QueryRequest
 from delegate.runtime.bus import Bus, BusUnavailable, RemoteError
-from tests.inner_plane.harness import eventually
 from tests.support.nats import role_env
 from tests.support.system import System, module_system, probe_bus
+from tests.support.waiting import eventually
 
 from .builders import History
 

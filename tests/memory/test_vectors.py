@@ -16,6 +16,7 @@ from delegate.memory.index import MemoryIndex
 from delegate.memory.ranking import search
 from delegate.memory.settings import Settings
 from delegate.memory.vectors import DenseVectors, VectorWorker
+from tests.support.waiting import eventually_sync
 
 from .builders import History
 from .test_index import NOW, index_with
@@ -148,11 +149,8 @@ def test_the_service_worker_fills_in_the_background(tmp_path: Path, model: Embed
     worker = VectorWorker(index, lambda: model)
     worker.start()
     try:
-        for _ in range(600):
-            if worker.state == "ready":
-                break
-            worker._wake.wait(0.05)
-        assert worker.dense is not None and worker.state == "ready"
+        eventually_sync(lambda: worker.state == "ready", "the vector worker ready")
+        assert worker.dense is not None
         assert worker.dense.embedded_through_seq == index.last_seq
         assert "4 vectors" in worker.detail()
     finally:

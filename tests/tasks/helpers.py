@@ -7,7 +7,7 @@ import httpx
 from delegate.contracts.events import Event
 from delegate.contracts.messages import QueryRequest
 from delegate.runtime.bus import Bus
-from tests.inner_plane.harness import eventually
+from tests.support.waiting import eventually
 
 
 async def create(http: httpx.AsyncClient, goal: str, start_urls: list[str] | None = None,

@@ -20,10 +20,10 @@ from delegate.contracts import topics
 from delegate.contracts.events import TaskEvent, make_event
 from delegate.contracts.messages import QueryRequest, ToolCallRequest
 from delegate.runtime.bus import Bus
-from tests.inner_plane.harness import eventually
 from tests.support.standin import TEST_API_KEY, StandinProcess
 from tests.support.system import System, module_system
 from tests.support.twilio_standin import TwilioStandin
+from tests.support.waiting import eventually
 
 from .helpers import answer, create, ended_journal, get, journal, steps, tool_call, wait_state
 from .site import TestSite
