@@ -4,7 +4,6 @@ process; what it did is read back from the AGENT stream and the ledger."""
 
 import asyncio
 import json
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from delegate.runtime.bus import Bus
 from tests.support.imap_server import ImapServer
 from tests.support.nats import role_url
 from tests.support.system import System
+from tests.support.waiting import eventually
 
 OWNER = "owner@example.com"
 
@@ -85,12 +85,9 @@ class Rig:
         return reply.events
 
     async def until(self, what: str, check: Callable[[], Awaitable[bool]], timeout: float = 20.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if await check():
-                return
-            await asyncio.sleep(0.1)
-        raise AssertionError(f"timed out waiting for {what}\n{self.system.dump_logs()[-4000:]}")
+        """``eventually``, with the services' log tail in the failure."""
+        await eventually(check, what, timeout, interval=0.1, explain=lambda: self.system.dump_logs()[-4000:])
+
 
     async def wait_inputs(self, n: int, timeout: float = 20.0) -> list[dict[str, Any]]:
         async def enough() -> bool:

@@ -12,7 +12,6 @@ import email.policy
 import os
 import sys
 import threading
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from email.message import EmailMessage
@@ -35,6 +34,7 @@ from delegate.runtime.bus import Bus
 from tests.support.nats import role_env, role_url
 from tests.support.system import System
 from tests.support.twilio_standin import TwilioStandin
+from tests.support.waiting import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 OWNER_PHONE = "+15550001111"
@@ -195,12 +195,9 @@ class OutboxRig:
         return found[0]
 
     async def until(self, what: str, check: Callable[[], Awaitable[bool]], timeout: float = 20.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if await check():
-                return
-            await asyncio.sleep(0.05)
-        raise AssertionError(f"timed out waiting for {what}\n{self.system.dump_logs()[-3000:]}\n{self.runner_logs()}")
+        """``eventually``, with the services' and the runner's log tails in the failure."""
+        await eventually(check, what, timeout,
+                         explain=lambda: f"{self.system.dump_logs()[-3000:]}\n{self.runner_logs()}")
 
 
 async def _now(value: bool) -> bool:

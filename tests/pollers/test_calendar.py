@@ -20,9 +20,10 @@ from delegate.contracts.signals import SIGNAL_ADAPTER
 from delegate.pollers.calendar.ical import uid_for_call
 from delegate.pollers.calendar.sync import derived_id
 from delegate.runtime.bus import BusUnavailable, RemoteError
-from tests.inner_plane.harness import Harness, eventually
+from tests.inner_plane.harness import Harness
 from tests.support.radicale import PASSWORD, USER, Owner, RadicaleServer, vevent
 from tests.support.system import System, module_system
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -93,8 +94,8 @@ async def projected(h: Harness, uid: str, count: int, start: datetime, end: date
             return None
         return (found,) if len(found) == count else None  # a tuple: none found is an answer too
 
-    (found,) = await eventually(seen, f"{count} occurrence(s) of {uid} in the projection", timeout=60)
-    return found
+    answer: tuple[list[Any]] = await eventually(seen, f"{count} occurrence(s) of {uid} in the projection", 60)
+    return answer[0]
 
 
 async def signals(h: Harness, kind: str) -> list[Any]:

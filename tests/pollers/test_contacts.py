@@ -13,10 +13,10 @@ from delegate.contracts import topics
 from delegate.contracts.messages import QueryRequest
 from delegate.contracts.people import PeopleCommand
 from delegate.runtime.bus import Bus
-from tests.inner_plane.harness import eventually
 from tests.support.radicale import PASSWORD, USER, Owner, RadicaleServer
 from tests.support.standin import StandinProcess
 from tests.support.system import System, module_system, owner_http, probe_bus
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

@@ -3,8 +3,6 @@ the inner plane holds fires, and the pollers push it to that browser once; the p
 (a local receiver) decrypts it with the browser's key and checks the VAPID signature against
 the key the gateway gave. Real processes: nats-server, ledger, gateway, inner plane, pollers."""
 
-import asyncio
-import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -18,6 +16,7 @@ from delegate.contracts.reminders import ReminderCommand, ReminderSpec
 from delegate.runtime.bus import Bus
 from tests.support.push_receiver import PushReceiver
 from tests.support.system import System
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -43,10 +42,11 @@ async def test_a_fired_reminder_reaches_the_subscribed_browser_once(tmp_path: Pa
                 reply = await bus.request(topics.LEDGER_QUERY, QueryRequest(kinds=["push.delivery"], limit=100))
                 return [str(e.payload["status"]) for e in reply.events]
 
-            deadline = time.monotonic() + 60  # a deadline on the condition, polled
-            while await recorded() != ["sending", "sent"]:
-                assert time.monotonic() < deadline, f"no push recorded: {await recorded()}\n{system.dump_logs()}"
-                await asyncio.sleep(0.1)
+            async def sent() -> bool:
+                return await recorded() == ["sending", "sent"]
+
+            await eventually(sent, "the push recorded as sending, then sent", 60, interval=0.1,
+                             explain=system.dump_logs)
         finally:
             await bus.close()
         [push] = receiver.pushes("phone")
