@@ -5,9 +5,6 @@ the inner plane is only its producer), so what the agent does with a batch is te
 from how the broker chose it.
 """
 
-import asyncio
-import inspect
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -19,6 +16,7 @@ from delegate.contracts.signals import AnySignal, ReminderDue, ReminderDuePayloa
 from tests.agent.rig import Probe, dump_on_failure
 from tests.support.standin import StandinProcess
 from tests.support.system import System
+from tests.support.waiting import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,19 +36,6 @@ def activation(*signals: AnySignal, **fields: Any) -> ActivationInput:
     )
 
 
-async def poll(check: Any, what: str, timeout: float = 30.0) -> Any:
-    """Call ``check()`` (awaiting it when it is a coroutine) until it returns something truthy."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if inspect.isawaitable(value):
-            value = await value
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out after {timeout}s waiting for {what}"
-        await asyncio.sleep(0.05)
-
-
 async def activation_events(probe: Probe, activation_id: str) -> list[Event]:
     """Everything in the activation's span, once its outcome is committed (by seq)."""
 
@@ -58,7 +43,7 @@ async def activation_events(probe: Probe, activation_id: str) -> list[Event]:
         found = await probe.ledger_events(kinds=["activation.outcome"])
         return next((e for e in found if e.parent_id == activation_id), None)
 
-    done = await poll(outcome, f"the outcome of activation {activation_id}", timeout=40)
+    done = await eventually(outcome, f"the outcome of activation {activation_id}", timeout=40)
     return await probe.ledger_events(span_id=done.span_id)
 
 
@@ -69,7 +54,7 @@ async def settled(probe: Probe) -> None:
         info = await probe.bus.js.consumer_info("AGENT", streams.AGENT_WORKER)
         return bool(info.num_ack_pending == 0 and info.num_pending == 0)
 
-    await poll(idle, "the agent to ack its inputs")
+    await eventually(idle, "the agent to ack its inputs")
 
 
 def text_items(body: dict[str, Any]) -> list[tuple[str, str]]:

@@ -3,7 +3,6 @@
 import asyncio
 import contextlib
 import json
-import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -11,6 +10,7 @@ import httpx
 from websockets.asyncio.client import ClientConnection, connect
 
 from tests.support.system import System
+from tests.support.waiting import eventually
 
 T = TypeVar("T")
 
@@ -87,14 +87,8 @@ class ChatClient:
                                                   key=lambda d: d["index"]))
 
     async def wait_for(self, check: Callable[[], T | None], what: str, timeout: float = 30.0) -> T:
-        deadline = time.monotonic() + timeout
-        while True:
-            value = check()
-            if value:
-                return value
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out after {timeout}s waiting for {what}; last frames: {self.frames[-5:]}")
-            await asyncio.sleep(0.05)
+        """``eventually``, with the last frames the page got in the failure."""
+        return await eventually(check, what, timeout, explain=lambda: f"last frames: {self.frames[-5:]}")
 
 
 def api(system: System) -> httpx.AsyncClient:

@@ -1,7 +1,5 @@
 """Helpers of the memory tests: asking the real memory service, and reading what a request was given."""
 
-import asyncio
-import time
 from typing import Any
 
 from delegate.contracts import topics
@@ -9,6 +7,7 @@ from delegate.contracts.events import FactType
 from delegate.contracts.memory import MemoryFact, MemoryFactsCommand, MemoryResult, MemorySearchRequest, Purpose
 from delegate.runtime.bus import Bus
 from tests.support.standin import StandinProcess
+from tests.support.waiting import eventually
 
 SERVICES = ("ledger", "memory", "agent")
 # Generous: these tests check what memory gives, not how fast (the late tests set 0).
@@ -22,19 +21,19 @@ async def search(bus: Bus, query: str, purpose: Purpose = "owner", **fields: Any
 
 async def findable(bus: Bus, query: str, needle: str, *, purpose: Purpose = "owner", timeout: float = 30.0) -> None:
     """Wait until memory finds ``needle`` for ``query`` (indexing follows the ledger, a moment behind)."""
-    deadline = time.monotonic() + timeout
-    while True:
+    last: list[Any] = [None]
+
+    async def found() -> bool:
         try:
             reply = await search(bus, query, purpose)
-            found: list[MemoryResult] = [*reply.results, *reply.adaptations]
-            if any(needle.lower() in r.text.lower() for r in found):
-                return
         except Exception as exc:  # the service may still be starting
-            last: Any = exc
-        else:
-            last = [r.text for r in found]
-        assert time.monotonic() < deadline, f"memory never found {needle!r} for {query!r}: {last}"
-        await asyncio.sleep(0.1)
+            last[0] = exc
+            return False
+        results: list[MemoryResult] = [*reply.results, *reply.adaptations]
+        last[0] = [r.text for r in results]
+        return any(needle.lower() in r.text.lower() for r in results)
+
+    await eventually(found, f"memory to find {needle!r} for {query!r}", timeout, explain=lambda: f"last: {last[0]}")
 
 
 async def remember(bus: Bus, text: str, type: FactType = "fact", request_id: str | None = None) -> MemoryFact:
@@ -73,4 +72,3 @@ def section(instructions: str, heading: str) -> str:
 
 def memory_of(body: dict[str, Any]) -> str:
     return section(str(body.get("instructions", "")), "## Memory")
-

@@ -6,9 +6,7 @@ IdleCheckInput or a context.capsule event) and watches live subjects. Waits poll
 with a deadline, never a fixed sleep.
 """
 
-import asyncio
 import sqlite3
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -27,6 +25,7 @@ from delegate.ledger.store import sqlite_path
 from delegate.runtime.bus import Bus
 from tests.support.standin import TEST_API_KEY, StandinProcess
 from tests.support.system import System
+from tests.support.waiting import eventually
 
 T = TypeVar("T")
 
@@ -134,14 +133,8 @@ class Probe:
     # ---- waiting ----------------------------------------------------------------------------
 
     async def wait_for(self, check: Callable[[], T | None], what: str, timeout: float = 30.0) -> T:
-        deadline = time.monotonic() + timeout
-        while True:
-            value = check()
-            if value:
-                return value
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-            await asyncio.sleep(0.05)
+        """``eventually``, with the last committed events in the failure (what the agent did)."""
+        return await eventually(check, what, timeout, explain=lambda: f"last events: {self.events[-5:]}")
 
     def outcome(self, turn_id: str) -> Event | None:
         """The assistant message or turn.failed answering an input, once committed."""

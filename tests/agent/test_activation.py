@@ -14,21 +14,14 @@ from email.message import EmailMessage
 import pytest
 
 from delegate.contracts.channels import OutboundSms
-from tests.agent.activations import (
-    activation,
-    activation_events,
-    dump_if_failed,
-    poll,
-    reminder,
-    settled,
-    text_items,
-)
+from tests.agent.activations import activation, activation_events, dump_if_failed, reminder, settled, text_items
 from tests.agent.rig import Probe, agent_env
 from tests.agent.test_channel_replies import outbound, sms_input
 from tests.pollers.outbox_fixtures import SmtpCapture
 from tests.support.standin import StandinProcess
 from tests.support.system import System
 from tests.support.twilio_standin import TwilioStandin
+from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.integration]
 
@@ -105,7 +98,7 @@ async def test_an_activation_span_carries_the_batch_the_answer_and_the_outcome(
     assert "reply_channel" not in outcome.payload  # the owner's last channel was the chat: the timeline only
     assert "timeline" in outcome.payload["reason"]
     assert (message.seq or 0) < (outcome.seq or 0)
-    closed = await poll(
+    closed = await eventually(
         lambda: probe.ledger_events(span_id=opened.span_id, kinds=["span.closed"]), "the activation span to close"
     )
     assert closed[0].payload["reason"] == "completed" and (closed[0].seq or 0) > (outcome.seq or 0)
@@ -131,7 +124,7 @@ async def test_nothing_to_do_is_an_outcome_and_nothing_is_delivered(services: Se
     sms = sms_input("I am off to the gym tonight", "SM" + "7" * 32)
     await probe.publish_input(sms)
     answer = await probe.answer(sms.id)
-    await poll(lambda: answer.payload["text"] in twilio.bodies(to=OWNER_PHONE), "the SMS reply at Twilio")
+    await eventually(lambda: answer.payload["text"] in twilio.bodies(to=OWNER_PHONE), "the SMS reply at Twilio")
     sent_before = len(twilio.messages)
 
     act = activation(reminder("Pack the gym bag"))
@@ -176,7 +169,7 @@ async def test_the_answer_goes_by_sms_when_the_owner_texted_last(services: Servi
     [message] = [e for e in events if e.kind == "message"]
     assert outcome.payload["status"] == "completed" and outcome.payload["reply_channel"] == "sms"
 
-    await poll(lambda: said in twilio.bodies(to=OWNER_PHONE), "the activation's SMS at Twilio")
+    await eventually(lambda: said in twilio.bodies(to=OWNER_PHONE), "the activation's SMS at Twilio")
     assert twilio.bodies(to=OWNER_PHONE).count(said) == 1
     [queued] = [m for m in await outbound(probe) if m.id == message.id]
     assert isinstance(queued, OutboundSms) and (queued.origin, queued.parent_id) == ("activation", message.id)
@@ -193,7 +186,7 @@ async def test_reply_via_email_sends_the_answer_by_email(services: Services, pro
     assert outcome.payload["reply_channel"] == "email"
     assert "asked for email" in outcome.payload["reason"]
 
-    mails = await poll(
+    mails = await eventually(
         lambda: [m.message for m in smtp.messages if said in _plain(m.message)],
         "the activation's email at the SMTP server",
     )
@@ -218,7 +211,7 @@ async def test_a_failed_activation_still_brings_the_reminder(services: Services,
     assert failed.payload["message"] in outcome.payload["reason"]
 
     # The model was down, but the reminder itself still reaches the owner, once.
-    bodies = await poll(
+    bodies = await eventually(
         lambda: [b for b in twilio.bodies(to=OWNER_PHONE) if "Reminder: Feed the neighbour's cat" in b],
         "the reminder's SMS at Twilio",
     )
@@ -244,7 +237,7 @@ async def test_an_agent_killed_mid_activation_delivers_the_answer_once_after_res
     def asked() -> int:
         return len([r for r in standin.response_requests() if "parcel from Lisbon" in json.dumps(r["body"])])
 
-    await poll(asked, "the activation's model request")
+    await eventually(asked, "the activation's model request")
     system.kill("agent")  # SIGKILL mid-activation: span opened, nothing answered
     system.procs["agent"].start()
     events = await activation_events(probe, act.id)
@@ -255,5 +248,5 @@ async def test_an_agent_killed_mid_activation_delivers_the_answer_once_after_res
     assert len(opened) == 1 and opened[0].payload["activation_id"] == act.id  # the same span, continued
     assert [e.payload["text"] for e in events if e.kind == "message"] == [said]
     assert [e.payload["reply_channel"] for e in events if e.kind == "activation.outcome"] == ["sms"]
-    await poll(lambda: said in twilio.bodies(to=OWNER_PHONE), "the activation's SMS at Twilio")
+    await eventually(lambda: said in twilio.bodies(to=OWNER_PHONE), "the activation's SMS at Twilio")
     assert twilio.bodies(to=OWNER_PHONE).count(said) == 1

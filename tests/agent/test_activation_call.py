@@ -7,11 +7,12 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.agent.activations import activation, activation_events, dump_if_failed, poll, reminder
+from tests.agent.activations import activation, activation_events, dump_if_failed, reminder
 from tests.agent.rig import Probe, agent_env
 from tests.support.standin import StandinProcess
 from tests.support.system import System
 from tests.support.twilio_standin import TwilioStandin
+from tests.support.waiting import eventually
 from tests.voice.conftest import QUIET, voice_env, write_preset
 from tests.voice.peer import session_updates
 
@@ -70,7 +71,7 @@ async def test_an_urgent_activation_calls_the_owner_with_the_answer(calling: Cal
     assert "ACTIVATION_CALLS" in outcome.payload["reason"]
 
     assert len(twilio.calls) == 1 and twilio.calls[0]["to"] == OWNER_PHONE
-    updates = await poll(
+    updates = await eventually(
         lambda: [u for u in session_updates(standin) if said in str(u.get("instructions"))],
         "the call's Realtime session to be told why it calls",
     )

@@ -15,11 +15,12 @@ from delegate.contracts import subjects, topics
 from delegate.contracts.channels import OutboundEmail
 from delegate.contracts.events import Event
 from delegate.contracts.signals import SIGNAL_ADAPTER, AnySignal, EmailReceived
-from tests.agent.activations import dump_if_failed, poll, settled
+from tests.agent.activations import dump_if_failed, settled
 from tests.agent.rig import Probe, agent_env
 from tests.agent.test_channel_replies import email_input, outbound, queued
 from tests.support.standin import StandinProcess
 from tests.support.system import System
+from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.integration]
 
@@ -82,10 +83,10 @@ async def test_an_email_while_away_becomes_a_user_message_and_one_signal_and_no_
         # a moment later (its writer process may still be starting on a fresh ledger).
         return [e for e in await probe.ledger_events(kinds=["message"]) if e.id == mail.id]
 
-    [message] = await poll(stored, "the email stored in the ledger")
+    [message] = await eventually(stored, "the email stored in the ledger")
     assert (message.role, message.channel, message.span_id) == ("user", "email", None)
     assert message.payload["meta"]["subject"] == "Offer"
-    [signal] = [s for s in await poll(lambda: inner_signals(probe), "the email.received signal")
+    [signal] = [s for s in await eventually(lambda: inner_signals(probe), "the email.received signal")
                 if s.kind == "email.received" and s.payload.event_id == mail.id]
     assert isinstance(signal, EmailReceived)
     assert signal.id == f"{mail.id}:signal" and signal.source == "email"

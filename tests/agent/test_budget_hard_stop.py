@@ -17,9 +17,9 @@ import websockets
 from delegate.contracts import topics
 from delegate.contracts.events import Event, ModelUsage, make_event
 from delegate.contracts.messages import QueryRequest
-from tests.inner_plane.harness import eventually
 from tests.support.standin import TEST_API_KEY, StandinProcess
 from tests.support.system import System, module_system, owner_http, probe_bus
+from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.integration]
 

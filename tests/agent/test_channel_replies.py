@@ -5,8 +5,6 @@ gateway (SMS) and the pollers (email) would, and reads CHANNELS as the pollers w
 pollers run: what is checked is what the agent queues, with which ids and fields.
 """
 
-import asyncio
-import time
 from collections.abc import Awaitable, Callable
 from typing import TypedDict
 
@@ -20,6 +18,7 @@ from delegate.contracts.messages import RegenerateInput, UserInput
 from tests.agent.rig import Probe, response_bodies
 from tests.support.standin import StandinProcess
 from tests.support.system import System
+from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.integration]
 
@@ -52,26 +51,22 @@ async def outbound(probe: Probe) -> list[OutboundSms | OutboundEmail]:
 
 
 async def queued(probe: Probe, outbox_id: str, timeout: float = 20.0) -> OutboundSms | OutboundEmail:
-    deadline = time.monotonic() + timeout
-    while True:
-        match = [m for m in await outbound(probe) if m.id == outbox_id]
-        if match:
-            assert len(match) == 1, match
-            return match[0]
-        assert time.monotonic() < deadline, f"nothing was queued with id {outbox_id}"
-        await asyncio.sleep(0.05)
+    async def matching() -> list[OutboundSms | OutboundEmail]:
+        return [m for m in await outbound(probe) if m.id == outbox_id]
+
+    match = await eventually(matching, f"{outbox_id} queued", timeout)
+    assert len(match) == 1, match
+    return match[0]
 
 
 async def all_acked(probe: Probe, delivered: int, timeout: float = 30.0) -> None:
     """Wait until the agent acked every input: whatever it publishes for them is out by then."""
-    deadline = time.monotonic() + timeout
-    while True:
+    async def acked() -> bool:
         info = await probe.bus.js.consumer_info("AGENT", streams.AGENT_WORKER)
         seen = info.delivered.consumer_seq if info.delivered else 0
-        if (seen or 0) >= delivered and info.num_ack_pending == 0 and info.num_pending == 0:
-            return
-        assert time.monotonic() < deadline, "the agent did not ack its inputs"
-        await asyncio.sleep(0.05)
+        return (seen or 0) >= delivered and info.num_ack_pending == 0 and info.num_pending == 0
+
+    await eventually(acked, f"the agent to ack its {delivered} inputs", timeout)
 
 
 def sms_input(text: str, sid: str) -> UserInput:

@@ -27,8 +27,8 @@ from delegate.inner_plane.settings import Settings as PlaneSettings
 from delegate.inner_plane.state import StateFile
 from delegate.memory.prompts import MARK as TURN_MARK
 from delegate.runtime.bus import Bus
-from tests.agent.activations import poll
 from tests.agent.memory_rig import agent_bodies
+from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.integration]
 
@@ -79,7 +79,7 @@ async def test_a_promise_due_friday_is_nudged_on_friday_and_kept_when_the_owner_
     })
     said = await probe.send("I'll send Ana the photos on Friday.")
     await probe.answer(said.id)
-    [made] = await poll(lambda: open_commitments(probe.bus, "photos"), "one open commitment")
+    [made] = await eventually(lambda: open_commitments(probe.bus, "photos"), "one open commitment")
     assert made.due == friday and made.by == "owner" and made.event_ids == [said.id]
 
     # Friday 09:00: the watch raises the due signal; the real broker wakes the agent, which nudges.
@@ -95,7 +95,7 @@ async def test_a_promise_due_friday_is_nudged_on_friday_and_kept_when_the_owner_
         return next((e for e in found if e.role == "assistant" and "send Ana the photos" in e.payload["text"]
                      and e.channel == "inner"), None)
 
-    nudge = await poll(nudged, "the nudge", timeout=60)
+    nudge = await eventually(nudged, "the nudge", timeout=60)
     signals = [e for e in await probe.ledger_events(kinds=["inner.signal"]) if e.id == due_signal_id(made.id)]
     assert len(signals) == 1 and signals[0].payload["signal_kind"] == "commitment.due"
     decisions = [e for e in await probe.ledger_events(kinds=["inner.decision"]) if e.parent_id == signals[0].id]
@@ -116,7 +116,7 @@ async def test_a_promise_due_friday_is_nudged_on_friday_and_kept_when_the_owner_
     )
     done = await probe.send("done, sent them")
     await probe.answer(done.id)
-    [kept] = await poll(lambda: open_commitments(probe.bus, "photos", "kept"), "the commitment kept")
+    [kept] = await eventually(lambda: open_commitments(probe.bus, "photos", "kept"), "the commitment kept")
     assert kept.id == made.id and kept.event_ids[-1] == done.id
     assert await open_commitments(probe.bus, "photos") == []
     assert any("commitment_update" in json.dumps(b.get("tools", [])) for b in agent_bodies(standin))
@@ -136,7 +136,7 @@ async def test_the_assistants_own_commitment_falling_due_is_done_by_an_activatio
     })
     said = await probe.send("Can you check the train times to Porto in a moment?")
     await probe.answer(said.id)
-    [mine] = await poll(lambda: open_commitments(probe.bus, "train times"), "the assistant's commitment")
+    [mine] = await eventually(lambda: open_commitments(probe.bus, "train times"), "the assistant's commitment")
     assert mine.by == "assistant"
 
     # The real inner plane's own clock: when it falls due, the activation does the work and closes it.
@@ -150,14 +150,14 @@ async def test_the_assistants_own_commitment_falling_due_is_done_by_an_activatio
         {"match": {"has_tool_output": True, "has_tool": "commitment_update"}, "action": "text",
          "text": "I checked: trains to Porto at 08:09, 09:39 and 11:09 (saved as a note)."},
     )
-    [kept] = await poll(lambda: open_commitments(probe.bus, "train times", "kept"), "kept by the activation",
+    [kept] = await eventually(lambda: open_commitments(probe.bus, "train times", "kept"), "kept by the activation",
                         timeout=90)
     assert kept.id == mine.id and kept.reason == "checked and noted"
     async def completed() -> list[Event]:
         return [o for o in await probe.ledger_events(kinds=["activation.outcome"])
                 if o.payload["status"] == "completed"]
 
-    await poll(completed, "the activation's outcome")
+    await eventually(completed, "the activation's outcome")
     results = [e for e in await probe.ledger_events(kinds=["tool.result"]) if e.payload.get("name") == "notes_create"]
     assert results and results[0].payload["ok"] is True, "the activation performed it"
     [due] = await probe.ledger_events(kinds=["commitment.due"])
@@ -183,7 +183,7 @@ async def test_a_birthday_learned_is_offered_as_a_yearly_reminder_never_set_sile
         asks = "shall I remind you every year"
         return next((e for e in found if e.role == "assistant" and asks in e.payload["text"]), None)
 
-    await poll(offered, "the offer of a yearly reminder", timeout=60)
+    await eventually(offered, "the offer of a yearly reminder", timeout=60)
     signals = [e for e in await probe.ledger_events(kinds=["inner.signal"])
                if e.payload["signal_kind"] == "person.date"]
     assert len(signals) == 1 and signals[0].payload["signal"]["payload"]["date"] == "03-14"
@@ -226,7 +226,7 @@ async def test_imported_birthdays_are_offered_once_together_and_set_on_the_owner
         found = await probe.ledger_events(kinds=["message"])
         return [e for e in found if e.role == "assistant" and "Shall I set yearly reminders" in e.payload["text"]]
 
-    [offer] = await poll(asked, "one message offering the imported birthdays", timeout=60)
+    [offer] = await eventually(asked, "one message offering the imported birthdays", timeout=60)
     [signal] = [e for e in await probe.ledger_events(kinds=["inner.signal"])
                 if e.payload["signal_kind"] == "person.dates"]
     assert signal.payload["signal"]["payload"]["count"] == 2
@@ -247,7 +247,7 @@ async def test_imported_birthdays_are_offered_once_together_and_set_on_the_owner
     )
     yes = await probe.send("Yes, all of them.")
     await probe.answer(yes.id)
-    reminders = await poll(lambda: probe.ledger_events(kinds=["reminder.set"]), "the reminders set on the yes")
+    reminders = await eventually(lambda: probe.ledger_events(kinds=["reminder.set"]), "the reminders set on the yes")
     assert sorted(r.payload["spec"]["text"] for r in reminders) == [text for text, _ in yearly]
     assert offer.ts < yes.ts
 
@@ -270,10 +270,10 @@ async def test_imported_birthdays_are_offered_once_together_and_set_on_the_owner
                  if e.payload["signal_kind"] == "person.dates"]
         return found if len(found) > 1 else None
 
-    first, second = await poll(offers, "the offer of Dan's birthday", timeout=60)
+    first, second = await eventually(offers, "the offer of Dan's birthday", timeout=60)
     assert first.id == signal.id
     assert [d["name"] for d in second.payload["signal"]["payload"]["dates"]] == ["Dan Rocha"]
-    await poll(lambda: asked_dan(probe), "the one message about Dan", timeout=60)
+    await eventually(lambda: asked_dan(probe), "the one message about Dan", timeout=60)
     assert len(await asked()) == 1, "Ana and Bruno were never offered again"
 
 

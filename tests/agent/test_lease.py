@@ -1,7 +1,6 @@
 """The fenced singleton lease on a real JetStream KV bucket."""
 
 import asyncio
-import inspect
 from collections.abc import Awaitable, Callable
 
 import pytest
@@ -12,21 +11,9 @@ from delegate.runtime.bus import Bus, BusUnavailable, RemoteError
 from delegate.runtime.lease import LEASE_KEY, Lease
 from tests.agent.rig import LEASE_TTL, Probe, term_rows
 from tests.support.system import System
+from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.integration]
-
-
-async def _until(check: Callable[[], Awaitable[bool] | bool], what: str, timeout: float = 20.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        met = check()
-        if inspect.isawaitable(met):
-            met = await met
-        if met:
-            return
-        assert loop.time() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.05)
 
 
 def lease(bus: Bus, holder: str, ttl: float = LEASE_TTL) -> Lease:
@@ -53,13 +40,13 @@ async def test_one_holder_at_a_time_and_takeover_after_expiry(nats_url: str) -> 
             def renewed(before: int = before) -> bool:
                 return (a.revision or 0) > before
 
-            await _until(renewed, "a renewal")
+            await eventually(renewed, "a renewal")
             assert not await b.try_acquire()
             assert await a.confirm()
         # Renewals move the revision, never the term's fencing token.
         assert a.token == first and (a.revision or 0) > first
         holding.cancel()  # a "dies": no more renewals
-        await _until(b.try_acquire, "b to take over after the ttl")
+        await eventually(b.try_acquire, "b to take over after the ttl")
         # The successor's token is higher: the ledger can tell the terms apart by it.
         assert b.token is not None and b.token > first
         # a's fresh read shows the lease is not its own any more, and its renewal fails.
@@ -96,7 +83,7 @@ async def test_the_lease_is_in_doubt_once_renewals_stop(nats_url: str) -> None:
         a = lease(bus, "a", ttl=3.0)
         assert await a.try_acquire()
         assert not a.in_doubt()
-        await _until(a.in_doubt, "the lease to fall in doubt without renewals")
+        await eventually(a.in_doubt, "the lease to fall in doubt without renewals")
         assert await a.confirm()  # still ours (nobody took it yet) ...
         assert await a.renew() and not a.in_doubt()  # ... and a renewal settles the doubt
     finally:
@@ -122,9 +109,9 @@ async def test_an_agent_that_loses_its_lease_steps_down_and_later_leads_again(
     async def leading() -> bool:
         return not await silent()
 
-    await _until(silent, "the agent to step down")
+    await eventually(silent, "the agent to step down")
     # Nobody renews the foreign entry: it expires, and the same process leads again.
-    await _until(leading, "the agent to lead again", timeout=30)
+    await eventually(leading, "the agent to lead again", timeout=30)
     msg = await probe.send("still answering?")
     assert (await probe.answer(msg.id)).kind == "message"
 
@@ -146,7 +133,7 @@ async def test_the_bucket_follows_the_configured_ttl(nats_url: str) -> None:
         assert not await b.try_acquire()
         info = await bus.js.stream_info(f"KV_{subjects.AGENT_LEASE_BUCKET}")
         assert info.config.max_age == pytest.approx(3.0)
-        await _until(b.try_acquire, "the shorter ttl to let b in")
+        await eventually(b.try_acquire, "the shorter ttl to let b in")
     finally:
         await bus.close()
 

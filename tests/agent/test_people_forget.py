@@ -10,8 +10,8 @@ import pytest
 from delegate.contracts import topics
 from delegate.contracts.people import PeopleCommand
 from delegate.memory.prompts import MARK as TURN_MARK
-from tests.agent.activations import poll
 from tests.agent.memory_rig import ON_TIME, SERVICES, agent_bodies, findable, memory_of
+from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.integration]
 
@@ -32,7 +32,7 @@ async def test_a_forgotten_person_is_in_no_later_model_request(make_system: Any,
         reply = await probe.bus.request(topics.MEMORY_PEOPLE, PeopleCommand(op="list"))
         return next((p for p in reply.people if p.name == "Bea" and p.facts == 1), None)
 
-    bea = await poll(known, "Bea with her fact")
+    bea = await eventually(known, "Bea with her fact")
     await findable(probe.bus, "what instrument does Bea play", "cello", purpose="turn")
     asked = await probe.send("What instrument does Bea play?")
     await probe.answer(asked.id)

@@ -1,6 +1,5 @@
 """A leader that died after answering but before acking: the next leader must not answer again."""
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TypedDict
 
@@ -13,6 +12,7 @@ from delegate.contracts.messages import UserInput
 from tests.agent.rig import Probe
 from tests.support.standin import StandinProcess
 from tests.support.system import System
+from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.integration]
 
@@ -77,10 +77,7 @@ async def test_a_redelivered_input_that_was_answered_is_acked_not_rerun(
         delivered = info.delivered.consumer_seq if info.delivered else 0
         return (delivered or 0) >= 3 and info.num_ack_pending == 0 and info.num_pending == 0
 
-    deadline = asyncio.get_running_loop().time() + 30
-    while not await settled():
-        assert asyncio.get_running_loop().time() < deadline, "the old input was never redelivered and acked"
-        await asyncio.sleep(0.1)
+    await eventually(settled, "the old input redelivered and acked")
     ledger = await probe.ledger_events()
     assert [e.kind for e in ledger].count("conversation.opened") == 1
     assert [e.kind for e in ledger].count("span.opened") == 1

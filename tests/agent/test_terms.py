@@ -11,6 +11,7 @@ from delegate.contracts.messages import ResumeRequest, ResumeState
 from delegate.runtime.lease import LEASE_KEY
 from tests.agent.rig import Probe, term_rows
 from tests.support.system import System
+from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.integration]
 
@@ -33,14 +34,6 @@ async def until_rows(
 
     await probe.wait_for(met, what, timeout)
     return result[0]
-
-
-async def until(check: Any, what: str, timeout: float = 30.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not await check():
-        assert loop.time() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.05)
 
 
 def stop(system: System, name: str) -> int | None:
@@ -101,7 +94,7 @@ async def test_a_standby_supersedes_a_killed_holder(
     async def renewed_twice() -> bool:
         return ((await kv.get(LEASE_KEY)).revision or 0) >= seen + 2
 
-    await until(renewed_twice, "two renewals by the leader")
+    await eventually(renewed_twice, "two renewals by the leader")
     assert len(term_rows(system)) == 1
     assert "agent-b" not in (await probe.bus.ping("agent")).instance
 
