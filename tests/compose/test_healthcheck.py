@@ -12,7 +12,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,6 +25,7 @@ from delegate.launcher.natsconf import operator_config, password_variable
 from delegate.launcher.procs import free_port
 from delegate.runtime.bus import Bus
 from tests.support.nats import require_nats_binary
+from tests.support.waiting import eventually_sync
 
 pytestmark = pytest.mark.integration
 
@@ -69,14 +69,16 @@ def _servers(nodes: list[Node], extra: list[list[str]]) -> Iterator[None]:
             log = (node.store.parent / f"{node.store.name}.log").open("wb")
             procs.append(subprocess.Popen([binary, "-c", str(node.config()), *flags], env=env,
                                           stdout=log, stderr=subprocess.STDOUT))
-        deadline = time.monotonic() + 30
-        while not all(_healthy(n.monitor) for n in nodes):  # JetStream up (on a cluster: a meta leader)
+        def healthy() -> bool:
+            if all(_healthy(n.monitor) for n in nodes):
+                return True
             exited = [n for n, p in zip(nodes, procs, strict=True) if p.poll() is not None]
             assert not exited, "a nats-server exited:\n" + "\n".join(
                 (n.store.parent / f"{n.store.name}.log").read_text()[-2000:] for n in exited
             )
-            assert time.monotonic() < deadline, "nats-server not healthy in 30 s"
-            time.sleep(0.2)
+            return False
+
+        eventually_sync(healthy, "nats-server healthy (JetStream up; on a cluster, a meta leader)", 30, interval=0.2)
         yield
     finally:
         for proc in procs:

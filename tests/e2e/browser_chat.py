@@ -261,6 +261,8 @@ class BrowserChat:
         return await self.wait_for(check, f"the answer to {client_msg_id}", timeout)
 
     async def wait_for(self, check: Callable[[], T | None], what: str, timeout: float = 30.0) -> T:
+        # Not tests.support.waiting.eventually: this one wakes on every frame the page gets
+        # (self._changed) instead of polling, so an answer is seen the moment it lands.
         deadline = time.monotonic() + timeout
         while True:
             self._changed.clear()

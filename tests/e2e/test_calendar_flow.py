@@ -20,11 +20,12 @@ from delegate.contracts.messages import UserInput
 from delegate.pollers.calendar.ical import uid_for_call
 from delegate.pollers.calendar.sync import derived_id
 from tests.agent.rig import agent_env
-from tests.inner_plane.harness import Harness, eventually, plane_env
+from tests.inner_plane.harness import Harness, plane_env
 from tests.support.radicale import PASSWORD, USER, Owner, RadicaleServer, vevent
 from tests.support.standin import StandinProcess
 from tests.support.system import System, module_system
 from tests.support.twilio_standin import TwilioStandin
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

@@ -5,8 +5,6 @@ publishes an inbound SMS (a UserInput on the agent's input stream); the chat tur
 the browser WebSocket. What the model was given is read from the stand-in's recorded requests.
 """
 
-import asyncio
-import time
 from collections.abc import Awaitable, Callable
 
 import nats.js.errors
@@ -20,6 +18,7 @@ from tests.agent.conftest import make_system, probe_for  # noqa: F401 - fixtures
 from tests.agent.rig import Probe, input_texts, response_bodies
 from tests.support.standin import StandinProcess
 from tests.support.system import System
+from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.integration]
 
@@ -27,18 +26,15 @@ FACT = "My locker code at the gym is 4471."
 
 
 async def sms_reply(probe: Probe, outbox_id: str, timeout: float = 20.0) -> OutboundSms:
-    deadline = time.monotonic() + timeout
-    while True:
+    async def queued() -> OutboundSms | None:
         try:
             raw = await probe.bus.js.get_last_msg("CHANNELS", subjects.CHANNELS_SMS_OUT)
         except nats.js.errors.NotFoundError:  # nothing on the subject yet
-            raw = None
-        if raw is not None and raw.data:
-            msg = OUTBOUND_ADAPTER.validate_json(raw.data)
-            if msg.id == outbox_id and isinstance(msg, OutboundSms):
-                return msg
-        assert time.monotonic() < deadline, "the SMS turn's reply was never queued"
-        await asyncio.sleep(0.05)
+            return None
+        msg = OUTBOUND_ADAPTER.validate_json(raw.data) if raw.data else None
+        return msg if isinstance(msg, OutboundSms) and msg.id == outbox_id else None
+
+    return await eventually(queued, "the SMS turn's reply queued", timeout)
 
 
 async def test_a_fact_sent_by_sms_is_in_the_next_chat_turns_context(

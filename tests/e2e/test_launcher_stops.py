@@ -12,6 +12,7 @@ bound with room for a loaded machine, and the measured times are printed; ``benc
 runs the issue's 50 rounds of each and prints the distribution against the 5 s bound.
 """
 
+import functools
 import os
 import signal
 import subprocess
@@ -23,6 +24,7 @@ import httpx
 import pytest
 
 from delegate.launcher.procs import free_port
+from tests.support.waiting import eventually_sync
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -64,15 +66,6 @@ def _running(pid: int) -> bool:
         return False
 
 
-def _wait_for(predicate, timeout: float, what: str) -> float:  # type: ignore[no-untyped-def]
-    began = time.monotonic()
-    while time.monotonic() - began < timeout:
-        if predicate():
-            return time.monotonic() - began
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-
-
 def _launch(tmp_path: Path, log_path: Path, port: int = 0, mode: str = "split") -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "NATS_", "TWILIO_", "IMAP_", "SMTP_"))}
     env.update(
@@ -94,8 +87,8 @@ def _launch(tmp_path: Path, log_path: Path, port: int = 0, mode: str = "split") 
 
 def _started(proc: subprocess.Popen[bytes], log_path: Path) -> dict[int, str]:
     """Once the launcher has started every child: what runs below it."""
-    _wait_for(lambda: "Delegate is starting" in log_path.read_text() or proc.poll() is not None, 60,
-              "the launcher to start its services")
+    eventually_sync(lambda: "Delegate is starting" in log_path.read_text() or proc.poll() is not None,
+                    "the launcher to start its services", 60)
     assert proc.poll() is None, log_path.read_text()
     children = _descendants(proc.pid)
     services = [cmd for cmd in children.values() if "delegate." in cmd and "delegate.ledger.writer" not in cmd]
@@ -131,7 +124,7 @@ def test_signals_arriving_together_always_stop_the_launcher(tmp_path: Path) -> N
             os.killpg(proc.pid, signal.SIGTERM)
             os.killpg(proc.pid, signal.SIGINT)
             assert proc.wait(STOP_BOUND_S) == 0, log_path.read_text()
-            _wait_for(lambda stopped=children: _all_gone(stopped), STOP_BOUND_S, "every child to stop")
+            eventually_sync(functools.partial(_all_gone, children), "every child to stop", STOP_BOUND_S)
             times.append(time.monotonic() - began)
         finally:
             if proc.poll() is None:
@@ -149,10 +142,10 @@ def test_a_double_ctrl_c_stops_at_once(tmp_path: Path) -> None:
         began = time.monotonic()
         os.killpg(proc.pid, signal.SIGINT)
         # The second Ctrl-C once the stop is under way: it must cut the waiting short, not hang.
-        _wait_for(lambda: "stopping" in log_path.read_text(), STOP_BOUND_S, "the stop to begin")
+        eventually_sync(lambda: "stopping" in log_path.read_text(), "the stop to begin", STOP_BOUND_S)
         os.killpg(proc.pid, signal.SIGINT)
         assert proc.wait(STOP_BOUND_S) == 0, log_path.read_text()
-        _wait_for(lambda: _all_gone(children), STOP_BOUND_S, "every child to stop")
+        eventually_sync(lambda: _all_gone(children), "every child to stop", STOP_BOUND_S)
         sys.stdout.write(f"double Ctrl-C: stopped in {time.monotonic() - began:.2f} s\n")
     finally:
         if proc.poll() is None:
@@ -168,11 +161,13 @@ def test_a_sigkilled_launcher_leaves_nothing_running(tmp_path: Path) -> None:
     try:
         _started(proc, log_path)
         # What must die is a running system, connected to its NATS, not one still importing.
-        _wait_for(lambda: _ready(port), 90, "/readyz 200")
+        eventually_sync(lambda: _ready(port), "/readyz 200", 90)
         children = _descendants(proc.pid)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
-        took = _wait_for(lambda: _all_gone(children), STOP_BOUND_S, "the orphans to die with their launcher")
+        killed = time.monotonic()
+        eventually_sync(lambda: _all_gone(children), "the orphans to die with their launcher", STOP_BOUND_S)
+        took = time.monotonic() - killed
         sys.stdout.write(f"SIGKILLed launcher: its {len(children)} processes gone in {took:.2f} s\n")
     finally:
         for pid in children:
@@ -190,17 +185,19 @@ def test_a_service_stops_within_its_grace_when_nats_is_gone(tmp_path: Path, mode
     proc = _launch(tmp_path, log_path, port, mode=mode)
     try:
         _started(proc, log_path)
-        _wait_for(lambda: _ready(port), 90, "/readyz 200")
+        eventually_sync(lambda: _ready(port), "/readyz 200", 90)
         children = _descendants(proc.pid)
         nats_pid = next(pid for pid, cmd in children.items() if "nats-server" in cmd)
         services = [pid for pid, cmd in children.items() if "-m delegate." in cmd]
         os.kill(nats_pid, signal.SIGKILL)
-        _wait_for(lambda: not _running(nats_pid), STOP_BOUND_S, "nats-server to die")
+        eventually_sync(lambda: not _running(nats_pid), "nats-server to die", STOP_BOUND_S)
         began = time.monotonic()
         for pid in services:
             os.kill(pid, signal.SIGTERM)
-        took = _wait_for(lambda: not any(_running(pid) for pid in services), STOP_BOUND_S,
-                         f"the {mode} services to stop without their NATS")
+        waited = time.monotonic()
+        eventually_sync(lambda: not any(_running(pid) for pid in services),
+                        f"the {mode} services to stop without their NATS", STOP_BOUND_S)
+        took = time.monotonic() - waited
         sys.stdout.write(f"{mode}: {len(services)} service processes stopped without NATS in {took:.2f} s "
                          f"(since the SIGTERM: {time.monotonic() - began:.2f} s)\n")
     finally:

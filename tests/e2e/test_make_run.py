@@ -17,6 +17,7 @@ import pytest
 
 from delegate.launcher import private_server
 from delegate.launcher.procs import free_port
+from tests.support.waiting import eventually_sync
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -35,15 +36,6 @@ def _children(pid: int) -> dict[int, str]:
         except (OSError, ValueError, IndexError):
             continue
     return found
-
-
-def _wait(predicate, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _ready(base: str) -> bool:
@@ -135,12 +127,12 @@ def test_launcher_runs_the_whole_system_offline_and_stops_on_ctrl_c(tmp_path: Pa
     base = f"http://127.0.0.1:{port}"
     runtime = tmp_path / "rt"
     try:
-        _wait(lambda: _ready(base), 90, "/readyz 200")
+        eventually_sync(lambda: _ready(base), "/readyz 200", 90)
         assert f"http://localhost:{port}" in launch_log.read_text()
         # First start: the generated owner token is shown once on the launcher's own output,
         # and never in the gateway's log file.
         token = (runtime / "delegate-token").read_text().strip()
-        _wait(lambda: token in launch_log.read_text(), 10, "the token on the launcher's output")
+        eventually_sync(lambda: token in launch_log.read_text(), "the token on the launcher's output", 10)
         auth = {"Authorization": f"Bearer {token}"}
         state = httpx.get(f"{base}/api/state", headers=auth, timeout=5).json()
         assert state["offline_model"] is True
@@ -152,21 +144,21 @@ def test_launcher_runs_the_whole_system_offline_and_stops_on_ctrl_c(tmp_path: Pa
             events = httpx.get(f"{base}/api/timeline", headers=auth, timeout=5).json()["events"]
             return bool(sum(e["kind"] == "message" and e["role"] == "assistant" for e in events) >= count)
 
-        _wait(answered, 60, "an assistant answer from the offline stand-in")
+        eventually_sync(answered, "an assistant answer from the offline stand-in", 60)
         _check_identities(runtime, proc.pid)
 
         # A service that dies is restarted by the supervisor.
         ledger = [pid for pid, cmd in _children(proc.pid).items() if "delegate.ledger" in cmd]
         assert len(ledger) == 1
         os.kill(ledger[0], signal.SIGKILL)
-        _wait(lambda: any("delegate.ledger" in c and p != ledger[0] for p, c in _children(proc.pid).items()),
-              30, "the ledger to be restarted")
-        _wait(lambda: _ready(base), 60, "/readyz after the restart")
+        eventually_sync(lambda: any("delegate.ledger" in c and p != ledger[0] for p, c in _children(proc.pid).items()),
+                        "the ledger to be restarted", 30)
+        eventually_sync(lambda: _ready(base), "/readyz after the restart", 60)
         # Answered after the restart: the new ledger commits again (its writer process, whose
         # imports take seconds on a loaded machine, is up), as it must for the stop's last events.
         sent = httpx.post(f"{base}/api/messages", headers=auth, json={"text": "still there?", "client_msg_id": "m2"})
         assert sent.status_code == 202
-        _wait(lambda: answered(2), 60, "an answer after the ledger's restart")
+        eventually_sync(lambda: answered(2), "an answer after the ledger's restart", 60)
 
         children = _children(proc.pid)
         assert any("nats-server" in cmd for cmd in children.values())
@@ -186,8 +178,8 @@ def test_launcher_runs_the_whole_system_offline_and_stops_on_ctrl_c(tmp_path: Pa
         # A later start names the token file instead of showing the token.
         launch_log.write_text("")
         proc = _launch(tmp_path, env, launch_log)
-        _wait(lambda: _ready(base), 90, "/readyz 200 on the second start")
-        _wait(lambda: str(runtime / "delegate-token") in launch_log.read_text(), 10, "the token file's hint")
+        eventually_sync(lambda: _ready(base), "/readyz 200 on the second start", 90)
+        eventually_sync(lambda: str(runtime / "delegate-token") in launch_log.read_text(), "the token file's hint", 10)
         assert token not in launch_log.read_text()
         children = _children(proc.pid)
         stop_s = _ctrl_c(proc)

@@ -35,6 +35,7 @@ from tests.support.standin import StandinProcess
 from tests.support.system import System
 from tests.support.twilio_media import BYTES_PER_MS, FakeTwilioCall, new_sid
 from tests.support.twilio_sign import twilio_signature
+from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -185,15 +186,14 @@ def media_items(received: list[dict[str, Any]]) -> list[str | None]:
 
 async def wait_ledger(system: System, check: Callable[[list[dict[str, Any]]], Any], what: str,
                       timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        history = await timeline(system)
-        if value := check(history):
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}; last events: "
-                                 f"{[(e['kind'], e.get('role'), e.get('channel')) for e in history[-12:]]}")
-        await asyncio.sleep(0.2)
+    history: list[dict[str, Any]] = []
+
+    async def found() -> Any:
+        history[:] = await timeline(system)
+        return check(history)
+
+    return await eventually(found, what, timeout, interval=0.2, explain=lambda: "last events: " + str(
+        [(e["kind"], e.get("role"), e.get("channel")) for e in history[-12:]]))
 
 
 def span_events(history: list[dict[str, Any]], span_id: str) -> list[dict[str, Any]]:
@@ -338,4 +338,3 @@ async def test_a_call_knows_the_chat_is_cut_off_by_the_caller_and_lands_in_the_t
         if call is not None:
             await call.close()
         await chat.close()
-

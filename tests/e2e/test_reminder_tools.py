@@ -20,10 +20,11 @@ from delegate.contracts.messages import UserInput
 from delegate.contracts.reminders import ReminderSpec
 from delegate.inner_plane.context import derived_id
 from tests.agent.rig import agent_env
-from tests.inner_plane.harness import Harness, eventually, plane_env
+from tests.inner_plane.harness import Harness, plane_env
 from tests.inner_plane.reminders_rig import ask, ask_when_ready, barrier, due_at, fired, fires
 from tests.support.standin import StandinProcess
 from tests.support.system import System, module_system
+from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -34,6 +34,7 @@ from tests.e2e.browser_chat import BrowserChat
 from tests.support.cluster import NatsCluster
 from tests.support.standin import StandinProcess
 from tests.support.system import System, probe_bus, run_sync
+from tests.support.waiting import eventually
 
 logger = logging.getLogger(__name__)
 
@@ -106,27 +107,28 @@ def restart(system: System, name: str, how: str) -> dict[str, Any]:
 async def replicas_current(cluster: NatsCluster, timeout: float = 60.0) -> None:
     """A restarted node has caught up: every replicated stream has its two followers current
     (the next node may go down only then, or a stream would lose its quorum)."""
-    deadline = time.monotonic() + timeout
     bus = await Bus.connect(cluster.url, "test-probe")
+    behind: list[str] = []
+
+    async def current() -> bool:
+        behind.clear()
+        try:
+            for info in await bus.js.streams_info():
+                peers = info.cluster.replicas if info.cluster else None
+                if info.config.num_replicas == 3 and not (
+                    info.cluster
+                    and info.cluster.leader
+                    and len(peers or []) == 2
+                    and all(p.current for p in peers or [])
+                ):
+                    behind.append(str(info.config.name))
+        except Exception as exc:  # the meta leader is being elected
+            behind.append(repr(exc))
+        return not behind
+
     try:
-        while True:
-            behind = []
-            try:
-                for info in await bus.js.streams_info():
-                    peers = info.cluster.replicas if info.cluster else None
-                    if info.config.num_replicas == 3 and not (
-                        info.cluster
-                        and info.cluster.leader
-                        and len(peers or []) == 2
-                        and all(p.current for p in peers or [])
-                    ):
-                        behind.append(info.config.name)
-            except Exception as exc:  # the meta leader is being elected
-                behind.append(repr(exc))
-            if not behind:
-                return
-            assert time.monotonic() < deadline, f"streams not caught up after {timeout}s: {behind}"
-            await asyncio.sleep(0.1)
+        await eventually(current, "every replicated stream's followers current", timeout, interval=0.1,
+                         explain=lambda: f"behind: {behind}")
     finally:
         await bus.close()
 

@@ -8,12 +8,11 @@ with what was said so far in the ledger; after the kill, a restarted voice servi
 next call and closes the dead session's span.
 """
 
-import asyncio
-import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import websockets
 from websockets.exceptions import InvalidStatus
@@ -44,6 +43,7 @@ from tests.support.standin import StandinProcess
 from tests.support.system import System
 from tests.support.twilio_media import FakeTwilioCall, new_sid
 from tests.support.twilio_sign import twilio_signature
+from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -72,13 +72,12 @@ async def phone_system(
 ) -> AsyncIterator[System]:
     """Every service started once for the tests that leave it whole: each gets it back with no
     call in progress and a reset stand-in (calls are told apart by their session ids)."""
-    deadline = time.monotonic() + 40
-    while True:  # a previous test's last call may still be ending (or, prepared, timing out)
+    async def no_call() -> bool:
         async with api(started_system) as http:
-            if (await http.get("/api/state")).json()["voice"]["active"] is False:
-                break
-        assert time.monotonic() < deadline, "the previous test's call never ended"
-        await asyncio.sleep(0.1)
+            return (await http.get("/api/state")).json()["voice"]["active"] is False
+
+    # A previous test's last call may still be ending (or, prepared, timing out).
+    await eventually(no_call, "the previous test's call to end", 40, interval=0.1)
     shared_standin.reset()
     yield started_system
     rep = getattr(request.node, "rep_call", None)
@@ -192,13 +191,10 @@ async def test_a_second_call_while_one_is_live_is_rejected_busy(
         await call.hang_up()
         session_id = stream.params["session"]
         await wait_ledger(system, lambda h: session_end(h, session_id), "the first call to end")
-        deadline = time.monotonic() + 20
-        while True:  # the lock is released as the session's last step, just after session.ended
-            again = twiml_root(await post_twiml(system, new_sid("CA")))
-            if again[0].tag == "Connect" or time.monotonic() > deadline:
-                break
-            await asyncio.sleep(0.1)
-        assert again[0].tag == "Connect"
+        async def connected() -> bool:  # the lock is released as the session's last step, after session.ended
+            return bool(twiml_root(await post_twiml(system, new_sid("CA")))[0].tag == "Connect")
+
+        await eventually(connected, "the next call to get through", 20, interval=0.1)
     finally:
         if call is not None:
             await call.close()
@@ -226,15 +222,15 @@ async def test_a_killed_voice_process_ends_the_call_and_its_successor_closes_the
 
         system.procs["voice"].start()
         system.wait_ready(["voice"])
-        deadline = time.monotonic() + 20
-        while True:  # busy until the dead holder's lock has expired
+        async def through() -> httpx.Response | None:  # busy until the dead holder's lock has expired
             reply = await post_twiml(system, new_sid("CA"))
             root = twiml_root(reply)
-            if root[0].tag == "Connect" or time.monotonic() > deadline:
-                break
+            if root[0].tag == "Connect":
+                return reply
             assert [(c.tag, c.attrib) for c in root] == [("Reject", {"reason": "busy"})]
-            await asyncio.sleep(0.2)
-        second_stream = stream_of(reply)
+            return None
+
+        second_stream = stream_of(await eventually(through, "the dead holder's lock to expire", 20, interval=0.2))
         call2 = FakeTwilioCall(url=f"{system.ws}/call", signed_url=second_stream.url, auth_token=AUTH_TOKEN)
         await call2.open(second_stream.params)
         try:

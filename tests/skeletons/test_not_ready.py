@@ -1,7 +1,6 @@
 """A service says "ready" only while it does its job: the pollers once the outbox runs and, when
 configured, IMAP is connected."""
 
-import asyncio
 from pathlib import Path
 
 import pytest
@@ -10,19 +9,22 @@ from delegate.contracts.messages import Pong
 from delegate.launcher.procs import free_port
 from delegate.runtime.bus import Bus, BusUnavailable
 from tests.support.system import System
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
 
 async def _first_pong(url: str, service: str, timeout: float = 30.0) -> Pong:
     bus = await Bus.connect(url, "test-probe")
+
+    async def pong() -> Pong | None:
+        try:
+            return await bus.ping(service, timeout=0.5)
+        except BusUnavailable:  # not subscribed yet: ask again
+            return None
+
     try:
-        async with asyncio.timeout(timeout):
-            while True:
-                try:
-                    return await bus.ping(service, timeout=0.5)
-                except BusUnavailable:
-                    await asyncio.sleep(0.1)  # not subscribed yet: ask again
+        return await eventually(pong, f"{service} to answer a ping", timeout, interval=0.1)
     finally:
         await bus.close()
 
@@ -34,11 +36,13 @@ async def test_the_pollers_are_not_ready_while_their_imap_server_is_unreachable(
         system.start("ledger")
         system.start_one("pollers")
         assert system.nats is not None
-        pong = await _first_pong(system.nats.url, "pollers")
-        async with asyncio.timeout(30):
-            while "imap failing" not in pong.detail:
-                await asyncio.sleep(0.1)
-                pong = await _first_pong(system.nats.url, "pollers")
+        url = system.nats.url
+
+        async def failing() -> Pong | None:
+            pong = await _first_pong(url, "pollers")
+            return pong if "imap failing" in pong.detail else None
+
+        pong = await eventually(failing, "the pollers to say their IMAP server is failing", interval=0.1)
         assert pong.ready is False
         assert "skeleton" not in pong.detail
     finally:
