@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable
 
 from delegate.contracts import topics
-from delegate.contracts.events import Event, Fence, make_event
+from delegate.contracts.events import ActivationOutcome, Event, Fence, SpanClosed, SpanOpened, make_event
 from delegate.contracts.messages import QueryRequest
 from delegate.runtime.bus import Bus, BusUnavailable, RemoteError
 from delegate.runtime.ledger_client import LedgerClient
@@ -44,7 +44,7 @@ class RunPictures:
         self._spawn(self._draw_span(record.id, record.id, "task"))
 
     async def _on_committed(self, event: Event) -> None:
-        if event.kind == "activation.outcome" and event.span_id:
+        if event.span_id and event.is_kind(ActivationOutcome):
             self._spawn(self._draw_span(None, event.span_id, "activation"))
 
     def _spawn(self, coro: object) -> None:
@@ -58,8 +58,8 @@ class RunPictures:
         try:
             events = await self._scan(span_id=span_id)
             if run_id is None:
-                opened = next((e for e in events if e.kind == "span.opened"), None)
-                run_id = (opened.payload.get("activation_id") if opened else None) or span_id
+                opened = next((p for e in events if (p := e.payload_as(SpanOpened)) is not None), None)
+                run_id = (opened.activation_id if opened else None) or span_id
             artifact = await draw_run(run_id, run_type, events, self.settings.runtime_data_dir)
             await self.ledger.publish(
                 make_event(artifact, conversation_id=None, span_id=span_id, channel="inner"), self.fence())
@@ -90,10 +90,11 @@ class RunPictures:
             for event in await self._scan(kinds=["activation.outcome", "span.closed"]):
                 if event.span_id is None or event.span_id in drawn:
                     continue
-                if event.kind == "activation.outcome":
+                if event.is_kind(ActivationOutcome):
                     drawn.add(event.span_id)
                     await self._draw_span(None, event.span_id, "activation")
-                elif event.channel == "inner" and event.payload.get("summary") in ("done", "failed", "cancelled"):
+                elif event.channel == "inner" and (closed := event.payload_as(SpanClosed)) is not None \
+                        and closed.summary in ("done", "failed", "cancelled"):
                     drawn.add(event.span_id)  # a task span (the only inner span closed with a state)
                     await self._draw_span(event.span_id, event.span_id, "task")
         except (BusUnavailable, RemoteError) as exc:

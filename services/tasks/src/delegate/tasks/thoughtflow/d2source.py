@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from delegate.contracts.events import Event, RunType, ThoughtflowArtifact
+from delegate.contracts.events import Event, RunType, SpanOpened, ThoughtflowArtifact
 
 Tone = Literal["start", "model", "tool", "decision", "pause", "warn", "fail", "refused", "end", "quiet", "fold"]
 
@@ -388,7 +388,8 @@ def flow_source(run_type: RunType, events: Sequence[Event]) -> Flow:
 
 
 def _starts(event: Event) -> bool:
-    return event.kind == "task.created" or (event.kind == "span.opened" and event.payload.get("type") == "activation")
+    opened = event.payload_as(SpanOpened)
+    return event.kind == "task.created" or (opened is not None and opened.type == "activation")
 
 
 def _folded(nodes: list[Node], edges: list[tuple[int, int]]) -> tuple[list[Node], list[tuple[int, int]]]:

@@ -33,6 +33,7 @@ from delegate.contracts.events import (
     Channel,
     Event,
     RunType,
+    SpanOpened,
     ThoughtflowArtifact,
     make_event,
 )
@@ -169,7 +170,7 @@ async def draw_run(
 def _span_of(run_type: RunType, events: Sequence[Event]) -> str | None:
     """The run's own span: the one its span.opened names, else the one most of its events are in."""
     for event in events:
-        if event.kind == "span.opened" and event.payload.get("type") == run_type and event.span_id:
+        if event.span_id and (opened := event.payload_as(SpanOpened)) is not None and opened.type == run_type:
             return event.span_id
     spans = Counter(e.span_id for e in events if e.span_id)
     return spans.most_common(1)[0][0] if spans else None
