@@ -1,12 +1,10 @@
 """The test plays the producer of committed history: it appends events through the real ledger
 and watches what the real inner-plane process does (AGENT stream, notices, ledger, stand-in)."""
 
-import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from delegate.contracts import streams, topics
 from delegate.contracts.events import Channel, Event, Payload, Role, make_event
@@ -19,8 +17,7 @@ from delegate.contracts.messages import (
 from delegate.runtime.bus import Bus, BusUnavailable, RemoteError
 from tests.support.standin import TEST_API_KEY, StandinProcess
 from tests.support.system import System
-
-T = TypeVar("T")
+from tests.support.waiting import eventually
 
 MEMORY_MARK = "extract durable memories"  # in the inner plane's memory instructions
 CAPSULE_MARK = "continuity capsule"  # in its capsule instructions
@@ -38,18 +35,6 @@ def plane_env(standin: StandinProcess, **overrides: str) -> dict[str, str]:
     }
     env.update(overrides)
     return env
-
-
-async def eventually(check: Callable[[], Awaitable[T | None]], what: str, timeout: float = 30.0) -> T:
-    """Poll until ``check`` returns something truthy; fail with ``what`` at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = await check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
 
 
 async def early_in_a_period(period_s: float, min_left: float, *, fresh: bool = False) -> float:

@@ -8,8 +8,9 @@ from delegate.contracts.events import Event
 from delegate.contracts.ids import utcnow
 from delegate.contracts.reminders import Reminder, ReminderCommand, ReminderReply, ReminderSpec
 from delegate.runtime.bus import Bus, BusUnavailable, RemoteError
+from tests.support.waiting import eventually
 
-from .harness import Harness, eventually
+from .harness import Harness
 
 
 async def ask(bus: Bus, **fields: Any) -> ReminderReply:

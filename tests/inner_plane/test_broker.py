@@ -20,8 +20,9 @@ from delegate.contracts.signals import ScriptPayload, ScriptSignal
 from delegate.contracts.streams import INNER_BROKER
 from tests.support.standin import StandinProcess
 from tests.support.system import System, module_system
+from tests.support.waiting import eventually
 
-from .harness import Harness, eventually, plane_env
+from .harness import Harness, plane_env
 from .harness import restart_plane as restart_with
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -19,8 +19,9 @@ from websockets.asyncio.client import connect as ws_connect
 from delegate.contracts.events import Event
 from tests.support.standin import StandinProcess
 from tests.support.system import System
+from tests.support.waiting import eventually
 
-from .harness import CAPSULE_MARK, MEMORY_MARK, Harness, eventually, model_requests, plane_env
+from .harness import CAPSULE_MARK, MEMORY_MARK, Harness, model_requests, plane_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -27,8 +27,9 @@ from delegate.inner_plane.state import InnerState, StateFile
 from delegate.runtime.bus import Bus
 from tests.support.nats import role_url
 from tests.support.system import System
+from tests.support.waiting import eventually
 
-from .harness import Harness, eventually
+from .harness import Harness
 
 pytestmark = [pytest.mark.integration]
 

@@ -43,8 +43,9 @@ from delegate.contracts.signals import (
 )
 from tests.support.standin import StandinProcess
 from tests.support.system import System
+from tests.support.waiting import eventually
 
-from .harness import CAPSULE_MARK, MEMORY_MARK, Harness, eventually, model_requests, plane_env
+from .harness import CAPSULE_MARK, MEMORY_MARK, Harness, model_requests, plane_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

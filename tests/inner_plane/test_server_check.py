@@ -5,7 +5,6 @@ refuses to start: it says why in its log and in its ping, and the gateway's /rea
 Once the server at the same address is the pinned one, it starts by itself and runs.
 """
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ import pytest
 from delegate.runtime.bus import Bus
 from tests.support.nats import start_debian_nats, upgraded
 from tests.support.system import System
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -31,27 +31,26 @@ async def _readyz(system: System) -> tuple[int, dict[str, Any]]:
 
 
 async def _until_readyz(system: System, accept: Any, timeout: float = 30.0) -> dict[str, Any]:
-    deadline = asyncio.get_running_loop().time() + timeout
-    last: tuple[int, dict[str, Any]] = (0, {})
-    while True:
-        last = await _readyz(system)
-        if accept(*last):
-            return last[1]
-        assert asyncio.get_running_loop().time() < deadline, last
-        await asyncio.sleep(0.1)
+    seen: list[tuple[int, dict[str, Any]]] = []
+
+    async def accepted() -> tuple[int, dict[str, Any]] | None:
+        seen.append(await _readyz(system))
+        return seen[-1] if accept(*seen[-1]) else None
+
+    answer: tuple[int, dict[str, Any]] = await eventually(accepted, "an accepted /readyz answer", timeout,
+                                                          explain=lambda: f"last: {seen[-1:]}")
+    return answer[1]
 
 
 async def _until_pong(bus: Bus, service: str, ready: bool, timeout: float = 30.0) -> Any:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
+    async def pong() -> Any:
         try:
-            pong = await bus.ping(service, timeout=0.5)
-            if pong.ready == ready:
-                return pong
-        except Exception:
-            pass
-        assert asyncio.get_running_loop().time() < deadline, f"{service} never answered ready={ready}"
-        await asyncio.sleep(0.1)
+            answer = await bus.ping(service, timeout=0.5)
+        except Exception:  # not up yet, or not subscribed: ask again
+            return None
+        return answer if answer.ready == ready else None
+
+    return await eventually(pong, f"{service} to answer ready={ready}", timeout)
 
 
 async def test_on_debian_nats_2_9_the_inner_plane_refuses_and_readyz_says_why(tmp_path: Path) -> None:

@@ -23,8 +23,9 @@ from delegate.contracts.messages import ActivationInput
 from delegate.contracts.signals import ScriptPayload, ScriptSignal
 from tests.support.standin import StandinProcess
 from tests.support.system import System, module_system
+from tests.support.waiting import eventually
 
-from .harness import CAPSULE_MARK, MEMORY_MARK, Harness, early_in_a_period, eventually, model_requests, plane_env
+from .harness import CAPSULE_MARK, MEMORY_MARK, Harness, early_in_a_period, model_requests, plane_env
 from .harness import restart_plane as restart_with
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

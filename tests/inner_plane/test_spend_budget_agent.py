@@ -18,8 +18,9 @@ from delegate.contracts.events import Event
 from delegate.contracts.signals import ScriptPayload, ScriptSignal
 from tests.support.standin import StandinProcess
 from tests.support.system import System
+from tests.support.waiting import eventually
 
-from .harness import Harness, eventually, plane_env
+from .harness import Harness, plane_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -11,8 +11,9 @@ from delegate.contracts.events import Event
 from delegate.runtime.pricing import Usage, load_prices
 from tests.support.standin import StandinProcess
 from tests.support.system import System
+from tests.support.waiting import eventually
 
-from .harness import CAPSULE_MARK, MEMORY_MARK, Harness, eventually, model_requests, plane_env
+from .harness import CAPSULE_MARK, MEMORY_MARK, Harness, model_requests, plane_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -8,8 +8,9 @@ import pytest
 from delegate.contracts.events import Message
 from tests.support.standin import StandinProcess
 from tests.support.system import System
+from tests.support.waiting import eventually
 
-from .harness import Harness, eventually, plane_env
+from .harness import Harness, plane_env
 
 pytestmark = [pytest.mark.integration]
 
