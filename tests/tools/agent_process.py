@@ -3,8 +3,9 @@ the tasks service do."""
 
 from delegate.contracts.messages import ToolSpec
 from delegate.runtime.bus import Bus, BusUnavailable
+from tests.support.waiting import eventually
 
-from .helpers import bus_list, eventually
+from .helpers import bus_list
 
 # The model is never asked in these tests; a base URL still registers web_search.
 OFFLINE_MODEL = {"OPENAI_API_KEY": "unused", "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}

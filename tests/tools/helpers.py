@@ -1,12 +1,9 @@
-"""Shared by the tool registry tests: settings that ignore the machine's env, ledger reading, waiting."""
+"""Shared by the tool registry tests: settings that ignore the machine's env, ledger reading."""
 
-import asyncio
 import json
 import sys
-import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from delegate.agent.tools import ToolRegistry, ToolSettings
 from delegate.contracts import topics
@@ -15,8 +12,6 @@ from delegate.contracts.messages import ToolCallReply, ToolCallRequest, ToolList
 from delegate.runtime.bus import Bus
 
 MCP_SERVER = Path(__file__).resolve().parents[1] / "support" / "mcp_server.py"
-
-T = TypeVar("T")
 
 # Every channel off unless a test turns it on: the machine's environment must not leak in.
 _OFF: dict[str, Any] = {
@@ -42,18 +37,6 @@ def write_json(path: Path, data: Any) -> None:
 
 def stdio_server() -> dict[str, Any]:
     return {"command": sys.executable, "args": [str(MCP_SERVER)]}
-
-
-async def eventually(check: Callable[[], Awaitable[T | None]], timeout: float = 20.0, what: str = "") -> T:
-    """Poll ``check`` until it returns something truthy; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    last: T | None = None
-    while time.monotonic() < deadline:
-        last = await check()
-        if last:
-            return last
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"not true after {timeout}s: {what} (last: {last!r})")
 
 
 async def ledger_events(bus: Bus) -> list[Event]:

@@ -16,8 +16,9 @@ from delegate.contracts.messages import ToolListReply, ToolListRequest
 from tests.agent.rig import Probe, agent_env, dump_on_failure, response_bodies
 from tests.support.standin import StandinProcess
 from tests.support.system import System
+from tests.support.waiting import eventually
 
-from .helpers import bus_call, bus_names, eventually, stdio_server, write_json
+from .helpers import bus_call, bus_names, stdio_server, write_json
 
 pytestmark = pytest.mark.integration
 

@@ -1,10 +1,10 @@
 """A tool configuration file the agent cannot read stops it with an error naming file and line."""
 
-import time
 
 import pytest
 
 from tests.support.system import System
+from tests.support.waiting import eventually_sync
 
 pytestmark = pytest.mark.integration
 
@@ -17,10 +17,7 @@ def test_bad_policy_json_stops_the_agent_with_file_and_line(system: System) -> N
     (system.runtime / "agent-policies.json").write_text(broken)
     system.start("ledger")
     agent = system.start_one("agent")
-    deadline = time.monotonic() + 30
-    while agent.alive() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not agent.alive(), "the agent kept running on a broken policy file"
+    eventually_sync(lambda: not agent.alive(), "the agent to stop on a broken policy file")
     assert agent.proc is not None and agent.proc.returncode != 0
     log = agent.log_text()
     assert "agent-policies.json" in log and "line 3" in log

@@ -4,7 +4,6 @@ the OpenAI stand-in."""
 
 import asyncio
 import json
-import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from delegate.runtime.bus import Bus
 from tests.support.github_standin import GitHubStandin
 from tests.support.standin import StandinProcess
 from tests.support.system import System
+from tests.support.waiting import eventually
 
 from .helpers import ledger_events, tool_settings
 
@@ -66,18 +66,16 @@ async def owner_registry(bus: Bus, runtime: Path, **settings: Any) -> ToolRegist
 
 async def queued(bus: Bus, subject: str, outbox_id: str, timeout: float = 10.0) -> OutboundSms | OutboundEmail:
     """The outbound message as the pollers read it from CHANNELS."""
-    deadline = time.monotonic() + timeout
-    while True:
+
+    async def last() -> OutboundSms | OutboundEmail | None:
         try:
             raw = await bus.js.get_last_msg("CHANNELS", subject)
         except nats.js.errors.NotFoundError:
-            raw = None
-        if raw is not None and raw.data:
-            msg = OUTBOUND_ADAPTER.validate_json(raw.data)
-            if msg.id == outbox_id:
-                return msg
-        assert time.monotonic() < deadline, f"nothing queued on {subject} for {outbox_id}"
-        await asyncio.sleep(0.05)
+            return None
+        msg = OUTBOUND_ADAPTER.validate_json(raw.data) if raw.data else None
+        return msg if msg is not None and msg.id == outbox_id else None
+
+    return await eventually(last, f"{outbox_id} queued on {subject}", timeout)
 
 
 async def record_outcome(bus: Bus, msg: OutboundSms | OutboundEmail, status: str, **fields: Any) -> None:

@@ -15,8 +15,9 @@ from delegate.contracts import topics
 from delegate.contracts.events import ToolResult
 from delegate.contracts.messages import ToolListRequest
 from delegate.launcher.procs import ManagedProcess, free_port, wait_for_port
+from tests.support.waiting import eventually
 
-from .helpers import MCP_SERVER, bus_call, bus_list, bus_names, eventually, ledger_events, run_registry, stdio_server
+from .helpers import MCP_SERVER, bus_call, bus_list, bus_names, ledger_events, run_registry, stdio_server
 from .helpers import write_json as write
 
 

@@ -11,8 +11,9 @@ from delegate.agent.tools import ConfigError, ToolRegistry
 from delegate.contracts.events import Fence, ToolCall, ToolResult
 from delegate.contracts.ids import new_id
 from delegate.contracts.messages import ToolCallRequest
+from tests.support.waiting import eventually
 
-from .helpers import bus_call, bus_list, bus_names, eventually, ledger_events, run_registry, tool_settings, write_json
+from .helpers import bus_call, bus_list, bus_names, ledger_events, run_registry, tool_settings, write_json
 
 
 async def test_local_tool_over_the_bus_is_recorded_in_the_ledger(nats_url: str, tmp_path: Path) -> None:

@@ -9,9 +9,10 @@ from delegate.agent.tools import SIDE_EFFECT, STARTS_TASK
 from delegate.contracts.messages import ToolSpec
 from delegate.runtime.bus import Bus
 from tests.support.system import System
+from tests.support.waiting import eventually
 
 from .agent_process import OFFLINE_MODEL, offered
-from .helpers import bus_call, eventually, stdio_server, write_json
+from .helpers import bus_call, stdio_server, write_json
 
 pytestmark = pytest.mark.integration
 

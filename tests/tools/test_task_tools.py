@@ -14,9 +14,10 @@ from delegate.contracts.tasks import TASKS_POLICY
 from delegate.runtime.bus import Bus
 from delegate.runtime.ledger_client import LedgerClient
 from tests.support.system import System
+from tests.support.waiting import eventually
 
 from .agent_process import OFFLINE_MODEL, offered
-from .helpers import bus_call, eventually
+from .helpers import bus_call
 
 pytestmark = pytest.mark.integration
 
