@@ -22,7 +22,7 @@ from fastapi.responses import FileResponse, StreamingResponse
 from fastapi.sse import format_sse_event
 
 from delegate.contracts import topics
-from delegate.contracts.events import MAX_SEQ, Event
+from delegate.contracts.events import MAX_SEQ, Event, SpanClosed
 from delegate.contracts.messages import QueryRequest
 from delegate.contracts.tasks import TaskAction, TaskControl, TaskCreate, TaskGet, TaskList, TaskReply
 from delegate.contracts.topics import Query, Rep, Req
@@ -202,7 +202,7 @@ async def _stream(task_id: str, after: int, bus: Bus, ctx: ContextDep, request: 
                     continue
                 yield _sse(event)
                 last = event.seq
-                if event.kind == "span.closed":
+                if event.is_kind(SpanClosed):
                     yield format_sse_event(event="end", data_str='{"reason":"the task ended"}')
             if replaying or live or state["overflow"]:
                 continue

@@ -12,7 +12,7 @@ stable code and the HTTP status REST answers with.
 import logging
 
 from delegate.contracts import topics, ws
-from delegate.contracts.events import Event
+from delegate.contracts.events import ConversationEnded, Event, Message
 from delegate.contracts.messages import AgentCommand, GetRequest, QueryRequest, RegenerateInput, TurnCommand
 from delegate.runtime.bus import Bus, BusUnavailable, RemoteError
 
@@ -36,7 +36,7 @@ async def last_turn(bus: Bus, turn_id: str) -> Event:
         if exc.code != "not_found":
             raise BusUnavailable(f"the ledger answered {exc.code}") from exc
         found = None
-    if found is None or found.kind != "message" or found.role != "user":
+    if found is None or found.role != "user" or not found.is_kind(Message):
         raise TurnRejected("not_found", "There is no such message.", 404)
     try:
         later = await bus.request(
@@ -48,7 +48,7 @@ async def last_turn(bus: Bus, turn_id: str) -> Event:
         )
     except RemoteError as exc:
         raise BusUnavailable(f"the ledger answered {exc.code}") from exc
-    if later.more or any(e.kind == "conversation.ended" or e.role == "user" for e in later.events):
+    if later.more or any(e.role == "user" or e.is_kind(ConversationEnded) for e in later.events):
         raise TurnRejected("not_last", NOT_LAST, 409)
     if not any(e.parent_id == found.id for e in later.events):
         raise TurnRejected("busy", "That message is still being answered; stop it or wait.", 409)
