@@ -28,7 +28,7 @@ from delegate.launcher.procs import free_port
 from tests.agent.chat import ChatClient
 from tests.agent.conftest import make_system, probe_for  # noqa: F401 - fixtures (standin: conftest.py)
 from tests.agent.rig import Probe
-from tests.e2e.test_launcher_stops import _descendants, _running, _wait_for
+from tests.e2e.test_launcher_stops import _descendants, _running
 from tests.e2e.test_phone_call import (
     AUTH_TOKEN,
     OWNER,
@@ -44,6 +44,7 @@ from tests.support.speech import phone_audio
 from tests.support.standin import StandinProcess
 from tests.support.system import System
 from tests.support.twilio_standin import TwilioStandin
+from tests.support.waiting import eventually_sync
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -191,7 +192,7 @@ def test_the_launcher_starts_a_sigkilled_host_again_and_every_consumer_resumes(t
             stdin=subprocess.DEVNULL, start_new_session=True,
         )
     try:
-        _wait_for(lambda: _ready(base), 90, "/readyz 200")
+        eventually_sync(lambda: _ready(base), "/readyz 200", 90)
         children = _descendants(proc.pid)
         hosts = [pid for pid, cmd in children.items() if "delegate.host" in cmd]
         assert len(hosts) == 1, children
@@ -202,23 +203,25 @@ def test_the_launcher_starts_a_sigkilled_host_again_and_every_consumer_resumes(t
         assert len(writers) == 1, children
 
         _chat(base, auth, "first", "m1")
-        _wait_for(lambda: _assistant_answers(base, auth) == 1, 60, "the first answer")
+        eventually_sync(lambda: _assistant_answers(base, auth) == 1, "the first answer", 60)
         os.kill(hosts[0], signal.SIGKILL)
-        _wait_for(lambda: [p for p, cmd in _descendants(proc.pid).items() if "delegate.host" in cmd and p != hosts[0]],
-                  30, "the host to be started again")
-        _wait_for(lambda: _ready(base), 60, "/readyz after the restart")
+        eventually_sync(
+            lambda: [p for p, cmd in _descendants(proc.pid).items() if "delegate.host" in cmd and p != hosts[0]],
+            "the host to be started again", 30,
+        )
+        eventually_sync(lambda: _ready(base), "/readyz after the restart", 60)
         # The old writer ends with its host (its stdin closes): no orphan keeps the database.
-        _wait_for(lambda: not _running(writers[0]), 15, "the old writer to end")
+        eventually_sync(lambda: not _running(writers[0]), "the old writer to end", 15)
 
         _chat(base, auth, "second", "m2")
-        _wait_for(lambda: _assistant_answers(base, auth) == 2, 60, "the second answer")
+        eventually_sync(lambda: _assistant_answers(base, auth) == 2, "the second answer", 60)
         assert "host exited" in log_path.read_text()
         assert _assistant_answers(base, auth) == 2  # the first turn was not answered again
 
         children = _descendants(proc.pid)
         os.killpg(proc.pid, signal.SIGINT)
         assert proc.wait(30) == 0
-        _wait_for(lambda: not any(_running(pid) for pid in children), 10, "every process to end")
+        eventually_sync(lambda: not any(_running(pid) for pid in children), "every process to end", 10)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
