@@ -11,7 +11,6 @@ import base64
 import math
 import time
 import warnings
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -37,6 +36,7 @@ from delegate.contracts.voice import (
 )
 from delegate.runtime.bus import Bus
 from tests.support.standin import StandinProcess
+from tests.support.waiting import eventually
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -59,17 +59,6 @@ def tone_ulaw(ms: int, *, freq: float = 300.0, amplitude: int = 12_000) -> bytes
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         return audioop.lin2ulaw(pcm, 2)
-
-
-async def wait_for(check: Callable[[], T], what: str, timeout: float = 30.0) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.05)
 
 
 # How long the test waits for voice's reply to a prepare or an attach. The gateway waits the
@@ -144,7 +133,7 @@ class Caller:
     async def say(self, speech_ms: int = 800, silence_ms: int = 1200) -> None:
         """A loud tone burst, then silence long enough for the VAD to end the turn (returns once streamed)."""
         self._speech += tone_ulaw(speech_ms) + b"\xff" * (8 * silence_ms)
-        await wait_for(lambda: not self._speech, "the caller's words streamed", timeout=30)
+        await eventually(lambda: not self._speech, "the caller's words streamed", timeout=30)
 
     async def hang_up(self, reason: str = "caller_hangup") -> None:
         self._sending = False
@@ -234,23 +223,22 @@ async def call_events(bus: Bus, session_id: str) -> list[Event]:
 
 async def poll_state(bus: Bus, status: str, timeout: float = 15.0) -> VoiceState:
     """The voice state once its status is ``status`` (asked for, not waited on a live subject)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        state = await voice_state(bus)
-        if state.status == status:
-            return state
-        if time.monotonic() > deadline:
-            raise AssertionError(f"voice state never became {status}: last {state}")
-        await asyncio.sleep(0.1)
+    last: list[VoiceState] = []
+
+    async def state() -> VoiceState | None:
+        last[:] = [await voice_state(bus)]
+        return last[0] if last[0].status == status else None
+
+    return await eventually(state, f"voice state {status}", timeout, interval=0.1, explain=lambda: f"last: {last}")
 
 
 async def events_until(bus: Bus, session_id: str, kind: str, timeout: float = 20.0) -> list[Event]:
     """The call's committed events once one of ``kind`` is among them."""
-    deadline = time.monotonic() + timeout
-    while True:
-        events = await call_events(bus, session_id)
-        if any(e.kind == kind for e in events):
-            return events
-        if time.monotonic() > deadline:
-            raise AssertionError(f"no {kind} for call {session_id}: {[e.kind for e in events]}")
-        await asyncio.sleep(0.1)
+    events: list[Event] = []
+
+    async def with_kind() -> list[Event] | None:
+        events[:] = await call_events(bus, session_id)
+        return list(events) if any(e.kind == kind for e in events) else None
+
+    return await eventually(with_kind, f"a {kind} event in call {session_id}", timeout, interval=0.1,
+                            explain=lambda: f"kinds: {[e.kind for e in events]}")

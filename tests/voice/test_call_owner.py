@@ -11,7 +11,8 @@ from delegate.contracts.voice import CallOwner
 from tests.support.standin import StandinProcess
 from tests.support.system import System
 from tests.support.twilio_standin import TwilioStandin
-from tests.voice.peer import events_until, session_updates, wait_for
+from tests.support.waiting import eventually
+from tests.voice.peer import events_until, session_updates
 
 OWNER = "+15550001111"
 PUBLIC = "https://delegate.example.test"
@@ -44,7 +45,7 @@ async def test_call_owner_places_one_twilio_call_into_a_prepared_call(
     assert params["session"] == reply.session_id
     assert twiml.index("</Connect>") < twiml.index("<Say>")  # the apology, if our side drops the stream
 
-    update = (await wait_for(lambda: session_updates(standin), "the session.update"))[0]
+    update = (await eventually(lambda: session_updates(standin), "the session.update"))[0]
     assert "The nightly build failed." in update["instructions"]
 
     caller.session_id = reply.session_id

@@ -16,7 +16,8 @@ from delegate.runtime.bus import Bus
 from tests.support.standin import StandinProcess
 from tests.support.system import System
 from tests.support.twilio_standin import TwilioStandin
-from tests.voice.peer import Caller, events_until, ledger_events, wait_for
+from tests.support.waiting import eventually
+from tests.voice.peer import Caller, events_until, ledger_events
 
 OWNER = "+15550001111"
 PUBLIC = "https://delegate.example.test"
@@ -104,7 +105,7 @@ async def test_an_owner_answering_after_the_prepare_timeout_talks(
     # Its AMD says a person answered: what they say is theirs, and answered (test_call_screening).
     assert (await asyncio.to_thread(twilio.answered_by, call_sid, "human")).status_code == 204
     await caller.say()
-    await wait_for(lambda: caller.of(AudioOut), "the model's answer to the owner")
+    await eventually(lambda: caller.of(AudioOut), "the model's answer to the owner")
 
     await asyncio.to_thread(twilio.end_call, call_sid)  # the owner hangs up: completed, via the gateway
     events = await events_until(bus, session_id, "span.closed")
@@ -144,19 +145,19 @@ async def test_a_machine_answer_leaves_a_voicemail_and_sends_one_sms(
 
     # The greeting ended with a beep: Twilio's verdict, and the same verdict again (a retry).
     assert (await asyncio.to_thread(twilio.answered_by, call_sid, "machine_end_beep")).status_code == 204
-    said = await wait_for(lambda: said_exactly(standin), "the voicemail asked of the model")
+    said = await eventually(lambda: said_exactly(standin), "the voicemail asked of the model")
     assert REASON in said[0]
-    heard = await wait_for(lambda: caller.of(AudioOut), "the voicemail's audio")
+    heard = await eventually(lambda: caller.of(AudioOut), "the voicemail's audio")
     assert heard
     # Once it played, voice hangs up over REST; Twilio's completed callback follows.
-    await wait_for(lambda: any(u.get("Status") == "completed" for u in twilio.call_updates), "the hang-up")
+    await eventually(lambda: any(u.get("Status") == "completed" for u in twilio.call_updates), "the hang-up")
     events = await events_until(bus, session_id, "span.closed")
     voicemail = next(e for e in events if e.kind == "call.voicemail")
     assert voicemail.payload["action"] == "spoken" and voicemail.payload["answered_by"] == "machine_end_beep"
     assert REASON in voicemail.payload["text"]
 
     assert (await asyncio.to_thread(twilio.answered_by, call_sid, "machine_end_beep")).status_code == 204
-    await wait_for(lambda: twilio.bodies(to=OWNER), "the SMS")
+    await eventually(lambda: twilio.bodies(to=OWNER), "the SMS")
     await _settled(bus, call_sid)
     assert twilio.bodies(to=OWNER) == [SMS]
 
@@ -173,7 +174,7 @@ async def test_with_voicemail_off_a_machine_answer_hangs_up_at_once_and_sends_on
     bus, _, call_sid, session_id = await answered_call(system, connect, twilio, "machine-hangup")
 
     assert (await asyncio.to_thread(twilio.answered_by, call_sid, "machine_end_silence")).status_code == 204
-    await wait_for(lambda: any(u.get("Status") == "completed" for u in twilio.call_updates), "the hang-up")
+    await eventually(lambda: any(u.get("Status") == "completed" for u in twilio.call_updates), "the hang-up")
     events = await events_until(bus, session_id, "span.closed")
     voicemail = next(e for e in events if e.kind == "call.voicemail")
     assert (voicemail.payload["action"], voicemail.payload["answered_by"]) == ("hung_up", "machine_end_silence")
@@ -200,7 +201,7 @@ async def test_the_voicemail_sms_goes_once_across_a_sigkill_of_voice(
     system.kill("voice")
     assert (await asyncio.to_thread(twilio.answered_by, call_sid, "machine_end_beep")).status_code == 204
     system.restart("voice")
-    await wait_for(lambda: twilio.bodies(to=OWNER), "the SMS after the restart", timeout=60)
+    await eventually(lambda: twilio.bodies(to=OWNER), "the SMS after the restart", timeout=60)
     record = await wait_for_event(bus, f"voicemail-left:{call_sid}")
     assert record.payload["action"] == "hung_up" and record.payload["sms_id"] == f"voicemail:{call_sid}"
 
@@ -215,19 +216,11 @@ async def wait_for_event(bus: Bus, event_id: str, timeout: float = 30.0) -> Any:
     async def get() -> Any:
         return (await bus.request(topics.LEDGER_GET, GetRequest(id=event_id))).event
 
-    deadline = asyncio.get_running_loop().time() + timeout
-    while (event := await get()) is None:
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"no event {event_id} in the ledger")
-        await asyncio.sleep(0.1)
-    return event
+    return await eventually(get, f"event {event_id} in the ledger", timeout, interval=0.1)
 
 
 async def _settled(bus: Bus, call_sid: str) -> None:
     """The SMS was sent (its delivery recorded) and nothing is left for voice or the outbox."""
     await wait_for_event(bus, f"voicemail:{call_sid}:sent")
-    deadline = asyncio.get_running_loop().time() + 20
-    while not await drained(bus, streams.VOICE_ANSWERED_BY, streams.POLLERS_SMS):
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("CHANNELS was not drained")
-        await asyncio.sleep(0.1)
+    await eventually(lambda: drained(bus, streams.VOICE_ANSWERED_BY, streams.POLLERS_SMS), "CHANNELS drained", 20,
+                     interval=0.1)

@@ -15,7 +15,8 @@ from delegate.contracts.voice import AudioOut, TranscriptOut
 from tests.support.standin import StandinProcess
 from tests.support.system import System
 from tests.support.twilio_standin import TwilioStandin
-from tests.voice.peer import events_until, session_updates, wait_for
+from tests.support.waiting import eventually
+from tests.voice.peer import events_until, session_updates
 from tests.voice.test_call_owner_answer import OWNER, PUBLIC, REASON, answered_call, said_exactly
 
 MACHINE_GREETING = "Hi, you have reached Sam. Please leave a message after the tone."
@@ -65,9 +66,9 @@ async def test_a_machines_greeting_is_not_the_owners_words_and_is_not_answered(
     bus, caller, call_sid, session_id = await answered_call(system, connect, twilio, "screen-machine")
 
     await caller.say()  # the machine's greeting, then the beep's silence
-    await wait_for(lambda: heard(caller, MACHINE_GREETING), "the machine's greeting transcribed")
+    await eventually(lambda: heard(caller, MACHINE_GREETING), "the machine's greeting transcribed")
     assert (await asyncio.to_thread(twilio.answered_by, call_sid, "machine_end_beep")).status_code == 204
-    said = await wait_for(lambda: said_exactly(standin), "the voicemail asked of the model")
+    said = await eventually(lambda: said_exactly(standin), "the voicemail asked of the model")
     assert REASON in said[0]
     events = await events_until(bus, session_id, "span.closed")
 
@@ -92,17 +93,17 @@ async def test_an_owners_words_before_the_human_verdict_are_committed_and_answer
     bus, caller, call_sid, session_id = await answered_call(system, connect, twilio, f"screen-{verdict}")
 
     await caller.say()
-    await wait_for(lambda: heard(caller, OWNER_WORDS), "the owner's words transcribed")
+    await eventually(lambda: heard(caller, OWNER_WORDS), "the owner's words transcribed")
 
     verdict_at = time.time()
     assert (await asyncio.to_thread(twilio.answered_by, call_sid, verdict)).status_code == 204
-    await wait_for(lambda: caller.of(AudioOut), "the answer, once a human is known")
-    await wait_for(
+    await eventually(lambda: caller.of(AudioOut), "the answer, once a human is known")
+    await eventually(
         lambda: [t for t in caller.of(TranscriptOut) if t.role == "assistant" and t.final], "the answer's transcript"
     )
     # From then on the model answers by itself again: the held turn was the one voice asked for.
     await caller.say()
-    await wait_for(lambda: [t for t in caller.of(TranscriptOut) if t.text == "Bye."], "the next answer")
+    await eventually(lambda: [t for t in caller.of(TranscriptOut) if t.text == "Bye."], "the next answer")
     turn_detection = [u["audio"]["input"]["turn_detection"] for u in session_updates(standin)]
     assert [t["create_response"] for t in turn_detection] == [False, True]
     assert len(asked(standin)) == 1
@@ -137,9 +138,9 @@ async def test_without_a_verdict_the_words_are_the_owners_after_twilios_amd_time
     assert twilio.call(call_sid)["machine_detection_timeout"] == 3
 
     await caller.say()
-    await wait_for(lambda: heard(caller, OWNER_WORDS), "the owner's words transcribed")
-    await wait_for(lambda: caller.of(AudioOut), "the answer after the AMD timeout", timeout=20)
-    await wait_for(
+    await eventually(lambda: heard(caller, OWNER_WORDS), "the owner's words transcribed")
+    await eventually(lambda: caller.of(AudioOut), "the answer after the AMD timeout", timeout=20)
+    await eventually(
         lambda: [t for t in caller.of(TranscriptOut) if t.role == "assistant" and t.final], "the answer's transcript"
     )
     await asyncio.to_thread(twilio.end_call, call_sid)

@@ -9,7 +9,8 @@ from delegate.contracts.voice import HeartbeatOut, PrepareSession
 from delegate.runtime.lease import LEASE_KEY
 from tests.support.standin import StandinProcess
 from tests.support.system import System
-from tests.voice.peer import events_until, poll_state, session_updates, voice_state, wait_for
+from tests.support.waiting import eventually
+from tests.voice.peer import events_until, poll_state, session_updates, voice_state
 
 # Short enough to wait out: an unclaimed call's end, a silent gateway. One System serves
 # both tests (each of them meets only the timing it is about).
@@ -40,13 +41,13 @@ async def test_prepare_attach_single_use_token_and_busy(
 
     state = await voice_state(bus)
     assert state.active and state.session_id == caller.session_id and state.kind == "phone"
-    await wait_for(lambda: caller.of(HeartbeatOut), "a heartbeat from voice")
+    await eventually(lambda: caller.of(HeartbeatOut), "a heartbeat from voice")
     live = await poll_state(bus, "live")
     assert live.caller == "+15550001111" and live.preset == "quiet"
     assert (await bus.ping("voice")).detail == "live phone call"
 
     await caller.hang_up()
-    end = await wait_for(caller.ended, "the end of the call")
+    end = await eventually(caller.ended, "the end of the call")
     assert end.reason == "caller_hangup"
     await poll_state(bus, "idle")
 
@@ -80,7 +81,7 @@ async def test_a_lost_voice_lock_ends_the_call(make_system: Callable[..., System
     await poll_state(bus, "live")
     kv = await bus.js.key_value(VOICE_LEASE_BUCKET)
     await kv.delete(LEASE_KEY)  # as if it expired while the process was paused: the next renewal fails
-    end = await wait_for(caller.ended, "the call's end", timeout=15)
+    end = await eventually(caller.ended, "the call's end", timeout=15)
     assert end.reason == "superseded" and end.message
     events = await events_until(bus, caller.session_id, "span.closed")
     assert next(e for e in events if e.kind == "session.ended").payload["reason"] == "superseded"
@@ -93,7 +94,7 @@ async def test_shutdown_mid_call_ends_it_cleanly(make_system: Callable[..., Syst
     assert (await caller.attach()).ok
     await poll_state(bus, "live")
     system.procs["voice"].stop()  # SIGTERM
-    end = await wait_for(caller.ended, "the call's end", timeout=15)
+    end = await eventually(caller.ended, "the call's end", timeout=15)
     assert end.reason == "error" and end.message  # the gateway closes; Twilio plays the apology
     events = await events_until(bus, caller.session_id, "span.closed")
     ended = next(e for e in events if e.kind == "session.ended")
@@ -116,7 +117,7 @@ async def test_gateway_silence_ends_the_call(make_system: Callable[..., System],
     bus, caller = await connect(system)
     assert (await caller.prepare("phone")).ok
     assert (await caller.attach(heartbeat=False)).ok  # and then nothing: the gateway died
-    end = await wait_for(caller.ended, "the call's end", timeout=15)
+    end = await eventually(caller.ended, "the call's end", timeout=15)
     assert end.reason == "stream_lost"
     events = await events_until(bus, caller.session_id, "span.closed")
     assert next(e for e in events if e.kind == "session.ended").payload["reason"] == "stream_lost"

@@ -1,9 +1,7 @@
 """A call's conversation: its context, what was said (in the ledger, in order), barge-in, a lost model."""
 
-import asyncio
 import base64
 import itertools
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -13,7 +11,8 @@ from delegate.contracts.ids import new_id
 from delegate.contracts.voice import AudioOut, ClearOut, MarkOut, TranscriptOut
 from tests.support.standin import StandinProcess
 from tests.support.system import System
-from tests.voice.peer import Caller, events_until, ledger_events, session_updates, wait_for
+from tests.support.waiting import eventually
+from tests.voice.peer import Caller, events_until, ledger_events, session_updates
 
 STORY = (
     "Once upon a time there was a lighthouse keeper who counted every ship that passed, "
@@ -43,7 +42,7 @@ async def test_first_session_update_carries_capsule_and_recent_turns(
     await _wait_committed(bus, conversation, 4)
 
     assert (await caller.prepare("phone")).ok
-    update = (await wait_for(lambda: session_updates(standin), "the session.update"))[0]
+    update = (await eventually(lambda: session_updates(standin), "the session.update"))[0]
     instructions = update["instructions"]
     assert "green tea and lives in Lisbon" in instructions  # the capsule
     assert "## Recent conversation" in instructions
@@ -73,8 +72,8 @@ async def test_transcripts_in_spoken_order(
     assert (await caller.prepare("phone")).ok
     assert (await caller.attach()).ok
     await caller.say()
-    await wait_for(lambda: [t for t in caller.of(TranscriptOut) if t.role == "assistant" and t.final], "the answer")
-    await wait_for(lambda: caller.played_bytes >= _bytes_of(caller), "the answer played out", timeout=20)
+    await eventually(lambda: [t for t in caller.of(TranscriptOut) if t.role == "assistant" and t.final], "the answer")
+    await eventually(lambda: caller.played_bytes >= _bytes_of(caller), "the answer played out", timeout=20)
     await caller.hang_up()
 
     events = await events_until(bus, caller.session_id, "span.closed")
@@ -100,8 +99,8 @@ async def test_greeting_is_said_first(make_system: Callable[..., System], connec
     bus, caller = await connect(system)
     assert (await caller.prepare("phone")).ok
     assert (await caller.attach()).ok
-    await wait_for(lambda: caller.of(AudioOut), "the greeting's audio")
-    await wait_for(lambda: [t for t in caller.of(TranscriptOut) if t.final], "the greeting's transcript")
+    await eventually(lambda: caller.of(AudioOut), "the greeting's audio")
+    await eventually(lambda: [t for t in caller.of(TranscriptOut) if t.final], "the greeting's transcript")
     await caller.hang_up()
     events = await events_until(bus, caller.session_id, "span.closed")
     said = [e for e in events if e.kind == "message"]
@@ -122,10 +121,11 @@ async def test_barge_in_clears_cancels_and_truncates_at_what_was_heard(
     assert (await caller.prepare("phone")).ok
     assert (await caller.attach()).ok
     await caller.say()
-    await wait_for(lambda: caller.played_bytes >= 8 * 1200, "1.2 s of the story heard", timeout=20)
+    await eventually(lambda: caller.played_bytes >= 8 * 1200, "1.2 s of the story heard", timeout=20)
     await caller.say(speech_ms=600, silence_ms=800)  # the caller talks over it
-    await wait_for(lambda: caller.of(ClearOut), "the clear")
-    await wait_for(lambda: [t for t in caller.of(TranscriptOut) if t.final and t.text == "Okay."], "the second answer")
+    await eventually(lambda: caller.of(ClearOut), "the clear")
+    await eventually(lambda: [t for t in caller.of(TranscriptOut) if t.final and t.text == "Okay."],
+                     "the second answer")
     await caller.hang_up()
 
     clear_at = next(i for i, r in enumerate(caller.received) if isinstance(r.msg, ClearOut))
@@ -174,7 +174,7 @@ async def test_realtime_drop_ends_the_call_with_what_was_said(
     assert (await caller.prepare("phone")).ok
     assert (await caller.attach()).ok
     await caller.say()
-    end = await wait_for(caller.ended, "the call's end", timeout=20)
+    end = await eventually(caller.ended, "the call's end", timeout=20)
     assert end.reason == "realtime_lost" and end.message  # the gateway closes; Twilio plays the apology
 
     events = await events_until(bus, caller.session_id, "span.closed")
@@ -195,7 +195,7 @@ async def _wait_committed(bus: Any, conversation: str, count: int) -> None:
     async def committed() -> int:
         return len(await ledger_events(bus, conversation_id=conversation))
 
-    deadline = time.monotonic() + 15
-    while await committed() < count:
-        assert time.monotonic() < deadline, "the seeded events were not committed"
-        await asyncio.sleep(0.05)
+    async def enough() -> bool:
+        return await committed() >= count
+
+    await eventually(enough, "the seeded events committed", 15)

@@ -1,14 +1,13 @@
 """A voice process killed mid-call: its successor closes the call it left open (voice_lost)."""
 
-import asyncio
-import time
 from collections.abc import Callable
 from typing import Any
 
 from delegate.contracts.voice import TranscriptOut
 from tests.support.standin import StandinProcess
 from tests.support.system import System
-from tests.voice.peer import Caller, events_until, ledger_events, wait_for
+from tests.support.waiting import eventually
+from tests.voice.peer import Caller, events_until, ledger_events
 
 
 async def test_sigkill_mid_call_then_the_next_prepare_closes_the_stale_call(
@@ -20,7 +19,7 @@ async def test_sigkill_mid_call_then_the_next_prepare_closes_the_stale_call(
     assert (await caller.prepare("phone")).ok
     assert (await caller.attach()).ok
     await caller.say()
-    await wait_for(lambda: [t for t in caller.of(TranscriptOut) if t.role == "assistant" and t.final], "the answer")
+    await eventually(lambda: [t for t in caller.of(TranscriptOut) if t.role == "assistant" and t.final], "the answer")
     # what was said is in the ledger as it happens, before any end
     await wait_for_messages(bus, caller.session_id, 2)
     old_session = caller.session_id
@@ -28,10 +27,11 @@ async def test_sigkill_mid_call_then_the_next_prepare_closes_the_stale_call(
     system.kill("voice")
     system.restart("voice")
     successor = Caller(bus)
-    deadline = time.monotonic() + 20
-    while not (await successor.prepare("phone")).ok:  # busy until the dead holder's lock expires
-        assert time.monotonic() < deadline, "the voice lock of the killed process never expired"
-        await asyncio.sleep(0.2)
+
+    async def prepared() -> bool:  # busy until the dead holder's lock expires
+        return (await successor.prepare("phone")).ok
+
+    await eventually(prepared, "the voice lock of the killed process to expire", 20, interval=0.2)
 
     old = await events_until(bus, old_session, "span.closed")
     kinds = [e.kind for e in old]
@@ -51,10 +51,8 @@ async def test_sigkill_mid_call_then_the_next_prepare_closes_the_stale_call(
 
 
 async def wait_for_messages(bus: Any, session_id: str, count: int) -> None:
-    deadline = time.monotonic() + 20
-    while True:
+    async def committed() -> bool:
         events = await ledger_events(bus, kinds=["message"])
-        if len([e for e in events if e.payload.get("meta", {}).get("session_id") == session_id]) >= count:
-            return
-        assert time.monotonic() < deadline, "the call's messages were not committed"
-        await asyncio.sleep(0.1)
+        return len([e for e in events if e.payload.get("meta", {}).get("session_id") == session_id]) >= count
+
+    await eventually(committed, f"the call's {count} messages committed", 20, interval=0.1)

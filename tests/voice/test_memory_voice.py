@@ -2,8 +2,6 @@
 retrieved in a later text turn. Real ledger, memory, agent and voice processes; the stand-in
 speaks Realtime and Responses."""
 
-import asyncio
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -15,19 +13,17 @@ from delegate.contracts.voice import TranscriptOut
 from tests.agent.memory_rig import agent_bodies, findable, memory_of, remember, section
 from tests.support.standin import StandinProcess
 from tests.support.system import System
-from tests.voice.peer import events_until, ledger_events, session_updates, wait_for
+from tests.support.waiting import eventually
+from tests.voice.peer import events_until, ledger_events, session_updates
 
 MEMORY = {"MEMORY_RETRIEVAL_WAIT_MS": "5000", "AGENT_RECENT_TURNS": "0"}
 
 
 async def _answer(bus: Any, turn_id: str, timeout: float = 40.0) -> Event:
-    deadline = time.monotonic() + timeout
-    while True:
-        found = [e for e in await ledger_events(bus, kinds=["message", "turn.failed"]) if e.parent_id == turn_id]
-        if found:
-            return found[0]
-        assert time.monotonic() < deadline, f"no answer to {turn_id}"
-        await asyncio.sleep(0.1)
+    async def answers() -> list[Event]:
+        return [e for e in await ledger_events(bus, kinds=["message", "turn.failed"]) if e.parent_id == turn_id]
+
+    return (await eventually(answers, f"the answer to {turn_id}", timeout, interval=0.1))[0]
 
 
 async def test_a_fact_said_in_a_call_is_retrieved_in_a_later_text_turn(
@@ -39,7 +35,7 @@ async def test_a_fact_said_in_a_call_is_retrieved_in_a_later_text_turn(
     assert (await caller.prepare("phone")).ok
     assert (await caller.attach()).ok
     await caller.say()
-    await wait_for(lambda: [t for t in caller.of(TranscriptOut) if t.role == "assistant" and t.final], "the answer")
+    await eventually(lambda: [t for t in caller.of(TranscriptOut) if t.role == "assistant" and t.final], "the answer")
     await caller.hang_up()
     events = await events_until(bus, caller.session_id, "span.closed")
     assert ("user", "my brother Tom lives in Oslo now") in [(e.role, e.payload.get("text")) for e in events
@@ -70,7 +66,7 @@ async def test_a_call_is_seeded_with_memory_and_records_it(
     await findable(bus, "plan the garden", "tomatoes", purpose="voice")
 
     assert (await caller.prepare("phone")).ok
-    update = (await wait_for(lambda: session_updates(standin), "the session.update"))[0]
+    update = (await eventually(lambda: session_updates(standin), "the session.update"))[0]
     instructions = update["instructions"]
     assert "Speak slowly and call me Sam." in section(instructions, "## How the owner wants to be answered")
     assert "tomatoes and beans" in section(instructions, "## Memory")

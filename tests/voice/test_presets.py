@@ -1,14 +1,13 @@
 """Voice presets: hot reload, a broken file keeps its last good version, the built-in default."""
 
-import asyncio
-import time
 from collections.abc import Callable
 from typing import Any
 
 from tests.support.standin import StandinProcess
 from tests.support.system import System
+from tests.support.waiting import eventually
 from tests.voice.conftest import write_preset
-from tests.voice.peer import events_until, session_updates, voice_state, wait_for
+from tests.voice.peer import events_until, session_updates, voice_state
 
 
 async def test_presets_reload_and_a_broken_file_keeps_the_last_good_one(
@@ -24,7 +23,7 @@ async def test_presets_reload_and_a_broken_file_keeps_the_last_good_one(
     assert state.default_preset == "quiet" and not state.preset_errors
 
     assert (await caller.prepare("phone", preset="calm")).ok
-    update = (await wait_for(lambda: session_updates(standin), "the session.update"))[0]
+    update = (await eventually(lambda: session_updates(standin), "the session.update"))[0]
     assert update["audio"]["output"]["voice"] == "cedar" and "Speak very slowly." in update["instructions"]
     assert update["audio"]["input"]["turn_detection"] == {
         "type": "semantic_vad", "eagerness": "low", "create_response": True, "interrupt_response": True,
@@ -56,10 +55,8 @@ async def test_builtin_default_preset_without_files(make_system: Callable[..., S
 
 
 async def poll(bus: Any, check: Callable[[Any], bool], timeout: float = 15.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
+    async def matching() -> Any:
         state = await voice_state(bus)
-        if check(state):
-            return state
-        assert time.monotonic() < deadline, f"voice state never matched: {state}"
-        await asyncio.sleep(0.2)
+        return state if check(state) else None
+
+    return await eventually(matching, "the voice state to match", timeout, interval=0.2)

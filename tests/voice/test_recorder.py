@@ -1,6 +1,5 @@
 """Spoken order: a caller's transcript that completes after the answer to it still comes first."""
 
-import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -9,6 +8,7 @@ from delegate.contracts.ids import new_id
 from delegate.voice.ledger import VoiceLedger
 from delegate.voice.recorder import Recorder
 from tests.support.system import System
+from tests.support.waiting import eventually
 from tests.voice.peer import ledger_events
 
 
@@ -58,8 +58,5 @@ async def wait_for_count(bus: Any, conversation: str, count: int) -> list[Any]:
         await poll()
         return len(found) >= count
 
-    deadline = asyncio.get_running_loop().time() + 15
-    while not await check():
-        assert asyncio.get_running_loop().time() < deadline, f"only {len(found)} of {count} events committed"
-        await asyncio.sleep(0.1)
+    await eventually(check, f"{count} events committed", 15, interval=0.1, explain=lambda: f"{len(found)} committed")
     return found

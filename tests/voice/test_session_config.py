@@ -11,7 +11,8 @@ from delegate.contracts.voice import AudioOut
 from delegate.runtime.bus import BusUnavailable
 from tests.support.standin import StandinProcess
 from tests.support.system import System
-from tests.voice.peer import events_until, poll_state, session_updates, wait_for
+from tests.support.waiting import eventually
+from tests.voice.peer import events_until, poll_state, session_updates
 
 APOLOGY = "Sorry, the call dropped. Please call again."  # what voice says when its side fails
 REFUSAL = {
@@ -61,7 +62,7 @@ async def test_a_refused_session_update_on_an_attached_call_ends_it_with_the_apo
     standin.realtime_script(REFUSAL)
     assert (await caller.prepare("phone")).ok
     assert (await caller.attach()).ok
-    end = await wait_for(caller.ended, "the session's end", timeout=20)
+    end = await eventually(caller.ended, "the session's end", timeout=20)
     assert end.reason == "realtime_lost" and end.message == APOLOGY
     assert not caller.of(AudioOut)
     events = await events_until(bus, caller.session_id, "span.closed")
@@ -77,7 +78,7 @@ async def test_the_greeting_keeps_the_sessions_instructions(
     _, caller = await connect(system)
     assert (await caller.prepare("browser")).ok
     assert (await caller.attach()).ok
-    await wait_for(lambda: caller.of(AudioOut), "the greeting's audio")
+    await eventually(lambda: caller.of(AudioOut), "the greeting's audio")
     await caller.hang_up()
     persona = session_updates(standin)[0]["instructions"]
     assert "Speak naturally and warmly" in persona  # the preset's style, inside the session's

@@ -6,7 +6,8 @@ from typing import Any
 from delegate.contracts.voice import TranscriptOut
 from tests.support.standin import StandinProcess
 from tests.support.system import System
-from tests.voice.peer import events_until, wait_for
+from tests.support.waiting import eventually
+from tests.voice.peer import events_until
 
 
 async def test_tool_call_through_the_registry(
@@ -19,7 +20,7 @@ async def test_tool_call_through_the_registry(
     assert (await caller.prepare("phone")).ok
     assert (await caller.attach()).ok
     await caller.say()
-    answer = await wait_for(
+    answer = await eventually(
         lambda: [t for t in caller.of(TranscriptOut) if t.role == "assistant" and t.final], "the answer after the tool"
     )
     assert "notes_create" in answer[0].text

@@ -8,7 +8,8 @@ from delegate.contracts.voice import TranscriptOut
 from delegate.runtime.pricing import Usage, load_prices
 from tests.support.standin import StandinProcess
 from tests.support.system import System
-from tests.voice.peer import events_until, wait_for
+from tests.support.waiting import eventually
+from tests.voice.peer import events_until
 
 
 async def test_each_response_of_a_call_writes_one_priced_usage(
@@ -20,7 +21,7 @@ async def test_each_response_of_a_call_writes_one_priced_usage(
     assert (await caller.prepare("phone")).ok
     assert (await caller.attach()).ok
     await caller.say()
-    await wait_for(lambda: [t for t in caller.of(TranscriptOut) if t.role == "assistant" and t.final], "the answer")
+    await eventually(lambda: [t for t in caller.of(TranscriptOut) if t.role == "assistant" and t.final], "the answer")
     await caller.hang_up()
 
     events = await events_until(bus, caller.session_id, "span.closed")
