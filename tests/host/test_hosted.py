@@ -25,13 +25,7 @@ from delegate.host.host import Refused, loaded, serve_all
 from delegate.host.hosted import Hosted
 from delegate.runtime.logs import ServiceName
 from delegate.runtime.settings import ServiceSettings
-
-
-async def until(check, what: str, timeout: float = 20.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not check():
-        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.02)
+from tests.support.waiting import eventually
 
 
 async def test_a_failing_service_is_started_again_and_the_others_run_on_untouched() -> None:
@@ -55,7 +49,7 @@ async def test_a_failing_service_is_started_again_and_the_others_run_on_untouche
     stopping = asyncio.Event()
     hosted = [Hosted("flaky", settings, flaky), Hosted("steady", settings, steady)]
     host = asyncio.create_task(serve_all(hosted, stopping))
-    await until(lambda: starts["flaky"] == 3, "the third start of the failing service")
+    await eventually(lambda: starts["flaky"] == 3, "the third start of the failing service")
     assert starts["steady"] == 1 and not steady_stopped.is_set() and not host.done()
     stopping.set()
     await asyncio.wait_for(host, 10)
@@ -87,7 +81,7 @@ async def test_every_line_a_service_logs_carries_its_name() -> None:
         stopping = asyncio.Event()
         settings = ServiceSettings()
         host = asyncio.create_task(serve_all([Hosted(n, settings, named(n)) for n in ("agent", "memory")], stopping))
-        await until(lambda: out.getvalue().count("thread of") == 2, "both services' lines")
+        await eventually(lambda: out.getvalue().count("thread of") == 2, "both services' lines")
         log.info("said by the host")
         stopping.set()
         await asyncio.wait_for(host, 10)
@@ -116,7 +110,7 @@ async def test_the_stop_takes_every_service_together_and_the_ledger_last() -> No
     settings = ServiceSettings()
     names = ("ledger", "agent", "gateway", "memory")
     host = asyncio.create_task(serve_all([Hosted(n, settings, service(n)) for n in names], stopping))
-    await until(lambda: len(started) == len(names), "every service to start")
+    await eventually(lambda: len(started) == len(names), "every service to start")
     stopping.set()
     await asyncio.wait_for(host, 10)
     assert order[-1] == "ledger" and sorted(order[:3]) == ["agent", "gateway", "memory"]
@@ -138,12 +132,12 @@ async def test_each_service_runs_as_soon_as_it_is_loaded() -> None:
 
     async def loading() -> AsyncIterator[Hosted]:
         yield Hosted("ledger", settings, service("ledger"))
-        await until(lambda: "ledger" in started, "the first service to run")
+        await eventually(lambda: "ledger" in started, "the first service to run")
         yield Hosted("agent", settings, service("agent"))
 
     stopping = asyncio.Event()
     host = asyncio.create_task(serve_all(loading(), stopping))
-    await until(lambda: started == ["ledger", "agent"], "both services to run")
+    await eventually(lambda: started == ["ledger", "agent"], "both services to run")
     stopping.set()
     await asyncio.wait_for(host, 10)
     assert stopped == ["agent", "ledger"]  # the ledger last, as ever
@@ -183,7 +177,7 @@ async def test_a_stop_while_loading_starts_no_more_services() -> None:
 
     stopping = asyncio.Event()
     host = asyncio.create_task(serve_all(loading(), stopping))
-    await until(lambda: started == ["ledger"], "the first service to start")
+    await eventually(lambda: started == ["ledger"], "the first service to start")
     stopping.set()
     await asyncio.wait_for(host, 10)
     assert started == ["ledger"]
