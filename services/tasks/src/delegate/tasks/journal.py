@@ -16,7 +16,9 @@ from delegate.contracts.events import Event
 
 
 @dataclass(frozen=True)
-class Call:
+class FunctionCall:
+    """A tool call the model asked for (a function call of the Responses API), not a voice call."""
+
     call_id: str
     name: str
     arguments: str  # as the model wrote them (JSON text, maybe invalid)
@@ -33,7 +35,7 @@ class Call:
 @dataclass(frozen=True)
 class Intent:
     step: int
-    call: Call
+    call: FunctionCall
     key: str
 
 
@@ -41,7 +43,7 @@ class Intent:
 class Position:
     next_step: int = 1
     head: str | None = None  # the last journaled model response: the chain continues from it
-    calls: list[Call] = field(default_factory=list)  # what that response asked for
+    calls: list[FunctionCall] = field(default_factory=list)  # what that response asked for
     outputs: dict[str, str] = field(default_factory=dict)  # call_id -> what the model reads back
     intents: dict[str, Intent] = field(default_factory=dict)  # call_id -> a side effect begun
     nudge: str | None = None  # a user message for the next model call (after an unusable answer)
@@ -49,7 +51,7 @@ class Position:
     model_steps: int = 0
 
     @property
-    def pending(self) -> list[Call]:
+    def pending(self) -> list[FunctionCall]:
         """Calls of the last model step with no result yet (run, or marked unknown)."""
         return [c for c in self.calls if c.call_id not in self.outputs]
 
@@ -69,7 +71,9 @@ def replay(events: list[Event]) -> Position:
             case "task.step", "model":
                 pos.model_steps += 1
                 pos.head = data.get("response_id") or pos.head
-                pos.calls = [Call(c["call_id"], c["name"], c.get("arguments", "")) for c in data.get("calls", [])]
+                pos.calls = [
+                    FunctionCall(c["call_id"], c["name"], c.get("arguments", "")) for c in data.get("calls", [])
+                ]
                 pos.outputs, pos.intents = {}, {}
                 pos.nudge = data.get("nudge")
                 if data.get("failed"):
@@ -81,7 +85,9 @@ def replay(events: list[Event]) -> Position:
                 pos.outputs[str(data.get("call_id"))] = f"Refused: {data.get('reason', '')}"
                 pos.failures += 1
             case "task.step.intent", _:
-                call = Call(str(data.get("call_id")), str(data.get("name")), json.dumps(data.get("arguments", {})))
+                call = FunctionCall(
+                    str(data.get("call_id")), str(data.get("name")), json.dumps(data.get("arguments", {}))
+                )
                 pos.intents[call.call_id] = Intent(int(step or 0), call, str(data.get("key", "")))
             case "task.step.unknown", _:
                 pos.outputs[str(data.get("call_id"))] = unknown_output(str(data.get("name", "")))

@@ -11,7 +11,7 @@ from typing import Any
 from delegate.runtime.metering import Cause, Meter
 from delegate.runtime.openai_client import LazyOpenAI, ModelFailed
 
-from .journal import Call
+from .journal import FunctionCall
 from .prompts import INSTRUCTIONS
 from .settings import Settings
 
@@ -21,7 +21,7 @@ __all__ = ["Answer", "Model", "ModelFailed"]
 @dataclass
 class Answer:
     response_id: str
-    calls: list[Call] = field(default_factory=list)
+    calls: list[FunctionCall] = field(default_factory=list)
     text: str = ""
     tokens: int = 0
 
@@ -49,7 +49,7 @@ class Model(LazyOpenAI):
         if response.status not in (None, "completed"):
             raise ModelFailed(f"response {response.id} ended {response.status}: {response.error}")
         calls = [
-            Call(item.call_id, item.name, item.arguments)
+            FunctionCall(item.call_id, item.name, item.arguments)
             for item in response.output
             if item.type == "function_call"
         ]

@@ -20,7 +20,7 @@ from delegate.contracts.tasks import FailReason, step_key, task_data
 from delegate.runtime.metering import Cause, Meter
 from delegate.runtime.spend import Hold
 
-from .journal import Call, Position, replay, unknown_output
+from .journal import FunctionCall, Position, replay, unknown_output
 from .model import Answer, Model, ModelFailed
 from .projection import TaskRecord
 from .prompts import EMPTY_ANSWER, first_message
@@ -192,7 +192,7 @@ class TaskRun:
             await self.journal("task.finished", task_data(answer=answer.text[:MAX_TEXT]))
             raise Ended
 
-    async def _tool_step(self, pos: Position, call: Call, toolset: Toolset, browser: BrowserSession) -> None:
+    async def _tool_step(self, pos: Position, call: FunctionCall, toolset: Toolset, browser: BrowserSession) -> None:
         step = pos.next_step
         arguments = call.parsed() or {}
         refusal = toolset.refusal(call.name)
