@@ -82,7 +82,10 @@ class StandinProcess:
         raise AssertionError("unreachable")
 
     def _wait_ready(self, timeout: float) -> bool:
+        # Not waiting.eventually: a process that died ends the wait at once with False, and
+        # start() then tries again (another port), so a timeout is not a failure here.
         deadline = time.monotonic() + timeout
+
         while time.monotonic() < deadline:
             if not self.alive():
                 return False
