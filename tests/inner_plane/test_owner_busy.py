@@ -36,3 +36,11 @@ def test_a_message_is_busy_until_its_answer_or_failure() -> None:
                         channel="sms", parent_id=asked.id)
     assert observe(state, failed)
     assert busy(state, utcnow(), STALE) is None
+
+
+def test_a_call_open_in_a_state_file_from_before_the_rename_still_keeps_the_owner_busy() -> None:
+    # State files written while the field was "open_sessions" are read as they are: a call open
+    # across the upgrade must not let the broker interleave an activation.
+    state = BrokerState.model_validate_json('{"open_sessions": {"v1": "2026-01-01T00:00:00Z"}}')
+    found = busy(state, utcnow(), STALE)
+    assert found is not None and "v1" in found[0]

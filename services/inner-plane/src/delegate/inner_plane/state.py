@@ -15,7 +15,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 from delegate.contracts.reminders import Reminder
 from delegate.runtime.spend import SpendBook
@@ -111,9 +111,12 @@ class BrokerState(_Model):
     dedup: dict[str, DedupEntry] = Field(default_factory=dict)  # dedup key -> the first signal
     wakes: list[datetime] = Field(default_factory=list)  # proactive (non-urgent) acts, newest last
     batch: ActivationBatch | None = None  # the activation in flight
-    # The owner mid-turn: user messages (id -> ts) without their answer, voice sessions open.
+    # The owner mid-turn: user messages (id -> ts) without their answer, voice calls open (by
+    # their wire session_id). A state file written before the rename says "open_sessions".
     open_turns: dict[str, datetime] = Field(default_factory=dict)
-    open_sessions: dict[str, datetime] = Field(default_factory=dict)
+    open_calls: dict[str, datetime] = Field(
+        default_factory=dict, validation_alias=AliasChoices("open_calls", "open_sessions")
+    )
     # Spend against BUDGET_* (committed model.usage events); background work waits at the line.
     spend: SpendBook = Field(default_factory=SpendBook)
 
@@ -179,7 +182,7 @@ class StateFile:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._turn = asyncio.Lock()  # one snapshot in flight at a time
+        self._saving = asyncio.Lock()  # one snapshot in flight at a time
         self._write_lock = threading.Lock()  # one thread touching the files at a time
         self._requested = 0  # saves asked for (event loop side)
         self._durable = 0  # the newest save on disk (written by the worker thread under _write_lock)
@@ -198,7 +201,7 @@ class StateFile:
         """Return once a snapshot of ``state`` taken after this call is on disk."""
         self._requested += 1
         ticket = self._requested
-        async with self._turn:
+        async with self._saving:
             if self._durable >= ticket:
                 return  # a write that began after our change already covered it
             # The snapshot is taken here, on the loop, so it is consistent; every change whose

@@ -13,11 +13,11 @@ from delegate.contracts.events import Event, InnerSignal, Message, SessionEnded,
 
 from .state import BrokerState
 
-TURN_CHANNELS = frozenset({"text", "sms", "email"})  # voice transcripts belong to their session
+TURN_CHANNELS = frozenset({"text", "sms", "email"})  # voice transcripts belong to their call
 
 
 def observe(state: BrokerState, event: Event) -> bool:
-    """Update the open turns and sessions; True when the owner's activity changed."""
+    """Update the open turns and calls; True when the owner's activity changed."""
     if event.payload.get("imported"):
         return False  # history brought in by an import: nobody is waiting for an answer to it
     if event.role == "user" and event.channel in TURN_CHANNELS and event.is_kind(Message):
@@ -34,17 +34,17 @@ def observe(state: BrokerState, event: Event) -> bool:
             del state.open_turns[event_id]
             return True
     if (started := event.payload_as(SessionStarted)) is not None:
-        state.open_sessions[started.session_id or event.id] = event.ts
+        state.open_calls[started.session_id or event.id] = event.ts
         return True
     if (ended := event.payload_as(SessionEnded)) is not None:
-        return state.open_sessions.pop(ended.session_id, None) is not None
+        return state.open_calls.pop(ended.session_id, None) is not None
     return False
 
 
 def busy(state: BrokerState, now: datetime, stale: timedelta) -> tuple[str, datetime | None] | None:
     """What keeps the owner busy at ``now`` (a detail, and when it stops counting), or None."""
-    if state.open_sessions:
-        return f"a call is open (session {next(iter(state.open_sessions))})", None
+    if state.open_calls:
+        return f"a call is open ({next(iter(state.open_calls))})", None
     live = {mid: ts for mid, ts in state.open_turns.items() if ts + stale > now}
     if live:
         mid, ts = min(live.items(), key=lambda kv: kv[1])
