@@ -90,7 +90,7 @@ class Supervisor:
             self.restarts[proc.name] = [*recent, time.monotonic()]
             proc.start()
 
-    def stop(self, hurry: "Signals", budget_s: float = STOP_BUDGET_S) -> None:
+    def stop(self, hurry: "StopRequests", budget_s: float = STOP_BUDGET_S) -> None:
         """SIGTERM stage by stage (`STOP_STAGES`), each stage's processes together, each stage
         waited for before the next; a process no stage names stops with the first stage.
 
@@ -114,8 +114,9 @@ class Supervisor:
                 proc.kill()
 
 
-class Signals:
-    """SIGINT and SIGTERM as a count and a wakeup pipe, with no lock anywhere.
+class StopRequests:
+    """SIGINT and SIGTERM as a count and a wakeup pipe, with no lock anywhere. (Not ``Signals``:
+    a signal is the inner plane's, in the glossary.)
 
     A Python signal handler runs between two bytecodes of the main thread, possibly inside
     another handler: one that set a `threading.Event` could deadlock on the Event's own lock
@@ -223,7 +224,7 @@ def launch_environment(environ: dict[str, str] | None = None, env_file: str | Pa
 
 
 def main() -> None:
-    signals = Signals()  # before any child starts: a Ctrl-C during start-up stops what started
+    stop_requests = StopRequests()  # before any child starts: a Ctrl-C during start-up stops what started
     env = launch_environment()
     configure_logging("launch", env.get("LOG_LEVEL", "INFO"))
     runtime = Path(env["RUNTIME_DATA_DIR"])
@@ -308,12 +309,12 @@ def main() -> None:
                 log.error("%s (see %s)", refusal(supervisor.refused), supervisor.refused.log_path)
                 exit_code = os.EX_CONFIG
                 break
-            if signals.wait(SUPERVISE_EVERY_S):
+            if stop_requests.wait(SUPERVISE_EVERY_S):
                 break
     finally:
         log.info("stopping")
         began = time.monotonic()
-        supervisor.stop(hurry=signals, budget_s=stop_budget(env))
+        supervisor.stop(hurry=stop_requests, budget_s=stop_budget(env))
         if nats:
             nats.stop(timeout=NATS_STOP_S)
         log.info("stopped in %.1f s", time.monotonic() - began)
