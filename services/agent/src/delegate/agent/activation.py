@@ -148,7 +148,8 @@ class Activations:
             channel, reason = await self._deliver(msg, route, answer, summary)
             status = "completed"
         elif answer is not None:  # turn.failed: the signals themselves still reach the owner
-            error = str(answer.payload.get("message") or "")
+            failed = answer.payload_as(TurnFailed)
+            error = failed.message if failed is not None else ""
             summary = f"{FAILURE_PREFIX} {error}\n\n{fallback_text(msg, self._zone)}".strip()
             channel, delivered = await self._deliver(msg, route, answer, summary)
             status, reason = "failed", f"{error} ({delivered})" if error else delivered
@@ -213,8 +214,8 @@ class Activations:
         """The email an email answer replies to: the one the batch is about, if any."""
         event_id = email_thread(msg)
         event = await self.ledger.get(event_id) if event_id else None
-        meta = event.payload.get("meta") if event is not None else None
-        return meta if isinstance(meta, dict) else None
+        message = event.payload_as(Message) if event is not None else None
+        return message.meta if message is not None else None
 
     async def given_up(self, msg: ActivationInput, failed: Event) -> None:
         """An activation that kept failing: its outcome says so (best effort, as ``turn.failed``)."""

@@ -16,7 +16,7 @@ outbound reply, it is published only after a fresh read shows the lease ours.
 import logging
 
 from delegate.contracts import topics
-from delegate.contracts.events import ConversationOpened, Message, make_event
+from delegate.contracts.events import ConversationOpened, Message, SpanOpened, make_event
 from delegate.contracts.ids import new_id
 from delegate.contracts.messages import UserInput
 from delegate.contracts.signals import MAX_TEXT, EmailReceived, EmailReceivedPayload
@@ -95,4 +95,5 @@ class AwayEmail:
             return True
         # A call's span is the voice service's (the agent does not hold it): ask the ledger.
         opened = (await self.ledger.resume(turn_limit=0)).open_span
-        return opened is not None and opened.payload.get("type") in CALL_SPANS
+        call = opened.payload_as(SpanOpened) if opened is not None else None
+        return call is not None and call.type in CALL_SPANS

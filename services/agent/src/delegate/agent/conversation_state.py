@@ -9,7 +9,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from delegate.contracts.events import Channel, ContextCapsule, Event, Message, SpanType
+from delegate.contracts.events import (
+    Channel,
+    ContextCapsule,
+    ContextCompacted,
+    ContextUsage,
+    Event,
+    Message,
+    SpanOpened,
+    SpanType,
+)
 from delegate.contracts.messages import ResumeState
 from delegate.runtime.working_context import RESPONSES_CHANNELS
 
@@ -67,12 +76,13 @@ def state_from_resume(resume: ResumeState) -> ConversationState:
     if resume.last_compacted is not None and resume.last_compacted.conversation_id == resume.conversation_id:
         state.last_compacted_at = resume.last_compacted.ts
     opened = resume.open_span
+    span = opened.payload_as(SpanOpened) if opened is not None else None
     # A call's span belongs to the voice service, which closes it (a killed one's successor too).
-    if opened is not None and opened.span_id and opened.payload.get("type") not in ("voice", "phone"):
-        span_type = opened.payload.get("type", "interaction")
-        state.span = SpanRef(opened.span_id, span_type, opened.channel, opened.payload.get("activation_id"))
-    if resume.last_usage is not None:
-        state.input_tokens = int(resume.last_usage.payload.get("input_tokens") or 0)
+    if opened is not None and opened.span_id and span is not None and span.type not in ("voice", "phone"):
+        state.span = SpanRef(opened.span_id, span.type, opened.channel, span.activation_id)
+    usage = resume.last_usage.payload_as(ContextUsage) if resume.last_usage is not None else None
+    if usage is not None:
+        state.input_tokens = usage.input_tokens
 
     chain_seq = 0
     answer = newest_assistant(resume)
@@ -80,18 +90,19 @@ def state_from_resume(resume: ResumeState) -> ConversationState:
         chain_seq = answer.seq or 0
         # A voice answer means a Realtime session ran since: it cleared the chain. A stopped
         # answer never became the chain head: the next turn starts fresh, as it would have.
-        if answer.channel in RESPONSES_CHANNELS and not answer.payload.get("stopped"):
-            state.chain_id = answer.payload.get("response_id") or None
+        message = answer.payload_as(Message)
+        if message is not None and answer.channel in RESPONSES_CHANNELS and not message.stopped:
+            state.chain_id = message.response_id or None
     else:
         state.chain_id = resume.last_response_id
 
     compacted = resume.last_compacted
-    if compacted is not None:
-        payload = compacted.payload
-        if payload.get("trigger") == "manual" and (compacted.seq or 0) > chain_seq:
-            # Compact now replaced the chain and no turn has succeeded since.
-            state.chain_id = None
-            state.replacement = payload.get("replacement_input") or None
-            if payload.get("input_tokens_after") is not None:
-                state.input_tokens = int(payload["input_tokens_after"])
+    payload = compacted.payload_as(ContextCompacted) if compacted is not None else None
+    if compacted is not None and payload is not None and payload.trigger == "manual" \
+            and (compacted.seq or 0) > chain_seq:
+        # Compact now replaced the chain and no turn has succeeded since.
+        state.chain_id = None
+        state.replacement = payload.replacement_input or None
+        if payload.input_tokens_after is not None:
+            state.input_tokens = payload.input_tokens_after
     return state

@@ -4,7 +4,7 @@ the capsule and the recent verbatim turns after it, without what an edit or a re
 
 from typing import Any
 
-from delegate.contracts.events import Event
+from delegate.contracts.events import Event, Message
 from delegate.contracts.ids import utcnow
 from delegate.runtime.working_context import WorkingContext, build_working_context, capsule_through_seq
 
@@ -44,8 +44,9 @@ def without_replaced(messages: list[Event], turn: Turn | None) -> list[Event]:
     regenerated, and every earlier answer to the turn being answered now (a regenerate).
     History itself keeps them all; only the model no longer sees them.
     """
-    superseded = {m.payload.get("supersedes") for m in messages if m.role == "user"}
-    regenerated = {m.payload.get("regenerates") for m in messages if m.role == "assistant"}
+    typed = [(m.role, p) for m in messages if (p := m.payload_as(Message)) is not None]
+    superseded = {p.supersedes for role, p in typed if role == "user"}
+    regenerated = {p.regenerates for role, p in typed if role == "assistant"}
     if turn is not None:
         superseded.add(turn.supersedes)
     superseded.discard(None)

@@ -301,5 +301,5 @@ def _settle_lease_read(task: "asyncio.Task[None]") -> None:
 
 def _meta(user_message: Event) -> dict[str, Any]:
     """The channel details (sender, subject, Message-ID ...) stored on a user message."""
-    meta = user_message.payload.get("meta")
-    return meta if isinstance(meta, dict) else {}
+    message = user_message.payload_as(Message)
+    return message.meta if message is not None else {}

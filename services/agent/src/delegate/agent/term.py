@@ -49,7 +49,7 @@ class LeadershipTerm:
                 channel="inner",
             )
         await self.ledger.append(self._started)
-        supersedes = self._started.payload.get("supersedes")
+        supersedes = self._started.typed(TermStarted).supersedes
         log.info("term %s started%s", self.id, f", superseding {supersedes}" if supersedes else "")
 
     async def end(self, reason: TermEndReason, *, timeout: float) -> None:

@@ -12,7 +12,7 @@ import hashlib
 from typing import Any, Protocol
 
 from delegate.contracts.channels import SMS_BODY_LIMIT, OutboundEmail, OutboundSms
-from delegate.contracts.events import Event
+from delegate.contracts.events import Delivery, Event
 
 from ..base import CURRENT_CALL, FAILED, SIDE_EFFECT, UNAVAILABLE, Tool, ToolError, object_schema
 from ..settings import ToolSettings
@@ -57,10 +57,11 @@ async def deliver(outbox: Outbox, msg: OutboundSms | OutboundEmail, what: str, w
     outcome = await outbox.outcome(msg.id, wait)
     if outcome is None:
         return f"queued: the {what} is in the outbox; its delivery will show in the timeline."
-    status = outcome.payload.get("status")
-    error = str(outcome.payload.get("error") or outcome.payload.get("error_code") or "no reason given")
+    delivery = outcome.typed(Delivery)
+    status = delivery.status
+    error = delivery.error or delivery.error_code or "no reason given"
     if status == "sent":
-        ids = ", ".join(str(i) for i in outcome.payload.get("external_ids") or [])
+        ids = ", ".join(delivery.external_ids)
         return f"sent: the {what} was delivered to the owner" + (f" ({ids})." if ids else ".")
     if status == "failed":
         raise ToolError(FAILED, f"the {what} was not sent: {error}")
