@@ -23,6 +23,7 @@ from delegate.ledger.store.sqlite import SqliteStore
 from delegate.runtime.bus import Bus
 from tests.support.nats import role_url
 from tests.support.postgres import PrivatePostgres
+from tests.support.waiting import eventually
 
 
 @pytest.fixture(scope="session")
@@ -86,20 +87,6 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
     await s.close()
 
 
-async def until(predicate, timeout: float = 20.0, what: str = "condition") -> None:  # type: ignore[no-untyped-def]
-    """Poll ``predicate`` (sync or async) until true, failing after ``timeout`` seconds."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        value = predicate()
-        if asyncio.iscoroutine(value):
-            value = await value
-        if value:
-            return
-        assert loop.time() < deadline, f"{what} not met within {timeout}s"
-        await asyncio.sleep(0.05)
-
-
 @dataclass
 class Running:
     """The ledger's own code path (``serve``) running in this process, and a test connection."""
@@ -125,7 +112,7 @@ class Running:
             except Exception:
                 return False
 
-        await until(ready, what="ledger ready")
+        await eventually(ready, "ledger ready")
 
     async def halt(self) -> None:
         """SIGTERM, in effect: the batch in hand is committed and acked, then it returns."""
@@ -186,7 +173,7 @@ async def dead_letters(bus: Bus, count: int) -> list[DeadLetter]:
     async def enough() -> bool:
         return (await bus.js.stream_info("DEAD")).state.messages >= count
 
-    await until(enough, what=f"{count} dead letters")
+    await eventually(enough, f"{count} dead letters")
     psub = await bus.js.pull_subscribe("dead.evt.>", stream="DEAD")
     try:
         msgs = await psub.fetch(count, timeout=5)

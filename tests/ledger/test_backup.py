@@ -29,9 +29,9 @@ from delegate.ledger.store.sqlite import SqliteStore
 from delegate.runtime.bus import Bus
 from tests.support.postgres import PrivatePostgres
 from tests.support.system import System
+from tests.support.waiting import eventually
 
 from .builders import message, span_opened
-from .conftest import until
 
 pytestmark = [pytest.mark.integration]
 
@@ -121,7 +121,7 @@ async def test_a_backup_taken_mid_burst_restores_every_event_committed_before_it
     acked: list[str] = []
     stop = asyncio.Event()
     producing = asyncio.create_task(_produce(running, acked, stop))
-    await until(lambda: _max_seq(live) >= 1000, timeout=30, what="the ledger writing")
+    await eventually(lambda: _max_seq(live) >= 1000, "the ledger writing", 30)
     # Before the backup starts: what JetStream acknowledged and the ledger committed.
     acked_then = set(acked)
     before = {i: seq for i, seq in _rows(live).items() if i in acked_then}

@@ -6,6 +6,7 @@ was announced on ledger.live.committed is in the database with the same seq.
 """
 
 import asyncio
+import functools
 import os
 import signal
 import sqlite3
@@ -21,9 +22,9 @@ from delegate.launcher.procs import NatsServer
 from delegate.ledger.store import sqlite_path
 from delegate.runtime.bus import Bus
 from tests.support.system import System
+from tests.support.waiting import eventually
 
 from .builders import message, span_opened
-from .conftest import until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -88,7 +89,7 @@ def _db_count(system: System) -> int:
 
 
 async def _settled(system: System, events: list[Event], w: Watch) -> dict[str, int]:
-    await until(lambda: _db_count(system) >= len(events), timeout=60, what="every event stored")
+    await eventually(lambda: _db_count(system) >= len(events), "every event stored", 60)
     rows = _db_rows(system)
     assert len(rows) == len(events) == len(set(rows.values()))
     assert set(rows) == {e.id for e in events}
@@ -114,6 +115,10 @@ def _writer_pid(ledger_pid: int) -> int | None:
     return None
 
 
+def _announced_more_than(watch: Watch, count: int) -> bool:
+    return len(watch.announced) > count
+
+
 def _gone(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as f:
@@ -130,21 +135,21 @@ async def test_ledger_killed_twice_mid_burst_loses_and_duplicates_nothing(system
     await _publish(watch, slices[0])
     seen = 0
     for rest in slices[1:]:
-        await until(lambda s=seen: len(watch.announced) > s, what="the ledger writing")
+        await eventually(functools.partial(_announced_more_than, watch, seen), "the ledger writing")
         seen = len(watch.announced)
         writer = _writer_pid(system.procs["ledger"].pid)
         assert writer is not None
         await asyncio.to_thread(system.kill, "ledger")
         # Its writer process sees its input end, answers what it holds, and exits: no orphan
         # is left holding the database.
-        await until(lambda w=writer: _gone(w), timeout=15, what="the orphaned writer exiting")
+        await eventually(functools.partial(_gone, writer), "the orphaned writer exiting", 15)
         system.procs["ledger"].start()
         # Publish on while the ledger restarts; the next kill waits until it is back.
         await asyncio.gather(_publish(watch, rest), asyncio.to_thread(system.wait_ready, ["ledger"]))
     await _settled(system, events, watch)
     # The restarted ledger re-announces what its killed predecessor committed but may not have
     # announced, so every event was announced at least once (subscribers dedupe by seq).
-    await until(lambda: len(watch.announced) == TOTAL, what="every event announced")
+    await eventually(lambda: len(watch.announced) == TOTAL, "every event announced")
 
 
 async def test_writer_process_killed_twice_mid_burst_loses_and_duplicates_nothing(
@@ -160,16 +165,16 @@ async def test_writer_process_killed_twice_mid_burst_loses_and_duplicates_nothin
     seen = 0
     killed: list[int] = []
     for rest in slices[1:]:
-        await until(lambda s=seen: len(watch.announced) > s, what="the ledger writing")
+        await eventually(functools.partial(_announced_more_than, watch, seen), "the ledger writing")
         seen = len(watch.announced)
-        await until(lambda: _writer_pid(ledger_pid) not in (None, *killed), what="a writer process")
+        await eventually(lambda: _writer_pid(ledger_pid) not in (None, *killed), "a writer process")
         writer = _writer_pid(ledger_pid)
         assert writer is not None
         os.kill(writer, signal.SIGKILL)
         killed.append(writer)
         await _publish(watch, rest)
     await _settled(system, events, watch)
-    await until(lambda: len(watch.announced) == TOTAL, what="every event announced")
+    await eventually(lambda: len(watch.announced) == TOTAL, "every event announced")
     assert system.procs["ledger"].alive() and system.procs["ledger"].pid == ledger_pid
     assert _writer_pid(ledger_pid) not in (None, *killed)
     log = system.procs["ledger"].log_text()
@@ -180,7 +185,7 @@ async def test_nats_restarted_mid_burst_loses_and_duplicates_nothing(system: Sys
     assert isinstance(system.nats, NatsServer)  # one server here: a cluster restarts node by node
     events = _events(TOTAL // 2)
     publishing = asyncio.create_task(_publish(watch, events))
-    await until(lambda: watch.published >= len(events) // 3, what="a third published")
+    await eventually(lambda: watch.published >= len(events) // 3, "a third published")
     assert not publishing.done()
     await asyncio.to_thread(system.nats.restart)
     await publishing
@@ -191,7 +196,7 @@ async def test_nats_restarted_mid_burst_loses_and_duplicates_nothing(system: Sys
 async def test_sigterm_finishes_the_batch_in_hand_and_exits_cleanly(system: System, watch: Watch) -> None:
     events = _events(3000)
     await _publish(watch, events)
-    await until(lambda: len(watch.announced) > 0, what="the ledger writing")
+    await eventually(lambda: len(watch.announced) > 0, "the ledger writing")
     code = await asyncio.to_thread(system.procs["ledger"].stop, 15.0)
     assert code == 0, system.procs["ledger"].log_text()[-3000:]
     stored = _db_count(system)

@@ -18,9 +18,10 @@ from delegate.ledger.store import LedgerStore
 from delegate.ledger.store.base import insert_params
 from delegate.runtime.bus import Bus
 from tests.support.nats import role_url
+from tests.support.waiting import eventually
 
 from .builders import message
-from .conftest import Running, StartLedger, dead_letters, until
+from .conftest import Running, StartLedger, dead_letters
 
 
 def fenced(event: Event, token: int, singleton: Singleton = "agent") -> Event:
@@ -103,7 +104,7 @@ async def test_a_deposed_leader_is_refused_and_the_mark_survives_a_restart(
     await agent_bus.publish(agent, fenced(late, 5))  # the old leader wakes up
     await agent_bus.publish(agent, fenced(old, 5), msg_id="again")  # and what it wrote before comes again
     await agent_bus.publish(agent, fenced(sentinel, 7))
-    await until(lambda: ledger.announced(sentinel.id), what="the sentinel behind the late event")
+    await eventually(lambda: ledger.announced(sentinel.id), "the sentinel behind the late event")
     assert [e.id for e in ledger.committed] == [old.id, new.id, sentinel.id]
     [letter] = await dead_letters(ledger.bus, 1)
     assert letter.subject == agent.subject and late.id in letter.data
@@ -116,7 +117,7 @@ async def test_a_deposed_leader_is_refused_and_the_mark_survives_a_restart(
     later, marker = message("later", t=10), message("marker", t=11)
     await agent_bus.publish(agent, fenced(later, 6))  # newer than the first term, older than the mark
     await agent_bus.publish(agent, fenced(marker, 8))
-    await until(lambda: ledger.announced(marker.id), what="the marker after the restart")
+    await eventually(lambda: ledger.announced(marker.id), "the marker after the restart")
     assert not ledger.announced(later.id)
     letters = await dead_letters(ledger.bus, 2)
     assert letters[1].reason.startswith("fenced: term token 6 is older than 7"), letters[1].reason
@@ -144,7 +145,7 @@ async def test_who_may_fence_is_decided_by_the_subject(
         await voice_bus.publish(topics.ledger_append("voice"), fenced(voice_ok, 1, "voice"))
     finally:
         await voice_bus.close()
-    await until(lambda: ledger.announced(voice_ok.id), what="the last good event")
+    await eventually(lambda: ledger.announced(voice_ok.id), "the last good event")
     assert [e.id for e in ledger.committed] == [plain.id, ok.id, voice_ok.id]
     letters = {d.data: d for d in await dead_letters(ledger.bus, 4)}
 

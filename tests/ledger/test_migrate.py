@@ -10,7 +10,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -31,9 +30,9 @@ from delegate.ledger.store.sqlite import SqliteStore, event_row
 from delegate.runtime.bus import Bus
 from tests.support.postgres import PrivatePostgres
 from tests.support.system import System, run_sync
+from tests.support.waiting import eventually, eventually_sync
 
 from .builders import BASE, conversation_ended, conversation_opened, message, span_closed, span_opened, term_started
-from .conftest import until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -238,11 +237,13 @@ def test_a_killed_run_leaves_whole_batches_and_the_next_one_finishes(
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         with psycopg.connect(url, autocommit=True) as conn:
-            deadline = time.monotonic() + 60
-            while last_seq(conn) < TOTAL // 2:  # halfway: a batch takes ~0.1 s, a poll ~1 ms
+            def halfway() -> bool:  # a batch takes ~0.1 s, a poll ~1 ms
+                if last_seq(conn) >= TOTAL // 2:
+                    return True
                 assert proc.poll() is None, ("finished before it could be killed", proc.communicate())
-                assert time.monotonic() < deadline, "not halfway in 60 s"
-                time.sleep(0.01)  # between polls only: leaves the two cores to the migration
+                return False
+
+            eventually_sync(halfway, "the migration halfway", 60, interval=0.01)
             proc.send_signal(signal.SIGKILL)
             assert proc.wait(10) == -signal.SIGKILL
     finally:
@@ -315,7 +316,7 @@ async def test_the_ledger_service_carries_on_from_the_migrated_database(
                 reply = await bus.request(topics.LEDGER_QUERY, QueryRequest(after_seq=TOTAL))
                 return bool(reply.events)
 
-            await until(stored, what="the new event stored")
+            await eventually(stored, "the new event stored")
             reply = await bus.request(topics.LEDGER_QUERY, QueryRequest(after_seq=TOTAL))
             assert [(e.id, e.seq) for e in reply.events] == [(event.id, TOTAL + 1)]
             page = await bus.request(topics.LEDGER_PAGE, PageRequest(limit=5))

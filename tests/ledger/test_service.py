@@ -21,9 +21,10 @@ from delegate.contracts.messages import (
 from delegate.contracts.streams import LEDGER_WRITER
 from delegate.ledger.store import sqlite_path
 from delegate.runtime.bus import Bus, RemoteError
+from tests.support.waiting import eventually
 
 from .builders import conversation_opened, message, span_opened
-from .conftest import Running, StartLedger, dead_letters, until
+from .conftest import Running, StartLedger, dead_letters
 
 
 def _conversation(n: int) -> list[Event]:
@@ -40,7 +41,7 @@ async def test_commits_announce_in_seq_order_once_and_queries_answer(ledger: Run
     events = _conversation(20)
     for event in events:
         await bus.publish(topics.ledger_append("test"), event)
-    await until(lambda: len(ledger.committed) >= len(events), what="all announced")
+    await eventually(lambda: len(ledger.committed) >= len(events), "all announced")
     assert [e.id for e in ledger.committed] == [e.id for e in events]
     seqs = [e.seq for e in ledger.committed]
     known = [s for s in seqs if s is not None]
@@ -51,7 +52,7 @@ async def test_commits_announce_in_seq_order_once_and_queries_answer(ledger: Run
         await bus.publish(topics.ledger_append("test"), event, msg_id=f"again-{event.id}")
     sentinel = message("after the duplicates", t=100)
     await bus.publish(topics.ledger_append("test"), sentinel)
-    await until(lambda: ledger.announced(sentinel.id), what="sentinel announced")
+    await eventually(lambda: ledger.announced(sentinel.id), "sentinel announced")
     assert len(ledger.committed) == len(events) + 1
 
     # Acked only after the commit: nothing stays pending.
@@ -59,7 +60,7 @@ async def test_commits_announce_in_seq_order_once_and_queries_answer(ledger: Run
         info = await bus.js.consumer_info("LEDGER", LEDGER_WRITER)
         return bool(info.num_ack_pending == 0 and info.num_pending == 0)
 
-    await until(drained, what="all acked")
+    await eventually(drained, "all acked")
 
     page = await bus.request(topics.LEDGER_PAGE, PageRequest(limit=3))
     # The newest 3 are in span s1, so the page grows to its span.opened; only conversation.opened is older.
@@ -97,7 +98,7 @@ async def test_bad_input_is_dead_lettered_with_a_reason_and_good_events_flow_on(
     after = message("after the garbage", t=3)
     await bus.publish(topics.ledger_append("test"), after)
 
-    await until(lambda: ledger.announced(after.id), what="the good event behind the garbage")
+    await eventually(lambda: ledger.announced(after.id), "the good event behind the garbage")
     assert [e.id for e in ledger.committed] == [before.id, after.id]
     letters = await dead_letters(bus, 4)
     assert {d.consumer for d in letters} == {LEDGER_WRITER}
@@ -121,7 +122,7 @@ async def test_an_event_the_database_refuses_is_parked_and_its_batch_kept(ledger
     await asyncio.gather(*(
         bus.publish(topics.ledger_append("test"), e, msg_id=f"m-{i}") for i, e in enumerate(batch)
     ))
-    await until(lambda: all(ledger.announced(e.id) for e in good), what="the good events")
+    await eventually(lambda: all(ledger.announced(e.id) for e in good), "the good events")
     letters = await dead_letters(bus, 1)
     assert len(letters) == 1 and letters[0].reason.startswith("the store refused event")
     assert not ledger.announced(poison.id)
@@ -160,7 +161,7 @@ async def test_replies_of_big_events_fit_one_nats_message_and_walk_everything(le
         events.append(message(f"a{i}" + big, role="assistant", response_id=f"resp_{i}", t=3 + 2 * i))
     for event in events:
         await bus.publish(topics.ledger_append("test"), event)
-    await until(lambda: len(ledger.committed) >= len(events), what="all announced")
+    await eventually(lambda: len(ledger.committed) >= len(events), "all announced")
     ids = [e.id for e in events]  # timeline order is publish order here
 
     # A gateway-like replay: query after_seq while more, each reply one NATS message.
@@ -224,18 +225,18 @@ async def test_a_batch_slower_than_ack_wait_is_kept_in_progress_and_committed_on
             info = await bus.js.consumer_info("LEDGER", LEDGER_WRITER)
             return (info.num_ack_pending or 0) >= len(events)
 
-        await until(delivered, what="the batch with the writer")
+        await eventually(delivered, "the batch with the writer")
         await asyncio.sleep(3.0)  # the stimulus: a commit slower than ack_wait, not a proof
         held.execute("COMMIT")
     finally:
         held.close()
-    await until(lambda: all(ledger.announced(e.id) for e in events), what="the slow batch committed")
+    await eventually(lambda: all(ledger.announced(e.id) for e in events), "the slow batch committed")
     info = await bus.js.consumer_info("LEDGER", LEDGER_WRITER)
     # Each message delivered once: as many deliveries as stream messages (a redelivery adds one).
     assert info.delivered is not None and (info.delivered.consumer_seq, info.delivered.stream_seq) == (5, 5)
     sentinel = message("sentinel", t=10)
     await bus.publish(topics.ledger_append("test"), sentinel)
-    await until(lambda: ledger.announced(sentinel.id), what="the sentinel")
+    await eventually(lambda: ledger.announced(sentinel.id), "the sentinel")
     assert [e.id for e in ledger.committed] == [*(e.id for e in events), sentinel.id]
 
 
@@ -243,7 +244,7 @@ async def test_a_batch_slower_than_ack_wait_is_kept_in_progress_and_committed_on
 async def test_out_of_range_numbers_and_unstorable_values_get_a_clear_error(ledger: Running) -> None:
     bus = ledger.bus
     await bus.publish(topics.ledger_append("test"), message("there is one", t=1))
-    await until(lambda: len(ledger.committed) == 1, what="one event")
+    await eventually(lambda: len(ledger.committed) == 1, "one event")
     big = 2**63
     requests = [
         (topics.LEDGER_QUERY.subject, {"after_seq": big}),

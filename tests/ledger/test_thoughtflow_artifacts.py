@@ -11,9 +11,10 @@ from delegate.contracts.events import Event, ThoughtflowArtifact, make_event
 from delegate.contracts.ids import new_id
 from delegate.contracts.messages import ArtifactRequest
 from delegate.ledger.store import LedgerStore
+from tests.support.waiting import eventually
 
 from .builders import at, message
-from .conftest import Running, until
+from .conftest import Running
 from .test_store import rows
 from .test_terms import _when
 
@@ -91,7 +92,7 @@ async def test_the_ledger_answers_the_newest_picture_of_a_run(ledger: Running) -
     first, second = artifact("act-1", 3, t=1, run_type="activation"), artifact("act-1", 9, t=2, run_type="activation")
     for event in (first, second):
         await bus.publish(topics.ledger_append("test"), event)
-    await until(lambda: ledger.announced(second.id), what="both committed")
+    await eventually(lambda: ledger.announced(second.id), "both committed")
 
     reply = await bus.request(topics.LEDGER_ARTIFACT, ArtifactRequest(run_id="act-1"))
     assert reply.artifact == second.typed(ThoughtflowArtifact)

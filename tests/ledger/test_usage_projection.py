@@ -11,9 +11,10 @@ from delegate.contracts.events import Channel, Event, ModelUsage, UsagePurpose, 
 from delegate.contracts.ids import new_id
 from delegate.contracts.usage import UsageRequest
 from delegate.ledger.store import LedgerStore
+from tests.support.waiting import eventually
 
 from .builders import message
-from .conftest import Running, until
+from .conftest import Running
 
 DAY = datetime(2026, 11, 30, tzinfo=UTC)
 
@@ -81,7 +82,7 @@ async def test_days_are_the_owners(store: LedgerStore) -> None:
 async def test_served_on_the_bus(ledger: Running) -> None:
     event = usage("activation", DAY + timedelta(hours=1), 0.25, span="act-9")
     await ledger.bus.publish(topics.ledger_append("inner-plane"), event, msg_id=event.id)
-    await until(lambda: ledger.announced(event.id), what="the usage event committed")
+    await eventually(lambda: ledger.announced(event.id), "the usage event committed")
     reply = await ledger.bus.request(topics.LEDGER_USAGE, request("purpose"))
     assert [(r.key, r.calls, r.cost_usd) for r in reply.rows] == [("activation", 1, 0.25)]
     assert [s.span_id for s in reply.top] == ["act-9"]
