@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from delegate.contracts.events import Event
+from delegate.contracts.events import ContextCapsule, Event, Message
 from delegate.contracts.memory import MemoryResult
 
 from .memory_context import MemoryContext
@@ -81,19 +81,17 @@ class WorkingContext:
 
 
 def capsule_text(capsule: Event | None) -> str | None:
-    if capsule is None or capsule.kind != "context.capsule":
-        return None
-    text = str(capsule.payload.get("text") or "").strip()
-    return text or None
+    payload = capsule.payload_as(ContextCapsule) if capsule is not None else None
+    return (payload.text.strip() or None) if payload is not None else None
 
 
 def capsule_through_seq(capsule: Event | None) -> int:
     """The newest seq the capsule accounts for (its own seq when the producer left it out)."""
     if capsule is None:
         return 0
-    through = capsule.payload.get("through_seq")
-    if isinstance(through, int):
-        return through
+    payload = capsule.payload_as(ContextCapsule)
+    if payload is not None and payload.through_seq is not None:
+        return payload.through_seq
     return capsule.seq or 0
 
 
@@ -115,13 +113,16 @@ def select_recent_turns(
     seen: set[str] = set()
     candidates: list[VerbatimMessage] = []
     for event in messages:
-        if event.kind != "message" or event.role not in ("user", "assistant") or event.id in skip:
+        if event.role not in ("user", "assistant") or event.id in skip:
             continue
         if event.id in seen or (event.seq is not None and event.seq <= through):
             continue
-        if event.payload.get("imported"):
+        message = event.payload_as(Message)
+        if message is None:
+            continue
+        if message.imported is not None:
             continue  # history from elsewhere, stored late: memory offers it, not the recent turns
-        text = str(event.payload.get("text") or "").strip()
+        text = message.text.strip()
         if not text:
             continue
         seen.add(event.id)
