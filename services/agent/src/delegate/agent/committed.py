@@ -54,7 +54,7 @@ class Committed:
             s.clear_chain()
 
     async def _voice_started(self, opened: Event) -> None:
-        """A phone or browser voice session began: the Realtime protocol takes over the talking.
+        """A phone or browser voice call began: the Realtime protocol takes over the talking.
 
         The Responses chain is cleared (a different protocol, not a restart of the relationship),
         and the open text span is closed so the call is its own span in the timeline. A turn that
@@ -62,7 +62,7 @@ class Committed:
         """
         s = self.status.state
         if s.chain_id or s.replacement is not None:
-            log.info("voice session %s: clearing the Responses chain", opened.span_id)
+            log.info("voice call %s: clearing the Responses chain", opened.span_id)
             s.clear_chain()
         lock = self.status.lock
         if lock.locked() or s.span is None or s.span.type in VOICE_SPANS:

@@ -75,7 +75,7 @@ class Outbox:
         await self.publish(msg)
 
     async def call_owner(self, request_id: str, reason: str) -> CallOwnerReply:
-        """Ask the voice service to phone the owner; it places the call and runs the session."""
+        """Ask the voice service to phone the owner; it places the call and runs it."""
         if self.confirm is not None and not await self.confirm():
             raise NotLeading("the agent's lease is not ours; no call was placed")
         return await self.bus.request(topics.VOICE_CALL_OWNER, CallOwner(request_id=request_id, reason=reason))

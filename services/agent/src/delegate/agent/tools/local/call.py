@@ -1,7 +1,7 @@
 """call_owner: phone the owner, and talk in the same relationship once they pick up.
 
 The voice service places the call (Twilio REST) and runs the Realtime session, which starts
-from the capsule and recent turns like any voice session, so whatever made the agent call is
+from the capsule and recent messages like any voice call, so whatever made the agent call is
 already in what the voice model knows. The request id is the tool call's, so a call run again
 (a retried request of the same response) places no second call.
 """
@@ -33,7 +33,7 @@ def call_tool(caller: Caller) -> Tool:
         if reply.ok:
             return f"calling: the owner's phone is ringing (call {reply.call_sid}); the call joins this conversation."
         if reply.reason == BUSY:
-            raise ToolError(FAILED, "a call or voice session is already live; try again when it ends")
+            raise ToolError(FAILED, "a phone or browser voice call is already live; try again when it ends")
         raise ToolError(UNAVAILABLE if reply.reason == "unavailable" else FAILED, reply.message or "no call placed")
 
     return Tool(
