@@ -1,12 +1,13 @@
 """Shared fixtures: a private nats-server per test, real service processes on demand."""
 
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
 from delegate.launcher.procs import NatsServer
+from delegate.runtime.bus import Bus
 from tests.support.nats import start_nats
 from tests.support.standin import StandinProcess
 from tests.support.system import SYSTEMS, System
@@ -37,6 +38,15 @@ def nats_url(nats_server: NatsServer) -> str:
     return nats_server.url
 
 
+@pytest.fixture
+async def bus(nats_server: NatsServer) -> AsyncIterator[Bus]:
+    """A test connection standing in for every stream owner (all streams ensured)."""
+    b = await Bus.connect(nats_server.url, "test")
+    await b.ensure_streams(all_owners=True)
+    yield b
+    await b.close()
+
+
 @pytest.fixture(scope="session")
 def shared_standin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandinProcess]:
     """One OpenAI stand-in process for the whole run; tests take it through a ``standin``
@@ -46,6 +56,14 @@ def shared_standin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standin
     process = StandinProcess(log_dir=tmp_path_factory.mktemp("standin")).start()
     yield process
     process.stop()
+
+
+@pytest.fixture
+def standin(shared_standin: StandinProcess) -> StandinProcess:
+    """The run's one stand-in, reset: no script, no recorded requests, no Realtime sessions.
+    A module that needs a stand-in of its own (other settings) defines its own ``standin``."""
+    shared_standin.reset()
+    return shared_standin
 
 
 @pytest.fixture(scope="module")

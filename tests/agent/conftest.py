@@ -13,13 +13,6 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def standin(shared_standin: StandinProcess) -> StandinProcess:
-    """The run's one stand-in (tests/conftest.py), reset: no script, no recorded requests."""
-    shared_standin.reset()
-    return shared_standin
-
-
-@pytest.fixture
 def make_system(
     tmp_path: Path, standin: StandinProcess, request: pytest.FixtureRequest
 ) -> Iterator[Callable[..., System]]:

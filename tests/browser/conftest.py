@@ -62,13 +62,6 @@ async def browser(chromium: str) -> AsyncIterator[Browser]:
             await b.close()
 
 
-@pytest.fixture
-def standin(shared_standin: StandinProcess) -> StandinProcess:
-    """The run's one stand-in (tests/conftest.py), reset: no script, no recorded requests."""
-    shared_standin.reset()
-    return shared_standin
-
-
 DelegateFactory = Callable[..., Awaitable[System]]
 
 
