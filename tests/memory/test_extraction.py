@@ -6,7 +6,7 @@ what was stated), then reconciles: a repeat is a citation, a correction retires 
 names, a checkpoint's restatement adds nothing.
 """
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,7 +19,7 @@ from delegate.contracts.messages import QueryRequest
 from delegate.memory.prompts import MARK as TURN_MARK
 from delegate.runtime.bus import Bus
 from tests.support.standin import StandinProcess
-from tests.support.system import System, module_system, probe_bus
+from tests.support.system import System, module_system
 from tests.support.waiting import eventually
 
 from .builders import History
@@ -56,12 +56,6 @@ def running(
     tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest, module_standin: StandinProcess
 ) -> Iterator[System]:
     yield from extraction_system(tmp_path_factory, request, module_standin, "memory-extraction")
-
-
-@pytest.fixture
-async def bus(running: System) -> AsyncIterator[Bus]:
-    async with probe_bus(running) as bus:
-        yield bus
 
 
 async def facts_about(bus: Bus, word: str) -> list[MemoryFact]:

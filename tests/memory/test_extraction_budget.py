@@ -3,7 +3,7 @@ ledger, the memory service and the stand-in. Over the extraction cap a turn wait
 index's pending list with no model call, also across a SIGKILL; with the cap raised it is
 extracted once."""
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -13,7 +13,7 @@ from delegate.contracts.ids import new_id
 from delegate.contracts.messages import QueryRequest
 from delegate.runtime.bus import Bus
 from tests.support.standin import StandinProcess
-from tests.support.system import System, probe_bus
+from tests.support.system import System
 from tests.support.waiting import eventually
 
 from .builders import History
@@ -33,12 +33,6 @@ def running(
         tmp_path_factory, request, module_standin, "memory-budget",
         MEMORY_EXTRACT_WAIT_S="0.5", BUDGET_EXTRACTION_DAILY_USD="0.001",
     )
-
-
-@pytest.fixture
-async def bus(running: System) -> AsyncIterator[Bus]:
-    async with probe_bus(running) as bus:
-        yield bus
 
 
 def memory_log(system: System) -> str:

@@ -4,7 +4,7 @@ one call that nominates facts also nominates people and commitments); the memory
 code decides who is who, links the facts, and tracks the commitments."""
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -25,7 +25,7 @@ from delegate.contracts.people import (
 from delegate.memory.prompts import MARK as TURN_MARK
 from delegate.runtime.bus import Bus
 from tests.support.standin import StandinProcess
-from tests.support.system import System, module_system, probe_bus
+from tests.support.system import System, module_system
 from tests.support.waiting import eventually
 
 from .builders import History
@@ -51,12 +51,6 @@ def running(
     root = tmp_path_factory.mktemp("memory-people")
     with module_system(root, request, "ledger", "memory", env=env, extra_log=module_standin.log_text) as system:
         yield system
-
-
-@pytest.fixture
-async def bus(running: System) -> AsyncIterator[Bus]:
-    async with probe_bus(running) as bus:
-        yield bus
 
 
 def answers(standin: StandinProcess, word: str, answer: dict[str, Any]) -> None:

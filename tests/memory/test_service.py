@@ -6,7 +6,7 @@ import asyncio
 import sqlite3
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -24,7 +24,7 @@ from delegate.contracts.memory import (
 from delegate.contracts.messages import GetRequest, QueryRequest
 from delegate.runtime.bus import Bus, BusUnavailable, RemoteError
 from tests.support.nats import role_env
-from tests.support.system import System, module_system, probe_bus
+from tests.support.system import System, module_system
 from tests.support.waiting import eventually
 
 from .builders import History
@@ -40,12 +40,6 @@ def running(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReq
     env = {"MEMORY_RESYNC_SECONDS": "1"}
     with module_system(tmp_path_factory.mktemp("memory"), request, "ledger", "memory", env=env) as system:
         yield system
-
-
-@pytest.fixture
-async def bus(running: System) -> AsyncIterator[Bus]:
-    async with probe_bus(running) as bus:
-        yield bus
 
 
 def index_file(system: System) -> Path:
