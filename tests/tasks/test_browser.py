@@ -7,7 +7,7 @@ missing one skips these tests locally and fails them on CI.
 
 import os
 import re
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -37,12 +37,6 @@ pytestmark = pytest.mark.browser
 in_module_loop = pytest.mark.asyncio(loop_scope="module")  # the loop the browser lives in
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-
-
-@pytest.fixture(scope="module")
-def site() -> Iterator[TestSite]:
-    with TestSite() as s:
-        yield s
 
 
 @pytest.fixture(scope="module")

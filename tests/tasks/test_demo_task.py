@@ -20,12 +20,6 @@ pytestmark = [pytest.mark.integration]
 
 
 @pytest.fixture(scope="module")
-def site() -> Iterator[TestSite]:
-    with TestSite() as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
 def running(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest,
             module_standin: StandinProcess, site: TestSite) -> Iterator[System]:
     env = {

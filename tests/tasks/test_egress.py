@@ -3,7 +3,7 @@
 import asyncio
 import ipaddress
 import socket
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import httpx
 import pytest
@@ -84,12 +84,6 @@ def test_empty_entries_are_ignored() -> None:
 
 
 # -- the proxy, end to end -------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def site() -> Iterator[TestSite]:
-    with TestSite() as s:
-        yield s
 
 
 Refusals = list[tuple[str, str]]

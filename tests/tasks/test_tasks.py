@@ -35,12 +35,6 @@ STALLED_PEER_S = 3
 
 
 @pytest.fixture(scope="module")
-def site() -> Iterator[TestSite]:
-    with TestSite() as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
 def twilio() -> Iterator[TwilioStandin]:
     tw = TwilioStandin().start()
     yield tw
