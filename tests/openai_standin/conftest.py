@@ -5,6 +5,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 from openai import AsyncOpenAI, OpenAI
 
+from delegate.openai_standin.settings import OFFLINE_KEY
 from tests.support.standin import StandinProcess, start_standin
 
 
@@ -29,4 +30,11 @@ def client(standin: StandinProcess) -> Iterator[OpenAI]:
 @pytest.fixture
 async def aclient(standin: StandinProcess) -> AsyncIterator[AsyncOpenAI]:
     async with standin.async_client(max_retries=0, timeout=10) as sdk:
+        yield sdk
+
+
+@pytest.fixture
+def demo(standin: StandinProcess) -> Iterator[OpenAI]:
+    """A client like the services' under `make run` without a key: the demo answers it."""
+    with OpenAI(api_key=OFFLINE_KEY, base_url=standin.base_url, max_retries=0, timeout=10) as sdk:
         yield sdk

@@ -9,7 +9,6 @@ plane's own prompt code, so a change on either side that breaks the demo fails h
 import asyncio
 import json
 import re
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -31,13 +30,6 @@ from delegate.openai_standin.settings import OFFLINE_KEY, Settings
 from tests.support.standin import StandinProcess, start_standin
 
 MODEL = "gpt-5.5"
-
-
-@pytest.fixture
-def demo(standin: StandinProcess) -> Iterator[OpenAI]:
-    """A client like the services' under `make run` without a key: the demo answers it."""
-    with OpenAI(api_key=OFFLINE_KEY, base_url=standin.base_url, max_retries=0, timeout=10) as sdk:
-        yield sdk
 
 
 @pytest.fixture

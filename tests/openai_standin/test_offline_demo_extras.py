@@ -2,25 +2,17 @@
 background task that opens its page with the real browser tool and reports what it saw (or why
 the host was refused), and answers at a reading pace in the demo only."""
 
-from collections.abc import Iterator
 from typing import cast
 
 import pytest
 from openai import OpenAI
 from openai.types.responses import EasyInputMessageParam, ResponseInputParam, ToolParam
 
-from delegate.openai_standin.settings import OFFLINE_KEY, Settings
+from delegate.openai_standin.settings import Settings
 from delegate.tasks.browser import tool_specs
 from delegate.tasks.prompts import INSTRUCTIONS, first_message
-from tests.support.standin import StandinProcess
 
 MODEL = "gpt-5.5"
-
-
-@pytest.fixture
-def demo(standin: StandinProcess) -> Iterator[OpenAI]:
-    with OpenAI(api_key=OFFLINE_KEY, base_url=standin.base_url, max_retries=0, timeout=10) as sdk:
-        yield sdk
 
 
 def user(text: str) -> EasyInputMessageParam:
