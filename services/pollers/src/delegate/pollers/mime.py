@@ -20,7 +20,6 @@ from email.message import EmailMessage, Message
 from email.parser import BytesParser
 from email.utils import getaddresses
 
-import html2text
 from mailparser_reply import EmailReplyParser
 
 log = logging.getLogger(__name__)
@@ -122,6 +121,8 @@ def _part_bytes(part: Message) -> bytes:
 
 
 def html_to_text(html: str) -> str:
+    import html2text  # with the first HTML-only mail, not with the pollers' start (~10 ms of CPU)
+
     converter = html2text.HTML2Text()
     converter.body_width = 0  # no hard wrapping: the client and the model wrap themselves
     converter.ignore_images = True
