@@ -19,10 +19,14 @@ import pytest
 pytestmark = pytest.mark.integration  # starts processes
 
 SERVICES = ["agent", "gateway", "ledger", "inner_plane", "memory", "tasks", "voice", "pollers"]
+# Libraries a service needs only for a request, not to start: each loads with its first use.
+# Twilio's TwiML builders (xml.etree) with a call or SMS webhook, jsonschema with an MCP tool or
+# a tool call, markdown-it with an email out, html2text with an HTML-only email in.
+FIRST_USE = ("twilio.twiml", "xml.etree.ElementTree", "jsonschema", "markdown_it", "html2text")
 
 
 def modules_after(code: str, env: dict[str, str] | None = None) -> dict[str, bool]:
-    names = ("nats", "openai", "aiohttp", "httpx", "rich", "pygments", "fastapi", "pydantic.v1")
+    names = ("nats", "openai", "aiohttp", "httpx", "rich", "pygments", "fastapi", "pydantic.v1", *FIRST_USE)
     probe = code + f"\nimport json, sys\nprint(json.dumps({{m: m in sys.modules for m in {names!r}}}))"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 0, done.stderr
@@ -53,6 +57,21 @@ def test_a_host_loads_every_service_as_lean(tmp_path: Path) -> None:
     assert not loaded["aiohttp"], loaded  # nats-py's and the OpenAI SDK's unused transports
     assert not loaded["rich"] and not loaded["pygments"], loaded  # httpx's CLI, though uvicorn loads click
     assert not loaded["openai"], loaded  # about a quarter of a host's import CPU: it loads once the agent leads
+
+
+def test_a_host_leaves_what_only_a_request_needs_until_it_comes(tmp_path: Path) -> None:
+    """A host with an OpenAI key (``make run``'s, without the stand-in, which validates requests
+    with jsonschema) imports none of ``FIRST_USE`` before its services run: together ~0.15 s of
+    a start's CPU, on the one core all its services' starts share."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "NATS_", "DATABASE_"))}
+    env.update(RUNTIME_DATA_DIR=str(tmp_path), OPENAI_API_KEY="sk-never-sent")
+    loaded = modules_after(
+        "from delegate.host.catalog import parse\n"
+        "from delegate.host.host import _load_all\n"
+        "assert len(_load_all(parse('all'))) == 8\n",
+        env,
+    )
+    assert not [name for name in FIRST_USE if loaded[name]], loaded
 
 
 def test_httpx_works_without_its_command_line_client() -> None:
@@ -109,6 +128,31 @@ def test_the_contracts_build_a_validator_when_it_is_first_used() -> None:
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_no_contract_model_or_adapter_is_built_at_import() -> None:
+    """The signals, the WebSocket frames, the envelope, push subscriptions and every union's
+    adapter too, in every contract a service imports to start: built at import they were about
+    0.1 s of every process's start (half of importing the contracts). Only a model made as
+    another's default value (``BudgetLine()``) is built then."""
+    probe = (
+        "import json, pydantic\n"
+        "import delegate.contracts.roles, delegate.contracts.push, delegate.contracts.cursor\n"
+        "def every(cls):\n"
+        "    for sub in cls.__subclasses__():\n"
+        "        yield sub\n"
+        "        yield from every(sub)\n"
+        "from delegate.contracts import channels, messages, signals, voice, ws\n"
+        "adapters = [channels.OUTBOUND_ADAPTER, messages.AGENT_INPUT_ADAPTER, signals.SIGNAL_ADAPTER,\n"
+        "            voice.voice_in_adapter, voice.voice_out_adapter, ws.CLIENT_MESSAGE, ws.SERVER_MESSAGE]\n"
+        "print(json.dumps([sorted({m.__qualname__ for m in every(pydantic.BaseModel)\n"
+        "                          if m.__module__.startswith('delegate.') and m.__pydantic_complete__}),\n"
+        "                  [a.pydantic_complete for a in adapters]]))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    built, adapters = json.loads(done.stdout.strip().splitlines()[-1])
+    assert built == ["BudgetLine"] and not any(adapters), (built, adapters)
 
 
 def test_the_ledger_leaves_the_validators_to_its_writer_process() -> None:

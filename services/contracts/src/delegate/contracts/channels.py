@@ -10,7 +10,7 @@ restarted sender finds what it already did by event id and never sends twice.
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import Field, TypeAdapter
+from pydantic import ConfigDict, Field, TypeAdapter
 
 from .ids import new_id, utcnow
 from .messages import BusModel, Reply
@@ -51,7 +51,7 @@ class OutboundEmail(BusModel):
 
 
 Outbound = Annotated[OutboundSms | OutboundEmail, Field(discriminator="type")]
-OUTBOUND_ADAPTER: TypeAdapter[OutboundSms | OutboundEmail] = TypeAdapter(Outbound)
+OUTBOUND_ADAPTER: TypeAdapter[OutboundSms | OutboundEmail] = TypeAdapter(Outbound, config=ConfigDict(defer_build=True))
 
 
 class MediaFetch(BusModel):

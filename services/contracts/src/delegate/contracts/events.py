@@ -45,7 +45,7 @@ class Payload(BaseModel):
 class Imported(BaseModel):
     """Where an imported event came from (``POST /api/import``): never produced by a model turn."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     import_id: str = Field(min_length=1, max_length=64)
     line: int | None = Field(default=None, ge=1)  # the line of the NDJSON body (or the item of an export)
     ref: str | None = Field(default=None, max_length=500)  # the source's own id of the line (e.g. a dia_id)
@@ -378,7 +378,7 @@ class CommitmentDue(Payload):
 
 
 class ImportLineError(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     line: int = Field(ge=0)  # 1-based line of the NDJSON body (0: the body as a whole)
     message: str = Field(max_length=500)
 
@@ -883,7 +883,7 @@ class Fence(BaseModel):
     Only the singleton's own identity may publish fenced events (``ledger_append(singleton)``).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     singleton: Singleton
     token: int = Field(ge=1, le=MAX_SEQ)
@@ -892,7 +892,8 @@ class Fence(BaseModel):
 class Event(BaseModel):
     """The ledger row, as every service and the browser see it."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # Built on first use, as the payloads are (``Payload``): so are Fence, Imported and ImportLineError.
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     id: str = Field(default_factory=new_id, min_length=1, max_length=64)
     ts: datetime = Field(default_factory=utcnow)

@@ -94,7 +94,7 @@ class IdleCheckInput(BusModel):
 
 AnyAgentInput = UserInput | RegenerateInput | ActivationInput | IdleCheckInput
 AgentInput = Annotated[AnyAgentInput, Field(discriminator="type")]
-AGENT_INPUT_ADAPTER: TypeAdapter[AnyAgentInput] = TypeAdapter(AgentInput)
+AGENT_INPUT_ADAPTER: TypeAdapter[AnyAgentInput] = TypeAdapter(AgentInput, config=ConfigDict(defer_build=True))
 
 
 # ---- agent live state and commands ---------------------------------------------------

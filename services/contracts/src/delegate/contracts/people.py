@@ -14,7 +14,7 @@ CommitmentState = Literal["open", "kept", "dropped"]
 
 
 class KeyDate(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)  # built on first use (see events.Payload)
     label: str = Field(min_length=1, max_length=100)  # "birthday", "anniversary"
     date: str = Field(min_length=5, max_length=10)  # "MM-DD" or "YYYY-MM-DD"
     next: datetime | None = None  # the next occurrence, at midnight in the owner's timezone

@@ -31,7 +31,8 @@ def _b64url(value: str, size: int) -> str:
 
 
 class SubscriptionKeys(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    # Each of these is built on first use, not at import (see events.Payload).
+    model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
     p256dh: str = Field(max_length=100)  # the browser's P-256 public key, uncompressed (65 bytes)
     auth: str = Field(max_length=40)  # the 16-byte authentication secret
 
@@ -52,7 +53,7 @@ class SubscriptionKeys(BaseModel):
 class SubscriptionIn(BaseModel):
     """``POST /api/push/subscriptions``: what ``PushSubscription.toJSON()`` gives in a browser."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
     endpoint: str = Field(min_length=8, max_length=MAX_ENDPOINT)
     keys: SubscriptionKeys
     expirationTime: float | None = None  # the browser's own field name
@@ -66,7 +67,7 @@ def subscription_id(endpoint: str) -> str:
 class PushSubscription(BaseModel):
     """One browser's subscription as stored (KV value under key ``id``)."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
     id: str = Field(min_length=32, max_length=32)
     endpoint: str = Field(max_length=MAX_ENDPOINT)
     keys: SubscriptionKeys
@@ -86,7 +87,7 @@ NoticeKind = Literal["activation", "reminder", "task", "delivery"]
 class Notice(BaseModel):
     """The JSON a push carries; the service worker shows it (``tag`` replaces an earlier one)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     kind: NoticeKind
     title: str = Field(max_length=120)
     body: str = Field(max_length=MAX_NOTICE_TEXT)

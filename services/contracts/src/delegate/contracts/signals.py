@@ -26,11 +26,11 @@ MAX_KEY = 200
 
 
 class _Payload(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)  # built on first use (see events.Payload)
 
 
 class SignalBase(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)  # built on first use (see events.Payload)
 
     id: str = Field(default_factory=new_id, min_length=1, max_length=64)
     ts: datetime = Field(default_factory=utcnow)
@@ -232,7 +232,7 @@ AnySignal = (
     | PersonDatesSignal
 )
 SignalIn = Annotated[AnySignal, Field(discriminator="kind")]
-SIGNAL_ADAPTER: TypeAdapter[AnySignal] = TypeAdapter(SignalIn)
+SIGNAL_ADAPTER: TypeAdapter[AnySignal] = TypeAdapter(SignalIn, config=ConfigDict(defer_build=True))
 # What the owner's scripts may raise through ``POST /api/signals`` (a CI job reports its task);
 # reminders and inbound mail are the services' own claims about the timeline.
 OWNER_SIGNAL_KINDS: tuple[str, ...] = ("script", "task.finished", "task.failed")

@@ -17,7 +17,7 @@ service speaks the Realtime API. Between them travel only these models:
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import Field, TypeAdapter
+from pydantic import ConfigDict, Field, TypeAdapter
 
 from .ids import new_id
 from .messages import BusModel, Reply
@@ -90,7 +90,7 @@ class HeartbeatIn(BusModel):
 
 AnyVoiceIn = AudioIn | MarkIn | HangupIn | HeartbeatIn
 VoiceIn = Annotated[AnyVoiceIn, Field(discriminator="type")]
-voice_in_adapter: TypeAdapter[AnyVoiceIn] = TypeAdapter(VoiceIn)
+voice_in_adapter: TypeAdapter[AnyVoiceIn] = TypeAdapter(VoiceIn, config=ConfigDict(defer_build=True))
 
 
 # ---- voice -> caller side -------------------------------------------------------------------
@@ -132,7 +132,7 @@ class HeartbeatOut(BusModel):
 
 AnyVoiceOut = AudioOut | MarkOut | ClearOut | TranscriptOut | EndOut | HeartbeatOut
 VoiceOut = Annotated[AnyVoiceOut, Field(discriminator="type")]
-voice_out_adapter: TypeAdapter[AnyVoiceOut] = TypeAdapter(VoiceOut)
+voice_out_adapter: TypeAdapter[AnyVoiceOut] = TypeAdapter(VoiceOut, config=ConfigDict(defer_build=True))
 
 
 # ---- state and the outbound call -------------------------------------------------------------

@@ -28,7 +28,8 @@ TurnId = Annotated[str, Field(min_length=1, max_length=64)]
 class MessageBody(BaseModel):
     """A user message as a browser sends it (the REST body; unknown fields are ignored there)."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore", strict=True)
+    # built on first use (see events.Payload)
+    model_config = ConfigDict(frozen=True, extra="ignore", strict=True, defer_build=True)
     text: MessageText
     client_msg_id: ClientMsgId | None = None
     # Edit-and-resend: the id of the last user message, which this one supersedes (appended as a
@@ -37,7 +38,7 @@ class MessageBody(BaseModel):
 
 
 class ClientFrame(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)  # built on first use (see events.Payload)
 
 
 class SendMessage(MessageBody, ClientFrame):
@@ -82,7 +83,7 @@ class PingFrame(ClientFrame):
 
 AnyClientFrame = SendMessage | Compact | EndConversation | Stop | Regenerate | Hello | PingFrame
 ClientMessage = Annotated[AnyClientFrame, Field(discriminator="type")]
-CLIENT_MESSAGE: TypeAdapter[AnyClientFrame] = TypeAdapter(ClientMessage)
+CLIENT_MESSAGE: TypeAdapter[AnyClientFrame] = TypeAdapter(ClientMessage, config=ConfigDict(defer_build=True))
 
 # ---- server -> browser ------------------------------------------------------------------------
 # The gateway builds these bodies (the hot ones, ``event`` and ``delta``, as spliced JSON text);
@@ -90,7 +91,7 @@ CLIENT_MESSAGE: TypeAdapter[AnyClientFrame] = TypeAdapter(ClientMessage)
 
 
 class ServerFrame(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)  # built on first use (see events.Payload)
 
 
 class EventFrame(ServerFrame):
@@ -181,7 +182,9 @@ AnyServerFrame = (
     EventFrame | LiveFrame | DeltaFrame | StateFrame | ErrorFrame | AckFrame | ReadyFrame | ResyncFrame | PongFrame
     | VoiceFrame
 )
-SERVER_MESSAGE: TypeAdapter[AnyServerFrame] = TypeAdapter(Annotated[AnyServerFrame, Field(discriminator="type")])
+SERVER_MESSAGE: TypeAdapter[AnyServerFrame] = TypeAdapter(
+    Annotated[AnyServerFrame, Field(discriminator="type")], config=ConfigDict(defer_build=True)
+)
 
 
 def voice_frame(state: dict[str, Any]) -> dict[str, Any]:
