@@ -436,6 +436,7 @@ def compare_warm_starts(mode: str, endpoint: str, against: Path, rounds: int, ti
         raise SystemExit(f"--against {against}: no services/*/src there")
     times: dict[str, list[float]] = {"this tree": [], str(against): []}
     cpu: dict[str, list[float]] = {name: [] for name in times}
+    process_cpu: dict[str, dict[str, list[float]]] = {name: defaultdict(list) for name in times}
     workdirs = {name: Path(tempfile.mkdtemp(prefix="delegate-footprint-warm-")) for name in times}
     try:
         for round_ in range(rounds + 1):  # round 0 is each stack's first start: not a warm one
@@ -454,7 +455,10 @@ def compare_warm_starts(mode: str, endpoint: str, against: Path, rounds: int, ti
                     wait_ready(launcher, runtime, port, timeout, verbose=False, since=since)
                     if round_:
                         times[name].append(time.monotonic() - began)
-                        cpu[name].append(start_cpu_seconds(launcher.pid))
+                        by_process = start_cpu_by_process(launcher.pid)
+                        cpu[name].append(sum(by_process.values()))
+                        for label, seconds in by_process.items():
+                            process_cpu[name][label].append(seconds)
                 finally:
                     stop(launcher)
     finally:
@@ -466,6 +470,8 @@ def compare_warm_starts(mode: str, endpoint: str, against: Path, rounds: int, ti
         print(f"  {name:<40} median {sorted(samples)[len(samples) // 2]:6.2f} s  "
               f"({', '.join(f'{t:.2f}' for t in samples)}); CPU to ready median "
               f"{sorted(cpu[name])[len(samples) // 2]:5.2f} s ({', '.join(f'{t:.2f}' for t in cpu[name])})")
+        print("    CPU to ready by process, median: " + ", ".join(
+            f"{label} {sorted(values)[len(values) // 2]:.2f} s" for label, values in process_cpu[name].items()))
 
 
 def print_imports(runtime: Path, top: int) -> None:
