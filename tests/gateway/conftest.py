@@ -1,23 +1,17 @@
-"""Fixtures: a bus for the test itself, and the gateway app served by a real uvicorn."""
+"""Fixtures: the gateway app served by a real uvicorn (the test's bus is tests/conftest.py's), and the
+owner's HTTP client for the API modules (each brings its own ``running`` system)."""
 
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from delegate.launcher.procs import NatsServer
-from delegate.runtime.bus import Bus
 from tests.support.nats import role_url
+from tests.support.system import System, owner_http
 
 from .helpers import Gateway, gateway_settings, running_gateway
-
-
-@pytest.fixture
-async def bus(nats_server: NatsServer) -> AsyncIterator[Bus]:
-    b = await Bus.connect(nats_server.url, "test")
-    await b.ensure_streams(all_owners=True)
-    yield b
-    await b.close()
 
 
 @pytest.fixture
@@ -27,3 +21,9 @@ async def gateway(nats_server: NatsServer, tmp_path: Path) -> AsyncIterator[Gate
     # The gateway logs in as itself: a permission its role lacks fails here, as in production.
     async with running_gateway(gateway_settings(role_url(nats_server, "gateway"), tmp_path)) as gw:
         yield gw
+
+
+@pytest.fixture
+async def http(running: System) -> AsyncIterator[httpx.AsyncClient]:
+    async with owner_http(running, timeout=20) as client:
+        yield client

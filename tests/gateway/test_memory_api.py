@@ -15,7 +15,7 @@ from delegate.contracts.messages import QueryRequest
 from delegate.runtime.bus import Bus
 from tests.memory.builders import History
 from tests.memory.test_service import commit, indexed_through
-from tests.support.system import System, module_system, owner_http, probe_bus
+from tests.support.system import System, module_system, probe_bus
 
 pytestmark = [pytest.mark.integration]
 
@@ -32,12 +32,6 @@ def running(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReq
 async def bus(running: System) -> AsyncIterator[Bus]:
     async with probe_bus(running) as bus:
         yield bus
-
-
-@pytest.fixture
-async def http(running: System) -> AsyncIterator[httpx.AsyncClient]:
-    async with owner_http(running, timeout=20) as client:
-        yield client
 
 
 async def search(http: httpx.AsyncClient, q: str, limit: int = 10) -> list[dict[str, Any]]:

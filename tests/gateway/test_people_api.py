@@ -18,7 +18,7 @@ from delegate.runtime.bus import Bus
 from tests.memory.builders import History
 from tests.memory.test_service import commit
 from tests.support.standin import StandinProcess
-from tests.support.system import System, module_system, owner_http, probe_bus
+from tests.support.system import System, module_system, probe_bus
 from tests.support.twilio_sign import twilio_signature
 from tests.support.waiting import eventually
 
@@ -48,12 +48,6 @@ def running(
 async def bus(running: System) -> AsyncIterator[Bus]:
     async with probe_bus(running) as bus:
         yield bus
-
-
-@pytest.fixture
-async def http(running: System) -> AsyncIterator[httpx.AsyncClient]:
-    async with owner_http(running, timeout=20) as client:
-        yield client
 
 
 async def a_person(

@@ -14,7 +14,7 @@ from delegate.contracts.ids import utcnow
 from delegate.contracts.reminders import ReminderSpec
 from delegate.runtime.bus import Bus
 from tests.inner_plane.reminders_rig import ask, ask_when_ready
-from tests.support.system import System, module_system, owner_http, probe_bus
+from tests.support.system import System, module_system, probe_bus
 
 pytestmark = [pytest.mark.integration]
 
@@ -31,12 +31,6 @@ def running(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReq
 async def bus(running: System) -> AsyncIterator[Bus]:
     async with probe_bus(running) as bus:
         yield bus
-
-
-@pytest.fixture
-async def http(running: System) -> AsyncIterator[httpx.AsyncClient]:
-    async with owner_http(running, timeout=20) as client:
-        yield client
 
 
 async def test_upcoming_reminders_are_listed_soonest_first_and_cancelled_by_delete(

@@ -19,7 +19,7 @@ from delegate.contracts.events import ThoughtflowArtifact
 from delegate.contracts.messages import ArtifactRequest
 from delegate.runtime.bus import Bus, BusUnavailable, RemoteError
 from delegate.tasks.thoughtflow import artifact_event, draw_run
-from tests.support.system import System, module_system, owner_http, probe_bus
+from tests.support.system import System, module_system, probe_bus
 from tests.support.waiting import eventually
 from tests.tasks.test_thoughtflow import activation_run, assert_inert, task_run
 
@@ -38,12 +38,6 @@ def running(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReq
 async def bus(running: System) -> AsyncIterator[Bus]:
     async with probe_bus(running) as bus:
         yield bus
-
-
-@pytest.fixture
-async def http(running: System) -> AsyncIterator[httpx.AsyncClient]:
-    async with owner_http(running, timeout=20) as client:
-        yield client
 
 
 async def record(bus: Bus, artifact: ThoughtflowArtifact) -> None:

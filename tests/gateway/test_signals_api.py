@@ -16,7 +16,7 @@ from delegate.contracts.ids import format_ts, utcnow
 from delegate.contracts.limits import MAX_JSON_DEPTH
 from delegate.contracts.signals import OWNER_SIGNAL_KINDS
 from delegate.runtime.bus import Bus
-from tests.support.system import System, module_system, owner_http, probe_bus
+from tests.support.system import System, module_system, probe_bus
 from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.integration]
@@ -34,12 +34,6 @@ def running(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReq
 async def bus(running: System) -> AsyncIterator[Bus]:
     async with probe_bus(running) as bus:
         yield bus
-
-
-@pytest.fixture
-async def http(running: System) -> AsyncIterator[httpx.AsyncClient]:
-    async with owner_http(running, timeout=20) as client:
-        yield client
 
 
 async def inner_last_seq(bus: Bus) -> int:
