@@ -8,7 +8,16 @@ is in) and closes it first, as ``voice_lost``, under its own fence.
 
 import logging
 
-from delegate.contracts.events import Event, Fence, SessionEnded, SpanClosed, VoiceSessionType, make_event
+from delegate.contracts.events import (
+    Event,
+    Fence,
+    SessionEnded,
+    SessionStarted,
+    SpanClosed,
+    SpanOpened,
+    VoiceSessionType,
+    make_event,
+)
 from delegate.contracts.messages import QueryRequest
 
 from .ledger import VoiceLedger
@@ -21,13 +30,14 @@ VOICE_SPANS: dict[str, VoiceSessionType] = {"phone": "phone", "voice": "voice"} 
 async def close_stale_call(ledger: VoiceLedger, fence: Fence, open_span: Event | None) -> None:
     if open_span is None or open_span.span_id is None:
         return
-    session_type = VOICE_SPANS.get(str(open_span.payload.get("type")))
+    opened = open_span.payload_as(SpanOpened)
+    session_type = VOICE_SPANS.get(opened.type) if opened is not None else None
     if session_type is None:
         return
     started = await ledger.scan(
         QueryRequest(after_seq=max((open_span.seq or 1) - 1, 0), span_id=open_span.span_id, kinds=["session.started"])
     )
-    session_id = str(started[0].payload.get("session_id")) if started else open_span.span_id
+    session_id = started[0].typed(SessionStarted).session_id if started else open_span.span_id
     ended = make_event(
         SessionEnded(
             type=session_type,

@@ -23,7 +23,7 @@ from nats.aio.msg import Msg
 
 from delegate.contracts import streams, topics
 from delegate.contracts.channels import OutboundSms
-from delegate.contracts.events import CallVoicemail, Event, make_event
+from delegate.contracts.events import CallPlaced, CallVoicemail, Event, make_event
 from delegate.contracts.voice import MACHINE_ANSWERS, CallAnsweredBy
 from delegate.runtime.bus import Bus, Retryable
 
@@ -103,7 +103,7 @@ class AnsweredByConsumer:
             reason, where = call.reason or "", (call.recorder.conversation_id, call.recorder.span_id)
         else:  # voice was restarted since the call was placed: its record has the words
             placed = await self._placed(msg.call_sid)
-            reason = str(placed.payload.get("reason") or "") if placed else ""
+            reason = placed.typed(CallPlaced).reason if placed else ""
             where = (placed.conversation_id, placed.span_id) if placed else (None, None)
         sms = OutboundSms(
             id=sms_id(msg.call_sid), text=sms_text(reason), origin="voicemail",
