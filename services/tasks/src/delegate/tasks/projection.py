@@ -8,7 +8,6 @@ Each record also keeps its task's events in order: the journal a run resumes fro
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 from delegate.contracts.events import Event, TaskEvent
 from delegate.contracts.tasks import TERMINAL_STATES, FailReason, TaskBudget, TaskState, TaskSummary
@@ -65,7 +64,8 @@ class TaskRecord:
             self.running_since = None
 
     def apply(self, event: Event) -> None:
-        data: dict[str, Any] = event.payload.get("data", {})
+        task = event.payload_as(TaskEvent)
+        data = task.data if task is not None else {}
         self.events.append(event)
         self.updated_at = max(self.updated_at, event.ts)
         match event.kind:
