@@ -13,7 +13,6 @@ sees its stdin close, Chromium's driver its pipe).
 """
 
 import ctypes
-import ctypes.util
 import os
 import signal
 import sys
@@ -26,7 +25,10 @@ def die_with_parent() -> Callable[[], None] | None:
     """A ``preexec_fn`` that arms the parent-death signal, or None where Linux's prctl is absent."""
     if not sys.platform.startswith("linux"):
         return None
-    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    # The interpreter's own symbols, libc's among them: ctypes.util.find_library("c") ran
+    # ``ldconfig -p`` in a child process for every child started, 0.03-0.2 s each before the
+    # host could start.
+    libc = ctypes.CDLL(None, use_errno=True)
     parent = os.getpid()
 
     def arm() -> None:  # runs in the child between fork and exec: nothing here may take a lock
