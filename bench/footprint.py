@@ -30,6 +30,7 @@ Linux only (/proc). Prints figures; asserts nothing.
 
 import argparse
 import asyncio
+import http.client
 import json
 import os
 import re
@@ -203,7 +204,7 @@ def gateway_healthy(port: int) -> bool:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=0.5) as reply:
             return bool(reply.status == 200)
-    except OSError:
+    except (OSError, http.client.HTTPException):  # not listening yet, or another program's port for now
         return False
 
 
