@@ -466,7 +466,8 @@ class LedgerStore(ABC):
 
         turns = await self._newest(conversation_id, "message", turn_limit) if turn_limit else []
         assistant = await newest("message", "assistant")
-        response_id = assistant.payload.get("response_id") if assistant else None
+        answer = assistant.payload_as(Message) if assistant else None
+        response_id = answer.response_id if answer else None
         open_span = await self._open_span_event(conversation_id)
         capsule = await newest("context.capsule")
         checkpoint = await newest("checkpoint")
