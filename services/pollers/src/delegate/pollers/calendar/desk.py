@@ -124,7 +124,8 @@ class CalendarDesk:
     async def _confirm(self, cmd: CalendarCommand) -> CalendarReply:
         assert cmd.proposal_id is not None
         found = await self.ledger.get(cmd.proposal_id)
-        if found is None or found.kind != CalendarProposed.KIND:
+        proposal = found.payload_as(CalendarProposed) if found is not None else None
+        if found is None or proposal is None:
             raise DomainError("not_found", f"there is no calendar proposal {cmd.proposal_id!r}")
         # a voice session's tool calls answer no message event (the owner's words are its audio):
         # there the model's hearing of the yes is all there is; elsewhere a turn must name its message
@@ -133,7 +134,6 @@ class CalendarDesk:
             raise DomainError("denied", "only the owner's own yes confirms a calendar write, not an activation")
         if found.parent_id is not None and cmd.turn_id == found.parent_id:
             raise DomainError("denied", "the owner has not answered the proposal yet: ask them first")
-        proposal = found.typed(CalendarProposed)
         op = proposal.op
         return await self._perform(op, proposal.args, key=proposal.call_id, parent_id=cmd.parent_id,
                                    proposal_id=found.id)
@@ -144,7 +144,7 @@ class CalendarDesk:
         written_id = derived_id("calwr", key)
         done = await self.ledger.get(written_id)
         if done is not None:
-            return CalendarReply(status="already_done", text=f"Already done: {done.payload.get('text', '')}")
+            return CalendarReply(status="already_done", text=f"Already done: {done.typed(CalendarWritten).text}")
         sync = self.sync
         async with sync.lock:
             if op == "create":
