@@ -119,7 +119,10 @@ def plan_messages(db: sqlite3.Connection, terms: list[str]) -> Plan:
     return Plan(quoted(known[0][1]), newest=True)
 
 
-def _messages(db: sqlite3.Connection, plan: Plan, wins: list[Window], hide_suppressed: bool) -> list[Candidate]:
+def _messages(
+    db: sqlite3.Connection, plan: Plan, wins: list[Window], hide_suppressed: bool, skip: Collection[str] = (),
+) -> list[Candidate]:
+    """``skip``: event ids left out before they become candidates (what the model carries verbatim)."""
     found: dict[int, float] = {}
     weights = ", ".join(str(w) for w in MESSAGE_WEIGHTS)
     match = plan.match
@@ -149,7 +152,11 @@ def _messages(db: sqlite3.Connection, plan: Plan, wins: list[Window], hide_suppr
         return []
     marks = ",".join("?" * len(found))
     rows = db.execute(f"SELECT * FROM messages WHERE rowid IN ({marks})", list(found))
-    return [_message_candidate(r, found[r["rowid"]]) for r in rows if not (hide_suppressed and r["suppressed"])]
+    return [
+        _message_candidate(r, found[r["rowid"]])
+        for r in rows
+        if r["event_id"] not in skip and not (hide_suppressed and r["suppressed"])
+    ]
 
 
 def _message_candidate(r: sqlite3.Row, score: float) -> Candidate:
@@ -310,18 +317,20 @@ def search(
     wins = windows(req.query, now)
     terms = content_terms(req.query)
     match = fts_query(req.query)
+    # The newest turns a chat carries match its next question best: left out as rows, before a
+    # candidate is built for each (most of a search's time in a long chat, issue #27).
+    excluded = set(req.exclude_event_ids) if for_model else set()
     cands: list[Candidate] = []
     if "fact" in kinds:
         cands += _facts(db, match)
     if "episode" in kinds:
         cands += _episodes(db, match, wins)
     if "message" in kinds:
-        cands += _messages(db, plan_messages(db, terms), wins, hide_suppressed=for_model)
+        cands += _messages(db, plan_messages(db, terms), wins, hide_suppressed=for_model, skip=excluded)
     if dense is not None:
         _dense(db, dense, req.query, kinds, cands, hide_suppressed=for_model)
     adapted: list[Candidate] = []
     if for_model:
-        excluded = set(req.exclude_event_ids)
         adapted = adaptations(db)
         # adaptations are always given, apart from the results; what the model has verbatim is not
         cands = [c for c in cands if c.type != "adaptation" and c.id not in excluded]
