@@ -125,6 +125,7 @@ class FakeVoice:
 
     async def wait_for(self, predicate: Callable[["FakeVoice"], bool], timeout: float = 20.0,
                        what: str = "condition") -> None:
+        # Not tests.support.waiting.eventually: woken by each message in (self._changed), not polled.
         deadline = time.monotonic() + timeout
         while not predicate(self):
             remaining = deadline - time.monotonic()

@@ -241,7 +241,8 @@ class FakeTwilioCall:
 
     async def wait_for(self, predicate: Callable[["FakeTwilioCall"], bool], timeout: float = 20.0,
                        what: str = "condition") -> None:
-        """Until ``predicate(self)`` holds, checked whenever a frame arrives or audio plays."""
+        """Until ``predicate(self)`` holds, checked whenever a frame arrives or audio plays
+        (woken by them, not polled: so not tests.support.waiting.eventually)."""
         deadline = time.monotonic() + timeout
         while not predicate(self):
             remaining = deadline - time.monotonic()
