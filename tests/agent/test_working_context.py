@@ -17,7 +17,7 @@ from delegate.contracts.messages import ResumeState
 from delegate.runtime.working_context import (
     build_working_context,
     compose_instructions,
-    select_recent_turns,
+    select_recent_messages,
 )
 
 T0 = datetime(2026, 5, 1, 14, 3, tzinfo=UTC)
@@ -36,11 +36,11 @@ def capsule(seq: int, through: int | None, text: str = "Ana likes tea.") -> Even
     ).with_seq(seq)
 
 
-def test_turns_after_the_capsule_only_marked_with_channel_and_time() -> None:
+def test_messages_after_the_capsule_only_marked_with_channel_and_time() -> None:
     events = [msg(1, "old"), msg(2, "covered", "assistant"), msg(5, "hello by sms", channel="sms"),
               msg(6, "hi back", "assistant", channel="sms"), msg(7, "from the phone", channel="phone")]
     ctx = build_working_context("BASE", capsule(4, through=2), events, channel="text", now=T0)
-    assert [t.text for t in ctx.turns] == ["hello by sms", "hi back", "from the phone"]
+    assert [m.text for m in ctx.messages] == ["hello by sms", "hi back", "from the phone"]
     assert ctx.items[0] == {
         "type": "message", "role": "user",
         "content": [{"type": "input_text", "text": "[SMS · 2026-05-01 14:08 UTC] hello by sms"}],
@@ -52,17 +52,17 @@ def test_turns_after_the_capsule_only_marked_with_channel_and_time() -> None:
     assert ctx.capsule_id is not None
 
 
-def test_budgets_keep_the_newest_turns_whole_and_skip_excluded_and_empty_ones() -> None:
-    events = [msg(i, f"turn {i} " + "x" * 50) for i in range(1, 11)] + [msg(11, "   "), msg(12, "the new one")]
-    turns = select_recent_turns(events, None, max_turns=3, max_chars=10_000, exclude_ids=[events[-1].id])
-    assert [t.seq for t in turns] == [8, 9, 10]
-    by_chars = select_recent_turns(events, None, max_turns=20, max_chars=200)
-    assert [t.seq for t in by_chars] == [10, 12]  # a third whole turn would not fit
-    huge = select_recent_turns([msg(1, "y" * 5000)], None, max_chars=300)
+def test_budgets_keep_the_newest_messages_whole_and_skip_excluded_and_empty_ones() -> None:
+    events = [msg(i, f"message {i} " + "x" * 50) for i in range(1, 11)] + [msg(11, "   "), msg(12, "the new one")]
+    chosen = select_recent_messages(events, None, max_messages=3, max_chars=10_000, exclude_ids=[events[-1].id])
+    assert [m.seq for m in chosen] == [8, 9, 10]
+    by_chars = select_recent_messages(events, None, max_messages=20, max_chars=200)
+    assert [t.seq for t in by_chars] == [10, 12]  # a third whole message would not fit
+    huge = select_recent_messages([msg(1, "y" * 5000)], None, max_chars=300)
     assert len(huge) == 1 and len(huge[0].marked_text) <= 300 and huge[0].text.endswith("…")
 
 
-def test_no_capsule_no_turns_still_says_where_and_when() -> None:
+def test_no_capsule_no_messages_still_says_where_and_when() -> None:
     text = compose_instructions("BASE", capsule=None, channel="email", now=T0)
     assert "email" in text and "2026-05-01 14:03 UTC" in text and "capsule" not in text.lower()
     assert build_working_context("BASE", None, [], channel="text", now=T0).items == []

@@ -10,7 +10,7 @@ from delegate.runtime.working_context import (
     MEMORY_HEADING,
     build_working_context,
     compose_instructions,
-    select_recent_turns,
+    select_recent_messages,
 )
 
 T0 = datetime(2026, 5, 1, 14, 3, tzinfo=UTC)
@@ -64,10 +64,10 @@ def test_build_working_context_passes_memory_to_the_instructions_not_to_the_item
     assert all("Porto" not in str(item) for item in ctx.items)  # never a user message
 
 
-def test_imported_messages_are_never_recent_turns() -> None:
+def test_imported_messages_are_never_recent_messages() -> None:
     # Imported late, so their seq is the highest: without the rule they would be "the newest".
     events = [msg(1, "said today"), msg(50, "imported from 2019", imported=True), msg(51, "also old", imported=True)]
-    assert [t.text for t in select_recent_turns(events, None)] == ["said today"]
+    assert [t.text for t in select_recent_messages(events, None)] == ["said today"]
 
 
 def test_normalize_ignores_markers_case_punctuation_and_spacing() -> None:
@@ -82,7 +82,7 @@ def test_novelty_by_id_by_verbatim_event_by_text_and_by_capsule() -> None:
     items = [
         result("f1", "reworded but the same id"),
         result("m9", "my sister moved to porto", kind="message", event_ids=["msg-9"]),
-        result("f2", "My sister moved to Porto"),  # the same words as a verbatim turn
+        result("f2", "My sister moved to Porto"),  # the same words as a verbatim message
         result("f3", "The owner's dentist is Dr. Silva"),  # in the capsule
         result("f4", "Walks the dog at 7."),
         result("f5", "walks the dog at 7"),  # a duplicate inside the same answer

@@ -1,5 +1,5 @@
 """The fresh working context a turn or a compaction starts from when there is no chain to continue:
-the capsule and the recent verbatim turns after it, without what an edit or a regenerate replaced.
+the capsule and the recent verbatim messages after it, without what an edit or a regenerate replaced.
 """
 
 from typing import Any
@@ -15,7 +15,7 @@ from .turn_types import Turn
 
 
 async def fresh_context(ledger: Ledger, settings: Settings, capsule: Event | None, turn: Turn | None) -> WorkingContext:
-    """Recent verbatim turns not covered by the capsule: the context items, and which turns they are."""
+    """Recent verbatim messages not covered by the capsule: the context items, and which messages they are."""
     messages = await ledger.recent_messages(
         after_seq=capsule_through_seq(capsule), want=settings.agent_recent_turns + 1
     )
@@ -26,7 +26,7 @@ async def fresh_context(ledger: Ledger, settings: Settings, capsule: Event | Non
         messages,
         channel=turn.channel if turn else "text",
         now=utcnow(),
-        max_turns=settings.agent_recent_turns,
+        max_messages=settings.agent_recent_turns,
         max_chars=settings.agent_recent_chars,
         exclude_ids=[turn.id] if turn else (),
     )

@@ -130,15 +130,15 @@ class Retrieval:
 
     # ---- what the model carries verbatim ----------------------------------------------------
 
-    def carry_fresh(self, turns: Iterable[VerbatimMessage]) -> None:
-        """A fresh working context: the model carries exactly these turns now."""
+    def carry_fresh(self, messages: Iterable[VerbatimMessage]) -> None:
+        """A fresh working context: the model carries exactly these messages now."""
         self.carried = Seen()
         self._carried_ids = {}
-        for t in turns:
-            self.carry(t.event_id, t.text)
+        for m in messages:
+            self.carry(m.event_id, m.text)
 
     def carry_events(self, events: Iterable[Event]) -> None:
-        """Messages a resumed chain carries (the resume state's recent turns)."""
+        """Messages a resumed chain carries (the resume state's ``recent_turns``)."""
         for event in events:
             if (message := event.payload_as(Message)) is not None:
                 self.carry(event.id, message.text)

@@ -227,7 +227,7 @@ class Turns:
         elif start.previous:
             previous, items = start.previous, [turn.item]
         else:
-            previous, items = None, [*await self._fresh_turns(turn), turn.item]
+            previous, items = None, [*await self._fresh_items(turn), turn.item]
         self.retrieval.carry(turn.id, item_text(turn.item))
         memory = await self.retrieval.before_turn(turn, capsule=s.capsule, purpose=turn.memory_purpose)
         rounds = broken = 0
@@ -255,11 +255,11 @@ class Turns:
                 if fresh or rounds or not (isinstance(exc, ChainLost) or replacement_refused):
                     raise
                 # The server forgot our chain (or refused the replacement): start over from the
-                # capsule and recent turns rather than fail the user's message.
+                # capsule and recent messages rather than fail the user's message.
                 log.warning("turn %s: %s; continuing from a fresh working context", turn.id, exc)
                 s.chain_id, s.replacement, fresh = None, None, True
                 s.turn_base = (turn.id, ChainPoint())
-                previous, items = None, [*await self._fresh_turns(turn), turn.item]
+                previous, items = None, [*await self._fresh_items(turn), turn.item]
                 self.retrieval.carry(turn.id, item_text(turn.item))
                 await text.restart()
                 continue
@@ -277,7 +277,7 @@ class Turns:
                 return result.response_id
             rounds += 1
             if rounds > settings.agent_max_tool_rounds:
-                raise ModelError("tool_limit", "The answer needed more tool steps than allowed, so it was stopped.")
+                raise ModelError("tool_limit", "The answer needed more tool rounds than allowed, so it was stopped.")
             outputs = [
                 await self.toolbox.run(
                     call, conversation_id=turn.conversation_id, span_id=turn.span_id, channel=turn.channel,
@@ -287,10 +287,10 @@ class Turns:
             ]
             previous, items = result.response_id, outputs
 
-    async def _fresh_turns(self, turn: Turn) -> list[dict[str, Any]]:
-        """A fresh working context's items; the model carries exactly its turns from now on."""
+    async def _fresh_items(self, turn: Turn) -> list[dict[str, Any]]:
+        """A fresh working context's items; the model carries exactly its messages from now on."""
         context = await fresh_context(self.ledger, self.settings, self.status.state.capsule, turn)
-        self.retrieval.carry_fresh(context.turns)
+        self.retrieval.carry_fresh(context.messages)
         return context.items
 
     def _instructions(self, turn: Turn, memory: TurnMemory) -> str:

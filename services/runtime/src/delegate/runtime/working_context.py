@@ -1,4 +1,4 @@
-"""A fresh working context: continuity capsule + recent verbatim turns.
+"""A fresh working context: continuity capsule + recent verbatim messages.
 
 Pure functions, no I/O. The agent uses them whenever it has no Responses chain to continue
 (first start, after End conversation, after a voice call cleared the chain, after the
@@ -8,9 +8,9 @@ ledger events, so every protocol starts from the same account of the relationshi
 - the newest ``context.capsule`` goes into the instructions (it is model context, never a
   user or assistant message);
 - message events newer than the capsule (``seq > through_seq``), from every channel, follow
-  as verbatim turns, newest kept first within a count and character budget, each marked with
+  as verbatim messages, newest kept first within a count and character budget, each marked with
   its channel and time so the model knows where and when it was said; imported history
-  (``payload.imported``: brought in by ``POST /api/import``) is never a recent turn;
+  (``payload.imported``: brought in by ``POST /api/import``) is never a recent message;
 - memory retrieved for the request (``MemoryContext``) goes into the instructions too: the
   owner's adaptations ("How the owner wants to be answered") and the retrieved items ("Memory"),
   each with its kind, date and source, so every protocol is given memory the same way.
@@ -35,10 +35,10 @@ CHANNEL_NAMES = {
     "inner": "inner activity",
 }
 
-# Channels whose turns run on the Responses chain; voice runs on Realtime sessions.
+# Channels whose turns run on the Responses chain; voice calls run on Realtime sessions.
 RESPONSES_CHANNELS = frozenset({"text", "sms", "email", "inner"})
 
-DEFAULT_MAX_TURNS = 20
+DEFAULT_MAX_MESSAGES = 20
 DEFAULT_MAX_CHARS = 16_000
 
 MARKER_NOTE = (
@@ -75,7 +75,7 @@ class VerbatimMessage:
 @dataclass(frozen=True)
 class WorkingContext:
     instructions: str
-    turns: list[VerbatimMessage] = field(default_factory=list)
+    messages: list[VerbatimMessage] = field(default_factory=list)
     items: list[dict[str, Any]] = field(default_factory=list)  # Responses input items
     capsule_id: str | None = None
 
@@ -95,18 +95,18 @@ def capsule_through_seq(capsule: Event | None) -> int:
     return capsule.seq or 0
 
 
-def select_recent_turns(
+def select_recent_messages(
     messages: Iterable[Event],
     capsule: Event | None = None,
     *,
-    max_turns: int = DEFAULT_MAX_TURNS,
+    max_messages: int = DEFAULT_MAX_MESSAGES,
     max_chars: int = DEFAULT_MAX_CHARS,
     exclude_ids: Iterable[str] = (),
 ) -> list[VerbatimMessage]:
     """Newest message events not covered by the capsule, oldest first, within both budgets.
 
-    The newest turn is always kept (cut to the character budget if it alone exceeds it);
-    older ones are dropped whole rather than cut, so no turn is shown half-said.
+    The newest message is always kept (cut to the character budget if it alone exceeds it);
+    older ones are dropped whole rather than cut, so no message is shown half-said.
     """
     through = capsule_through_seq(capsule)
     skip = set(exclude_ids)
@@ -121,7 +121,7 @@ def select_recent_turns(
         if message is None:
             continue
         if message.imported is not None:
-            continue  # history from elsewhere, stored late: memory offers it, not the recent turns
+            continue  # history from elsewhere, stored late: memory offers it, not the recent messages
         text = message.text.strip()
         if not text:
             continue
@@ -131,31 +131,29 @@ def select_recent_turns(
     candidates.sort(key=lambda t: (t.seq is None, t.seq or 0, t.ts, t.event_id))
     chosen: list[VerbatimMessage] = []
     used = 0
-    for turn in reversed(candidates):
-        if len(chosen) >= max_turns:
+    for candidate in reversed(candidates):
+        if len(chosen) >= max_messages:
             break
-        size = len(turn.marked_text)
+        size = len(candidate.marked_text)
         if used + size > max_chars:
             if chosen:
                 break
-            room = max(max_chars - len(turn.marker) - 2, 0)
-            turn = VerbatimMessage(turn.event_id, turn.seq, turn.ts, turn.role, turn.channel, _clip(turn.text, room))
-            size = len(turn.marked_text)
-        chosen.append(turn)
+            room = max(max_chars - len(candidate.marker) - 2, 0)
+            c = candidate
+            candidate = VerbatimMessage(c.event_id, c.seq, c.ts, c.role, c.channel, _clip(c.text, room))
+            size = len(candidate.marked_text)
+        chosen.append(candidate)
         used += size
     chosen.reverse()
     return chosen
 
 
-def responses_items(turns: Iterable[VerbatimMessage]) -> list[dict[str, Any]]:
-    """The turns as Responses API input messages (easy-message form, plain text content)."""
+def responses_items(messages: Iterable[VerbatimMessage]) -> list[dict[str, Any]]:
+    """The messages as Responses API input messages (easy-message form, plain text content)."""
     items: list[dict[str, Any]] = []
-    for turn in turns:
-        if turn.role == "user":
-            content: Any = [{"type": "input_text", "text": turn.marked_text}]
-        else:
-            content = turn.marked_text
-        items.append({"type": "message", "role": turn.role, "content": content})
+    for m in messages:
+        content: Any = [{"type": "input_text", "text": m.marked_text}] if m.role == "user" else m.marked_text
+        items.append({"type": "message", "role": m.role, "content": content})
     return items
 
 
@@ -281,22 +279,22 @@ def build_working_context(
     *,
     channel: str,
     now: datetime,
-    max_turns: int = DEFAULT_MAX_TURNS,
+    max_messages: int = DEFAULT_MAX_MESSAGES,
     max_chars: int = DEFAULT_MAX_CHARS,
     exclude_ids: Iterable[str] = (),
     memory: MemoryContext | None = None,
 ) -> WorkingContext:
-    """Everything a fresh working context needs: instructions (capsule, memory) and recent turns as items."""
-    turns = select_recent_turns(
-        messages, capsule, max_turns=max_turns, max_chars=max_chars, exclude_ids=exclude_ids
+    """Everything a fresh working context needs: instructions (capsule, memory) and recent messages as items."""
+    recent = select_recent_messages(
+        messages, capsule, max_messages=max_messages, max_chars=max_chars, exclude_ids=exclude_ids
     )
     instructions = compose_instructions(
-        base_instructions, capsule=capsule, channel=channel, now=now, with_markers=bool(turns), memory=memory
+        base_instructions, capsule=capsule, channel=channel, now=now, with_markers=bool(recent), memory=memory
     )
     return WorkingContext(
         instructions=instructions,
-        turns=turns,
-        items=responses_items(turns),
+        messages=recent,
+        items=responses_items(recent),
         capsule_id=capsule.id if capsule is not None and capsule_text(capsule) else None,
     )
 

@@ -241,7 +241,7 @@ class Call:
                 CalendarNow(self.bus, s.owner_timezone, enabled=bool(s.caldav_url)).ready(utcnow())
             )
             memory = CallMemory.start(
-                self.bus, capsule=capsule, messages=messages, max_turns=s.voice_recent_turns,
+                self.bus, capsule=capsule, messages=messages, max_messages=s.voice_recent_turns,
                 max_chars=s.voice_recent_chars, budget_tokens=s.memory_context_tokens,
             )
             try:
@@ -276,7 +276,7 @@ class Call:
             self._tasks.append(asyncio.create_task(self._late_memory(memory)))
         instructions = session_instructions(
             capsule=capsule, messages=messages, channel=self.channel, preset=self.preset, now=utcnow(),
-            max_turns=s.voice_recent_turns, max_chars=s.voice_recent_chars, reason=self.reason, memory=given,
+            max_messages=s.voice_recent_turns, max_chars=s.voice_recent_chars, reason=self.reason, memory=given,
             calendar=await today,
         )
         config = self.bridge.session_config(

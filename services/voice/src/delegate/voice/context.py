@@ -2,12 +2,12 @@
 
 A Realtime session starts with no conversation of its own, so everything it should know goes
 into its instructions, read from the ledger after it caught up: the newest continuity capsule
-and the recent verbatim turns from every channel (``select_recent_turns``), rendered as a
-"Recent conversation" section of marked turns, then the preset's speaking style.
+and the recent verbatim messages from every channel (``select_recent_messages``), rendered as a
+"Recent conversation" section of marked messages, then the preset's speaking style.
 
 Memory is offered the same way as to a text turn, through the same builder: before the call
 is configured, the memory service is asked (purpose ``voice``) with the words of the recent
-turns, and what it answers in time goes into the instructions ("Memory", "How the owner wants
+messages, and what it answers in time goes into the instructions ("Memory", "How the owner wants
 to be answered"). The search runs while the Realtime socket opens; it is waited for at most
 ``MEMORY_RETRIEVAL_WAIT_MS`` from its start, and a later answer is only recorded (a call's
 instructions are set once). Either way the search is recorded as ``memory.retrieved``.
@@ -33,14 +33,14 @@ from delegate.runtime.working_context import (
     VerbatimMessage,
     capsule_text,
     compose_instructions,
-    select_recent_turns,
+    select_recent_messages,
 )
 
 from .presets import Preset
 
-QUERY_USER_TURNS = 4  # the newest user messages a call's memory query is made of
+QUERY_USER_MESSAGES = 4  # the newest user messages a call's memory query is made of
 MAX_QUERY_CHARS = 1000
-# With no recent turns at all (a first call), memory is still asked: its adaptations (how the
+# With no recent messages at all (a first call), memory is still asked: its adaptations (how the
 # owner wants to be addressed) are always given, whatever the query.
 FIRST_CALL_QUERY = "the owner, their preferences and what is going on"
 OUTAGE = Outage("the voice service")
@@ -57,8 +57,8 @@ tools when they help, and say briefly what you are doing when a tool takes a mom
 RECENT_HEADING = "## Recent conversation"
 
 
-def recent_section(turns: Iterable[VerbatimMessage]) -> str | None:
-    lines = [f"{'User' if t.role == 'user' else 'You'}: {t.marked_text}" for t in turns]
+def recent_section(recent: Iterable[VerbatimMessage]) -> str | None:
+    lines = [f"{'User' if m.role == 'user' else 'You'}: {m.marked_text}" for m in recent]
     if not lines:
         return None
     return (
@@ -75,19 +75,19 @@ def session_instructions(
     channel: str,
     preset: Preset,
     now: datetime,
-    max_turns: int,
+    max_messages: int,
     max_chars: int,
     reason: str | None = None,
     memory: MemoryContext | None = None,
     calendar: str | None = None,
 ) -> str:
-    """Base persona + capsule + memory + today's calendar + channel and time, the recent turns, then
+    """Base persona + capsule + memory + today's calendar + channel and time, the recent messages, then
     the preset's style."""
-    turns = select_recent_turns(messages, capsule, max_turns=max_turns, max_chars=max_chars)
+    chosen = select_recent_messages(messages, capsule, max_messages=max_messages, max_chars=max_chars)
     parts = [compose_instructions(
         BASE_INSTRUCTIONS, capsule=capsule, channel=channel, now=now, memory=memory, calendar=calendar
     )]
-    recent = recent_section(turns)
+    recent = recent_section(chosen)
     if recent is not None:
         parts.append(MARKER_NOTE)
         parts.append(recent)
@@ -101,10 +101,10 @@ def session_instructions(
     return "\n\n".join(parts)
 
 
-def memory_query(turns: Iterable[VerbatimMessage]) -> str:
-    """The words of the newest user turns (the conversation the call continues), newest last."""
-    listed = list(turns)
-    said = [t.text for t in listed if t.role == "user"][-QUERY_USER_TURNS:] or [t.text for t in listed][-2:]
+def memory_query(recent: Iterable[VerbatimMessage]) -> str:
+    """The words of the newest user messages (the conversation the call continues), newest last."""
+    listed = list(recent)
+    said = [t.text for t in listed if t.role == "user"][-QUERY_USER_MESSAGES:] or [t.text for t in listed][-2:]
     query = " ".join(" ".join(said).split())
     return query[-MAX_QUERY_CHARS:] if query else FIRST_CALL_QUERY
 
@@ -114,21 +114,21 @@ class CallMemory:
     """One call's search: started before the socket is open, settled before it is configured."""
 
     lookup: MemoryLookup | None
-    seen: Seen  # the verbatim turns and the capsule the instructions carry anyway
+    seen: Seen  # the verbatim messages and the capsule the instructions carry anyway
 
     @classmethod
     def start(
-        cls, bus: Bus, *, capsule: Event | None, messages: Iterable[Event], max_turns: int, max_chars: int,
+        cls, bus: Bus, *, capsule: Event | None, messages: Iterable[Event], max_messages: int, max_chars: int,
         budget_tokens: int,
     ) -> "CallMemory":
-        turns = select_recent_turns(messages, capsule, max_turns=max_turns, max_chars=max_chars)
+        recent = select_recent_messages(messages, capsule, max_messages=max_messages, max_chars=max_chars)
         seen = Seen()
-        for t in turns:
+        for t in recent:
             seen.add(t.event_id, t.text)
         seen.add_blob(capsule_text(capsule))
         request = search_request(
-            memory_query(turns), purpose="voice", budget_tokens=budget_tokens,
-            exclude_event_ids=[t.event_id for t in turns],
+            memory_query(recent), purpose="voice", budget_tokens=budget_tokens,
+            exclude_event_ids=[t.event_id for t in recent],
         )
         return cls(MemoryLookup(bus, request) if request is not None else None, seen)
 
