@@ -76,7 +76,7 @@ class Imports:
         self, bus: Bus, import_id: str, fmt: Format, lines: int, errors: list[ImportLineError], message: str
     ) -> Progress:
         progress = self._remember(Progress(import_id=import_id, status="failed", errors=errors, message=message))
-        bus.spawn(self._record_refusal(bus, refused(import_id, fmt, lines, errors, message)))
+        bus.spawn(self._record_refusal(bus, import_id, refused(import_id, fmt, lines, errors, message)))
         return progress
 
     def _remember(self, progress: Progress) -> Progress:
@@ -89,12 +89,12 @@ class Imports:
             del self.jobs[oldest]
         return progress
 
-    async def _record_refusal(self, bus: Bus, events: list[Event]) -> None:
+    async def _record_refusal(self, bus: Bus, import_id: str, events: list[Event]) -> None:
         try:
             for event in events:
                 await bus.publish(LEDGER, event, msg_id=event.id, deadline=BATCH_DEADLINE_S)
         except BusUnavailable as exc:
-            log.warning("refused import %s: its record could not be written: %s", events[0].payload["import_id"], exc)
+            log.warning("refused import %s: its record could not be written: %s", import_id, exc)
 
     async def _write(self, bus: Bus, plan: ImportPlan, progress: Progress) -> None:
         async with self._lock:
