@@ -125,11 +125,11 @@ async def journal_cost(system: System, bus: Bus, site: TestSite, steps: int) -> 
     journal_ms: list[float] = []
     task_id = "bench-journal"
     try:
-        async with browser.session(task_id, workdir) as session:
-            await session.call("browser_open", {"url": site.url("/a")})  # the browser's first launch
+        async with browser.for_task(task_id, workdir) as tab:
+            await tab.call("browser_open", {"url": site.url("/a")})  # the browser's first launch
             for step in range(steps):
                 started = time.perf_counter()
-                result = await session.call("browser_open", {"url": site.url("/a") if step % 2 else site.url("/")})
+                result = await tab.call("browser_open", {"url": site.url("/a") if step % 2 else site.url("/")})
                 tool_ms.append((time.perf_counter() - started) * 1000)
                 assert result.ok, result.output
                 started = time.perf_counter()

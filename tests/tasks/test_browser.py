@@ -1,6 +1,6 @@
 """The browser tool: real headless Chromium, through the egress proxy, against the local test site.
 
-Chromium is launched once for the module; each test gets its own session (browser context and
+Chromium is launched once for the module; each test gets its own task browser (browser context and
 proxy), as each task does. Never `playwright install`: the system's Chromium is used, and a
 missing one skips these tests locally and fails them on CI.
 """
@@ -17,13 +17,13 @@ from pydantic import BaseModel
 from delegate.tasks.browser import (
     TOOL_NAMES,
     Browser,
-    BrowserSession,
     BrowserUnavailable,
     FollowArgs,
     OpenArgs,
     ReadArgs,
     ScreenshotArgs,
     SearchArgs,
+    TaskBrowser,
     find_chromium,
     quote_untrusted,
     screenshot_name,
@@ -67,13 +67,13 @@ def heard() -> Heard:
 
 
 @pytest_asyncio.fixture(loop_scope="module")
-async def tab(browser: Browser, tmp_path: Path, heard: Heard) -> AsyncIterator[BrowserSession]:
-    async with browser.session("task-1", tmp_path / "work", on_refusal=lambda t, r: heard.append((t, r))) as s:
+async def tab(browser: Browser, tmp_path: Path, heard: Heard) -> AsyncIterator[TaskBrowser]:
+    async with browser.for_task("task-1", tmp_path / "work", on_refusal=lambda t, r: heard.append((t, r))) as s:
         yield s
 
 
 @in_module_loop
-async def test_open_reads_the_page_as_untrusted_data(site: TestSite, tab: BrowserSession) -> None:
+async def test_open_reads_the_page_as_untrusted_data(site: TestSite, tab: TaskBrowser) -> None:
     result = await tab.call("browser_open", {"url": site.url("/")})
     assert result.ok, result.output
     assert result.url == site.url("/")
@@ -88,7 +88,7 @@ async def test_open_reads_the_page_as_untrusted_data(site: TestSite, tab: Browse
 
 
 @in_module_loop
-async def test_follow_by_text_and_by_number(site: TestSite, tab: BrowserSession) -> None:
+async def test_follow_by_text_and_by_number(site: TestSite, tab: TaskBrowser) -> None:
     await tab.call("browser_open", {"url": site.url("/")})
     missing = await tab.call("browser_follow", {"link": 7})
     assert not missing.ok and "no link 7: the last read listed links 1 to 2" in missing.output
@@ -107,7 +107,7 @@ async def test_follow_by_text_and_by_number(site: TestSite, tab: BrowserSession)
 
 
 @in_module_loop
-async def test_search_fills_the_box_and_submits(site: TestSite, tab: BrowserSession) -> None:
+async def test_search_fills_the_box_and_submits(site: TestSite, tab: TaskBrowser) -> None:
     before = site.hits["/search"]
     await tab.call("browser_open", {"url": site.url("/")})
     result = await tab.call("browser_search", {"query": "blue whales", "selector": None})
@@ -120,14 +120,14 @@ async def test_search_fills_the_box_and_submits(site: TestSite, tab: BrowserSess
 
 
 @in_module_loop
-async def test_long_text_is_cut(site: TestSite, tab: BrowserSession) -> None:
+async def test_long_text_is_cut(site: TestSite, tab: TaskBrowser) -> None:
     result = await tab.call("browser_open", {"url": site.url("/long?n=3000")})
     assert result.ok
     assert re.search(r"\(Text cut at 500 of 29\d\d characters\.\)", result.output)
 
 
 @in_module_loop
-async def test_screenshot_is_a_png_in_the_workdir(site: TestSite, tab: BrowserSession) -> None:
+async def test_screenshot_is_a_png_in_the_workdir(site: TestSite, tab: TaskBrowser) -> None:
     await tab.call("browser_open", {"url": site.url("/a")})
     named = await tab.call("browser_screenshot", {"name": "../../front page", "full_page": None})
     default = await tab.call("browser_screenshot", {"name": None, "full_page": True})
@@ -141,7 +141,7 @@ async def test_screenshot_is_a_png_in_the_workdir(site: TestSite, tab: BrowserSe
 
 
 @in_module_loop
-async def test_unlisted_address_is_refused_with_the_reason(site: TestSite, tab: BrowserSession, heard: Heard) -> None:
+async def test_unlisted_address_is_refused_with_the_reason(site: TestSite, tab: TaskBrowser, heard: Heard) -> None:
     for url in (site.private_url("/secret"), f"https://127.0.0.1:{site.private_port}/secret"):
         result = await tab.call("browser_open", {"url": url})
         reason = f"127.0.0.1 is a loopback address and 127.0.0.1:{site.private_port} is not in TASKS_ALLOWED_HOSTS"
@@ -156,7 +156,7 @@ async def test_unlisted_address_is_refused_with_the_reason(site: TestSite, tab: 
 
 
 @in_module_loop
-async def test_redirect_to_a_private_address_is_refused(site: TestSite, tab: BrowserSession) -> None:
+async def test_redirect_to_a_private_address_is_refused(site: TestSite, tab: TaskBrowser) -> None:
     before = site.hits["/redirect-private"]
     result = await tab.call("browser_open", {"url": site.url("/redirect-private")})
     assert not result.ok
@@ -166,7 +166,7 @@ async def test_redirect_to_a_private_address_is_refused(site: TestSite, tab: Bro
 
 
 @in_module_loop
-async def test_refused_subresource_is_reported_while_the_page_loads(site: TestSite, tab: BrowserSession) -> None:
+async def test_refused_subresource_is_reported_while_the_page_loads(site: TestSite, tab: TaskBrowser) -> None:
     result = await tab.call("browser_open", {"url": site.url("/embed-private")})
     assert result.ok and "A picture from inside" in result.output
     assert len(result.refusals) == 1 and f"127.0.0.1:{site.private_port}" in result.refusals[0]
@@ -177,7 +177,7 @@ async def test_refused_subresource_is_reported_while_the_page_loads(site: TestSi
 @pytest.mark.parametrize(
     "url", ["file:///etc/passwd", "data:text/html,<h1>hi</h1>", "javascript:alert(1)", "chrome://version", "/a"]
 )
-async def test_only_http_and_https_urls_open(tab: BrowserSession, url: str) -> None:
+async def test_only_http_and_https_urls_open(tab: TaskBrowser, url: str) -> None:
     result = await tab.call("browser_open", {"url": url})
     assert not result.ok
     assert "only http:// and https:// URLs can be opened" in result.output
@@ -185,7 +185,7 @@ async def test_only_http_and_https_urls_open(tab: BrowserSession, url: str) -> N
 
 
 @in_module_loop
-async def test_bad_calls_fail_for_the_model(tab: BrowserSession) -> None:
+async def test_bad_calls_fail_for_the_model(tab: TaskBrowser) -> None:
     unknown = await tab.call("browser_delete_everything", {})
     bad = await tab.call("browser_open", {"address": "http://x/"})
     early = await tab.call("browser_read", {})

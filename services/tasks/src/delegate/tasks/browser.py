@@ -2,7 +2,7 @@
 
 One Chromium serves every task, launched lazily; each task gets its own browser context
 (cookies, storage) behind its own `EgressProxy`, so every refusal is known to belong to that
-task. The model calls five function tools (`tool_specs`), dispatched by `BrowserSession.call`.
+task. The model calls five function tools (`tool_specs`), dispatched by `TaskBrowser.call`.
 
 What a page says is untrusted: anyone can write a page that addresses the model ("ignore your
 task, text the owner..."). So page text, titles and link labels reach the model only as quoted
@@ -214,10 +214,10 @@ def _target(url_or_hostport: str) -> tuple[str, int] | None:
     return (host.strip("[]").lower(), int(port_text)) if port_text.isdigit() else None
 
 
-# -- sessions ---------------------------------------------------------------------------------
+# -- a task's browser ------------------------------------------------------------------------
 
 
-class BrowserSession:
+class TaskBrowser:
     """One task's browser: a context behind its own proxy, and the page the model drives."""
 
     def __init__(
@@ -245,7 +245,7 @@ class BrowserSession:
         return page.url if page is not None else None
 
     def refused(self, target: str, reason: str) -> None:
-        """The proxy's on_refusal for this session."""
+        """The proxy's on_refusal for this task's browser."""
         self._refusals.append((target, reason))
         if self._on_refusal is not None:
             self._on_refusal(target, reason)
@@ -441,7 +441,7 @@ class BrowserSession:
 
 
 class Browser:
-    """The system's Chromium, launched on first use; `session` gives each task its own context."""
+    """The system's Chromium, launched on first use; `for_task` gives each task its own context."""
 
     def __init__(
         self, policy: HostPolicy, *, executable: str = "", page_timeout_s: float = 20.0,
@@ -502,20 +502,20 @@ class Browser:
         return browser
 
     @asynccontextmanager
-    async def session(
+    async def for_task(
         self, task_id: str, workdir: Path, on_refusal: OnRefusal | None = None
-    ) -> AsyncIterator[BrowserSession]:
+    ) -> AsyncIterator[TaskBrowser]:
         """A task's browser; ``on_refusal(target, reason)`` hears each refusal as it happens."""
         browser = await self._launched()
-        session = BrowserSession(
+        task_browser = TaskBrowser(
             workdir, page_timeout_s=self.page_timeout_s, page_text_chars=self.page_text_chars, on_refusal=on_refusal
         )
-        proxy = EgressProxy(self.policy, on_refusal=session.refused)
+        proxy = EgressProxy(self.policy, on_refusal=task_browser.refused)
         await proxy.start()
         try:
-            await session._start(browser, proxy)
-            log.info("browser: session for task %s through %s", task_id, proxy.url)
-            yield session
+            await task_browser._start(browser, proxy)
+            log.info("browser: context for task %s through %s", task_id, proxy.url)
+            yield task_browser
         finally:
-            await session._close()
+            await task_browser._close()
             await proxy.close()

@@ -40,12 +40,12 @@ class BrowserResult(Protocol):
     refusals: list[str]
 
 
-class BrowserSession(Protocol):
+class TaskBrowser(Protocol):
     async def call(self, name: str, arguments: dict[str, Any]) -> BrowserResult: ...
 
 
 Record = Callable[[str, dict[str, Any]], Awaitable[None]]  # (kind, data): journal one event
-OpenBrowser = Callable[[str, Path], AbstractAsyncContextManager[BrowserSession]]
+OpenBrowser = Callable[[str, Path], AbstractAsyncContextManager[TaskBrowser]]
 LoadTools = Callable[[TaskRecord], Awaitable[Toolset]]
 
 
@@ -102,7 +102,7 @@ class TaskRun:
         except Ended:
             return
 
-    async def _loop(self, pos: Position, toolset: Toolset, browser: BrowserSession) -> None:
+    async def _loop(self, pos: Position, toolset: Toolset, browser: TaskBrowser) -> None:
         while not self.want_stop:
             self._check_budgets(pos)
             if pos.failures >= self.settings.tasks_max_failures:
@@ -192,7 +192,7 @@ class TaskRun:
             await self.journal("task.finished", task_data(answer=answer.text[:MAX_TEXT]))
             raise Ended
 
-    async def _tool_step(self, pos: Position, call: FunctionCall, toolset: Toolset, browser: BrowserSession) -> None:
+    async def _tool_step(self, pos: Position, call: FunctionCall, toolset: Toolset, browser: TaskBrowser) -> None:
         step = pos.next_step
         arguments = call.parsed() or {}
         refusal = toolset.refusal(call.name)

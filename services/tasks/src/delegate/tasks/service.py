@@ -36,7 +36,7 @@ from delegate.runtime.metering import Meter
 
 from .model import Model
 from .projection import TaskBook, TaskRecord
-from .runner import BrowserSession, TaskRun, run_task
+from .runner import TaskBrowser, TaskRun, run_task
 from .settings import Settings
 from .spend_gate import SpendGate
 from .toolset import Toolset, load_toolset
@@ -62,14 +62,14 @@ class BrowserProvider:
         return specs
 
     @asynccontextmanager
-    async def session(self, task_id: str, workdir: Path) -> AsyncIterator[BrowserSession]:
+    async def for_task(self, task_id: str, workdir: Path) -> AsyncIterator[TaskBrowser]:
         if self._browser is None:
             from .browser import Browser
 
             self._browser = Browser.from_settings(self.settings)
             await self._browser.start()
-        async with self._browser.session(task_id, workdir) as session:
-            yield session
+        async with self._browser.for_task(task_id, workdir) as task_browser:
+            yield task_browser
 
     async def close(self) -> None:
         if self._browser is not None:
@@ -203,7 +203,7 @@ class TasksService:
         for record in waiting[: max(self.settings.tasks_max_concurrent - len(self.runs), 0)]:
             run = TaskRun(
                 record, settings=self.settings, model=self.model, journal=self._journal_of(record.id),
-                open_browser=self.browser.session, load_tools=self._tools, bus=self.bus, meter=self.meter,
+                open_browser=self.browser.for_task, load_tools=self._tools, bus=self.bus, meter=self.meter,
                 gate=self.spend.hold,
             )
             self.runs[record.id] = (run, asyncio.create_task(self._drive(run), name=f"task-{record.id}"))
