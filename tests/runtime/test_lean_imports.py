@@ -34,6 +34,19 @@ def modules_after(code: str, env: dict[str, str] | None = None) -> dict[str, boo
     return found
 
 
+def host_loads(services: str, runtime: Path) -> dict[str, bool]:
+    """``modules_after`` a host (with an OpenAI key) has loaded ``services`` as it does before
+    its first service runs: each one's code and settings."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "NATS_", "DATABASE_"))}
+    env.update(RUNTIME_DATA_DIR=str(runtime), OPENAI_API_KEY="sk-never-sent")
+    return modules_after(
+        "from delegate.host.catalog import parse\n"
+        "from delegate.host.host import _load_all\n"
+        f"assert len(_load_all(parse({services!r}))) == len(parse({services!r}))\n",
+        env,
+    )
+
+
 @pytest.mark.parametrize("service", SERVICES)
 def test_a_service_starts_without_unused_extras(service: str) -> None:
     loaded = modules_after(f"import importlib; importlib.import_module('delegate.{service}.__main__')")
@@ -45,14 +58,7 @@ def test_a_service_starts_without_unused_extras(service: str) -> None:
 def test_a_host_loads_every_service_as_lean(tmp_path: Path) -> None:
     """What ``python -m delegate.host --services all,openai-standin`` imports before its first
     service runs: each service's code and settings, as the host loads them."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "NATS_", "DATABASE_"))}
-    env.update(RUNTIME_DATA_DIR=str(tmp_path), OPENAI_API_KEY="sk-never-sent")
-    loaded = modules_after(
-        "from delegate.host.catalog import parse\n"
-        "from delegate.host.host import _load_all\n"
-        "assert len(_load_all(parse('all,openai-standin'))) == 9\n",
-        env,
-    )
+    loaded = host_loads("all,openai-standin", tmp_path)
     assert loaded["nats"] and loaded["httpx"] and loaded["fastapi"], loaded  # what they do use
     assert not loaded["aiohttp"], loaded  # nats-py's and the OpenAI SDK's unused transports
     assert not loaded["rich"] and not loaded["pygments"], loaded  # httpx's CLI, though uvicorn loads click
@@ -63,14 +69,7 @@ def test_a_host_leaves_what_only_a_request_needs_until_it_comes(tmp_path: Path) 
     """A host with an OpenAI key (``make run``'s, without the stand-in, which validates requests
     with jsonschema) imports none of ``FIRST_USE`` before its services run: together ~0.15 s of
     a start's CPU, on the one core all its services' starts share."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "NATS_", "DATABASE_"))}
-    env.update(RUNTIME_DATA_DIR=str(tmp_path), OPENAI_API_KEY="sk-never-sent")
-    loaded = modules_after(
-        "from delegate.host.catalog import parse\n"
-        "from delegate.host.host import _load_all\n"
-        "assert len(_load_all(parse('all'))) == 8\n",
-        env,
-    )
+    loaded = host_loads("all", tmp_path)
     assert not [name for name in FIRST_USE if loaded[name]], loaded
 
 
