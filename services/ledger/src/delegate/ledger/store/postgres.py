@@ -215,24 +215,9 @@ class PostgresStore(SqlStore):
 
     # ---- reads ------------------------------------------------------------------------
 
-# LedgerStore.query's signature, which an override repeats; the statement itself is shared (SQL.query).
-    async def query(
-        self,
-        *,
-        after_seq: int = 0,
-        through_seq: int | None = None,
-        conversation_id: str | None = None,
-        span_id: str | None = None,
-        kinds: Collection[str] | None = None,
-        limit: int = 500,
-        max_bytes: int | None = None,
-    ) -> QueryResult:
-        # One statement, one snapshot: the rows and last_seq agree.
-        sql, params = SQL.query(
-            after_seq=after_seq, through_seq=through_seq, conversation_id=conversation_id, span_id=span_id,
-            kinds=kinds, limit=limit, extra_cols=f", ({SQL.last_seq}) AS last_seq",
-        )
-        room = Room(limit, max_bytes, first=True)
+    snapshot_cols = f", ({SQL.last_seq}) AS last_seq"  # one statement, one snapshot: rows and last_seq agree
+
+    async def _snapshot(self, sql: str, params: Sequence[Any], room: Room) -> QueryResult:
         last: list[int] = []
 
         def offer(row: Sequence[Any]) -> bool:

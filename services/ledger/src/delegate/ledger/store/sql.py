@@ -2,17 +2,17 @@
 
 A backend supplies ``_fetch`` (every row of one statement) and ``_scan`` (rows offered to a
 ``Room`` until it refuses one, reading no further), plus what truly differs: the write
-transaction, ``query``'s snapshot and ``_span_starts``.
+transaction, ``query``'s snapshot (``_snapshot``) and ``_span_starts``.
 """
 
 from abc import abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from delegate.contracts.events import Event
 from delegate.contracts.messages import TermInfo
 
-from .base import ANNOUNCED, Key, LedgerStore, Room, StoredEvent
+from .base import ANNOUNCED, Key, LedgerStore, QueryResult, Room, StoredEvent
 from .statements import Statements
 
 Offer = Callable[[Sequence[Any]], bool]
@@ -20,6 +20,7 @@ Offer = Callable[[Sequence[Any]], bool]
 
 class SqlStore(LedgerStore):
     sql: Statements
+    snapshot_cols = ""  # columns a backend adds to query's statement for its snapshot (see _snapshot)
 
     @abstractmethod
     async def _fetch(self, sql: str, params: Sequence[Any] = ()) -> list[Sequence[Any]]:
@@ -28,6 +29,30 @@ class SqlStore(LedgerStore):
     @abstractmethod
     async def _scan(self, sql: str, params: Sequence[Any], room: Room, offer: Offer | None = None) -> None:
         """Offer the rows of ``sql`` to ``room`` (or to ``offer``), in order, until one is refused."""
+
+    @abstractmethod
+    async def _snapshot(self, sql: str, params: Sequence[Any], room: Room) -> QueryResult:
+        """Offer query's rows to ``room`` and read ``last_seq`` in one snapshot, so that the two agree."""
+
+    # Same as LedgerStore.query's signature: kept apart because an override must repeat it.
+    async def query(
+        self,
+        *,
+        after_seq: int = 0,
+        through_seq: int | None = None,
+        conversation_id: str | None = None,
+        span_id: str | None = None,
+        kinds: Collection[str] | None = None,
+        limit: int = 500,
+        max_bytes: int | None = None,
+    ) -> QueryResult:
+        if kinds is not None and not kinds:
+            return QueryResult([], False, await self.last_seq())
+        sql, params = self.sql.query(
+            after_seq=after_seq, through_seq=through_seq, conversation_id=conversation_id, span_id=span_id,
+            kinds=kinds, limit=limit, extra_cols=self.snapshot_cols,
+        )
+        return await self._snapshot(sql, params, Room(limit, max_bytes, first=True))
 
     async def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[StoredEvent]:
         stored = self.sql.dialect.stored

@@ -289,26 +289,7 @@ class SqliteStore(SqlStore):
     async def _scan(self, sql: str, params: Sequence[Any], room: Room, offer: Offer | None = None) -> None:
         await self._reader.call(_take, sql, params, offer or (lambda row: room.take(_stored(row))))
 
-# LedgerStore.query's signature, which an override repeats; the statement itself is shared (SQL.query).
-    async def query(
-        self,
-        *,
-        after_seq: int = 0,
-        through_seq: int | None = None,
-        conversation_id: str | None = None,
-        span_id: str | None = None,
-        kinds: Collection[str] | None = None,
-        limit: int = 500,
-        max_bytes: int | None = None,
-    ) -> QueryResult:
-        if kinds is not None and not kinds:
-            return QueryResult([], False, await self.last_seq())
-        sql, params = SQL.query(
-            after_seq=after_seq, through_seq=through_seq, conversation_id=conversation_id, span_id=span_id,
-            kinds=kinds, limit=limit,
-        )
-        room = Room(limit, max_bytes, first=True)
-
+    async def _snapshot(self, sql: str, params: Sequence[Any], room: Room) -> QueryResult:
         def run(conn: sqlite3.Connection) -> QueryResult:
             conn.execute("BEGIN")  # one snapshot for the rows and last_seq
             try:
