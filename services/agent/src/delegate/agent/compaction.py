@@ -15,19 +15,14 @@ from delegate.contracts import topics
 from delegate.contracts.events import ContextCompacted, make_event
 from delegate.contracts.ids import utcnow
 from delegate.contracts.messages import LiveNotice
-from delegate.runtime.bus import Bus
-from delegate.runtime.metering import Cause, Meter
-from delegate.runtime.openai_client import LazyOpenAI
+from delegate.runtime.metering import Cause
 from delegate.runtime.working_context import compose_instructions
 
 from . import model as responses
 from .fresh_context import fresh_items
-from .ledger import Ledger
 from .model import ModelError
+from .model_work import ModelWork
 from .prompts import BASE_INSTRUCTIONS
-from .settings import Settings
-from .status import Status
-from .toolbox import Toolbox
 
 log = logging.getLogger(__name__)
 
@@ -36,25 +31,7 @@ log = logging.getLogger(__name__)
 MAX_PERSISTED_REPLACEMENT = 200_000
 
 
-class Compaction:
-    def __init__(
-        self,
-        settings: Settings,
-        bus: Bus,
-        ledger: Ledger,
-        client: LazyOpenAI,
-        toolbox: Toolbox,
-        meter: Meter,
-        status: Status,
-    ) -> None:
-        self.settings = settings
-        self.bus = bus
-        self.ledger = ledger
-        self.client = client
-        self.toolbox = toolbox  # its tools count in the replacement's size, as a turn's request has them
-        self.meter = meter
-        self.status = status
-
+class Compaction(ModelWork):
     async def compact_now(self) -> None:
         """Compact the chain with the standalone endpoint; its output replaces the chain.
 

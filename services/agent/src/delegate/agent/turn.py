@@ -24,23 +24,19 @@ from delegate.contracts.events import (
 )
 from delegate.contracts.ids import utcnow
 from delegate.contracts.messages import CommandReply, TurnCommand
-from delegate.runtime.bus import Bus, BusUnavailable, DomainError, Retryable
+from delegate.runtime.bus import BusUnavailable, DomainError, Retryable
 from delegate.runtime.calendar_now import CalendarNow
 from delegate.runtime.hard_stop import owner_turn_refusal
-from delegate.runtime.metering import Cause, Meter
-from delegate.runtime.openai_client import LazyOpenAI
+from delegate.runtime.metering import Cause
 from delegate.runtime.working_context import compose_instructions
 
 from . import model as responses
 from .fresh_context import fresh_context
 from .guard import LeaseGuard
-from .ledger import Ledger
 from .model import ChainLost, ModelError, Rejected, StreamBroken
+from .model_work import ModelParts, ModelWork
 from .prompts import BASE_INSTRUCTIONS
 from .retrieval import Retrieval, TurnMemory, item_text
-from .settings import Settings
-from .status import Status
-from .toolbox import Toolbox
 from .turn_text import TurnText
 from .turn_types import ChainPoint, Turn, TurnResult, TurnStopped
 
@@ -53,27 +49,11 @@ ATTEMPTS_PER_DELIVERY = 10
 DELTA_ATTEMPTS_PER_TURN_ATTEMPT = 1000
 
 
-class Turns:
+class Turns(ModelWork):
     def __init__(
-        self,
-        settings: Settings,
-        bus: Bus,
-        ledger: Ledger,
-        client: LazyOpenAI,
-        toolbox: Toolbox,
-        meter: Meter,
-        status: Status,
-        guard: LeaseGuard,
-        retrieval: Retrieval,
-        calendar_now: CalendarNow,
+        self, parts: ModelParts, guard: LeaseGuard, retrieval: Retrieval, calendar_now: CalendarNow
     ) -> None:
-        self.settings = settings
-        self.bus = bus  # live output (deltas) and the spend line's question
-        self.ledger = ledger
-        self.client = client
-        self.toolbox = toolbox
-        self.meter = meter  # every model call's usage, under the fence
-        self.status = status
+        super().__init__(parts)
         self.guard = guard
         self.retrieval = retrieval
         self.calendar_now = calendar_now  # today's remaining events, for the instructions
