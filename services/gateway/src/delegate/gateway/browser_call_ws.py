@@ -1,12 +1,12 @@
 """``WS /browser-call``: the page's Voice button, relayed to the voice service and back.
 
 The owner signs in exactly as on ``/chat`` (cookie from our own page, Bearer header or
-``?token=``; 4401 otherwise); ``?preset=NAME`` picks a voice preset. The session is prepared
+``?token=``; 4401 otherwise); ``?preset=NAME`` picks a voice preset. The call is prepared
 and attached at once. Binary frames are PCM16 LE mono 24 kHz audio both ways; everything
 else is a JSON text frame (see twilio-email-wire.md §6 and the voice design):
 
     client -> server: {"type":"hangup"}, {"type":"mark","name"} (a mark's audio has played,
-                      or was cleared), {"type":"preset","name"} (ignored: the session is
+                      or was cleared), {"type":"preset","name"} (ignored: the call is
                       prepared with ``?preset=`` before any audio), {"type":"heartbeat"}
                       (a muted page, which sends no audio, says it is still there)
     server -> client: {"type":"state","status":"connecting"|"live"|"ended","session_id",
@@ -127,7 +127,7 @@ class BrowserCall:
         try:
             reply = await self.bus.request(topics.VOICE_PREPARE, PrepareSession(kind="browser", preset=self.preset))
         except (BusUnavailable, RemoteError) as exc:
-            log.warning("%s: the voice service did not prepare a session: %s", self.label, exc)
+            log.warning("%s: the voice service did not prepare a call: %s", self.label, exc)
             raise _Refused(CLOSE_TRY_LATER, "voice_unavailable", "the voice service is not answering") from exc
         if reply.ok and reply.session_id and reply.token and SESSION_ID.fullmatch(reply.session_id):
             return reply.session_id, reply.token
@@ -185,7 +185,7 @@ class BrowserCall:
             except ValidationError:
                 await self._send_text(_error("bad_frame", "mark: the name is too long"))
         elif kind == "preset":
-            log.debug("%s: a preset frame after the session was prepared: ignored", self.label)
+            log.debug("%s: a preset frame after the call was prepared: ignored", self.label)
         elif kind in KNOWN_TYPES:
             await self._send_text(_error("bad_frame", f"{kind}: a field is missing or of the wrong type"))
         else:

@@ -4,8 +4,8 @@ The upgrade carries ``X-Twilio-Signature`` over the stream's URL (the ``wss://``
 PUBLIC_BASE_URL + ``/call``, no params, with or without ``:443``; the ``https://`` form is
 accepted too, as Twilio's docs are not explicit): anything else is closed before it is
 accepted, which the client sees as HTTP 403. Then Twilio says ``connected`` and ``start``
-(whose custom parameters name the session and carry its one-time token), the stream attaches
-to the prepared session, and frames flow until either side ends. Closing the socket on our
+(whose custom parameters name the call, as ``session``, and carry its one-time token), the stream
+attaches to the prepared call, and frames flow until either side ends. Closing the socket on our
 side makes Twilio go on with the TwiML after ``</Connect>``: the apology, which is what a
 caller should hear when voice ends the call or dies.
 
@@ -151,7 +151,7 @@ class TwilioStream:
         if not (isinstance(session_id, str) and SESSION_ID.fullmatch(session_id)) or not (
             isinstance(token, str) and 0 < len(token) <= TOKEN_MAX
         ):
-            log.info("media stream refused: start names no session and token")
+            log.info("media stream refused: start names no call (session) and token")
             await _close(self.ws, CLOSE_POLICY)
             return
         self.stream_sid = stream_sid if isinstance(stream_sid, str) else ""

@@ -1,14 +1,14 @@
 """Twilio's voice webhooks: ``POST /twiml`` (a call came in) and ``POST /call/status``.
 
-``/twiml`` takes the voice lock and pre-warms the Realtime session (``voice.cmd.prepare``)
-while Twilio waits for the answer, then answers ``<Connect><Stream>`` with the session and its
+``/twiml`` takes the voice lock and pre-warms a voice call (``voice.cmd.prepare``)
+while Twilio waits for the answer, then answers ``<Connect><Stream>`` with the call's id and its
 one-time token as stream parameters; the ``<Say>`` after ``</Connect>`` plays only if our side
 closes the stream, so it is the apology when voice fails mid-call. With NATS or voice away the
 caller hears a spoken apology (200), never a 5xx: Twilio would only play its own error message.
 Both routes are signed (``twilio_signature``); without TWILIO_AUTH_TOKEN (or, for /twiml,
 OWNER_PHONE) voice is off and they answer 503 ``voice_disabled``.
 
-What a call's status callback says for a session goes through the spool (``courier``), like the
+What a call's status callback says goes through the spool (``courier``), like the
 SMS webhooks: recorded late when NATS is away, never dropped.
 """
 
@@ -133,7 +133,7 @@ async def incoming_call(request: Request, ctx: ContextDep) -> Response:
     try:
         reply = await bus.request(topics.VOICE_PREPARE, prepare)
     except Exception as exc:  # whatever failed, the caller hears words, not Twilio's error
-        log.warning("call %s: the voice service did not prepare a session: %r", call_sid, exc)
+        log.warning("call %s: the voice service did not prepare a call: %r", call_sid, exc)
         return twiml(say_and_hang_up(UNAVAILABLE))
     if not reply.ok or reply.session_id is None or reply.token is None:
         log.info("call %s: voice refused it (%s) %s", call_sid, reply.reason, reply.message)
@@ -177,7 +177,7 @@ async def call_status(request: Request, ctx: ContextDep) -> Response:
     if session_id is None:
         # The number's own "call status changes" callback (the README need not set it): Delegate
         # puts ?session= on every callback it asks for, so this call has no session of ours.
-        log.debug("call status without a session (%s): nothing to end", form.get("CallStatus"))
+        log.debug("call status without a session parameter (%s): nothing to end", form.get("CallStatus"))
         return Response(status_code=204)
     if not SESSION_ID.fullmatch(session_id):
         raise ApiError(400, "bad_request", "the session query parameter is not a session id")

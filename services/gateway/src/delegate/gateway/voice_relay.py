@@ -11,7 +11,7 @@ on our side (``voice_lost``). The caller's side sends audio all the time (Twilio
 a muted page a heartbeat frame): nothing from it for ``VOICE_MEDIA_TIMEOUT_S`` means the
 stream is lost even though its socket still answers pings, and the call ends (``stream_lost``)
 so the voice lock is free for the next one. The hot path stays lean: one model per frame, encoded and
-decoded with the shared topic adapters (a new per-session Topic would build its own).
+decoded with the shared topic adapters (a new per-call Topic would build its own).
 """
 
 import asyncio
@@ -46,7 +46,7 @@ log = logging.getLogger(__name__)
 
 VOICE_IN = topics.VOICE_IN_ANY  # the models of every voice_in(sid) / voice_out(sid) subject
 VOICE_OUT = topics.VOICE_OUT_ANY
-# A session id becomes a subject token: no dots, wildcards or spaces can be let through.
+# A call's id (the wire's session id) becomes a subject token: no dots, wildcards or spaces can be let through.
 SESSION_ID = re.compile(r"[A-Za-z0-9_\-]{1,64}")
 OUT_QUEUE_LIMIT = 2000  # ~40 s of 20 ms answer chunks: more means the socket stopped taking them
 
@@ -88,7 +88,7 @@ class VoiceRelay:
         self.last_heard = time.monotonic()
 
     async def attach(self, token: str, *, stream_sid: str | None = None, call_sid: str | None = None) -> AttachReply:
-        """Claim the prepared session; ``AttachRefused`` when the voice service says no or is away."""
+        """Claim the prepared call; ``AttachRefused`` when the voice service says no or is away."""
         try:
             reply = await self.bus.request(
                 topics.voice_attach(self.session_id),
