@@ -1,4 +1,4 @@
-"""One `POST /v1/responses` turn: validate, resolve the chain, compact when the
+"""One `POST /v1/responses` run: validate, resolve the chain, compact when the
 threshold is crossed, let the fake model plan the output, and store the result.
 
 The HTTP layer (routes, streaming, scripted faults) lives elsewhere; this module
@@ -43,7 +43,10 @@ class CreateRequest:
 
 
 @dataclass
-class Turn:
+class ResponseRun:
+    """One created response, from its request to its output and usage. Not a turn: one agent
+    turn may create several (each tool round is a response)."""
+
     body: dict[str, Any]
     previous_response_id: str | None
     input_items: list[Item]
@@ -116,7 +119,7 @@ class Engine:
         )
         return self.script.take(facts)
 
-    def create(self, request: CreateRequest, step: AnyStep | None) -> Turn:
+    def create(self, request: CreateRequest, step: AnyStep | None) -> ResponseRun:
         body = request.body
         new_items, triggered = chain.split_trigger(request.items)
         effective, previous = chain.resolve(self.store, body.get("previous_response_id"), new_items)
@@ -156,7 +159,7 @@ class Engine:
             cached = min(
                 cached_prefix(int((previous.response.get("usage") or {}).get("input_tokens", 0))), input_tokens
             )
-        turn = Turn(
+        run = ResponseRun(
             body=body,
             previous_response_id=previous.response["id"] if previous else None,
             input_items=effective,
@@ -169,16 +172,16 @@ class Engine:
             stored=body.get("store") is not False,
             web_search_offered=any(websearch.is_search_tool(tool) for tool in request.tools) or searches > 0,
         )
-        if turn.stored:
+        if run.stored:
             status = "in_progress" if request.stream else "completed"
-            self.store.put(StoredResponse(turn.response(status), effective, context, output, compacted=turn.compacted))
-        return turn
+            self.store.put(StoredResponse(run.response(status), effective, context, output, compacted=run.compacted))
+        return run
 
-    def finish(self, turn: Turn, status: str, error: dict[str, Any] | None = None) -> None:
-        """Record how a streamed turn ended."""
-        stored = self.store.get(turn.response_id) if turn.stored else None
+    def finish(self, run: ResponseRun, status: str, error: dict[str, Any] | None = None) -> None:
+        """Record how a streamed run ended."""
+        stored = self.store.get(run.response_id) if run.stored else None
         if stored is not None:
-            stored.response = turn.response(status, error)
+            stored.response = run.response(status, error)
             if status != "completed":
                 stored.output = []
 

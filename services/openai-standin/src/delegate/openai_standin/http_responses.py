@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from delegate.openai_standin import chain, standalone, strict
-from delegate.openai_standin.engine import Turn, parse_create
+from delegate.openai_standin.engine import ResponseRun, parse_create
 from delegate.openai_standin.errors import (
     ApiError,
     api_error,
@@ -32,7 +32,7 @@ from delegate.openai_standin.script import (
 from delegate.openai_standin.sse import delta_count
 from delegate.openai_standin.state import StandinState, StateDep, note
 from delegate.openai_standin.store import StoredResponse
-from delegate.openai_standin.streaming import dropped_body, stream_turn, wait_or_disconnect
+from delegate.openai_standin.streaming import dropped_body, stream_run, wait_or_disconnect
 from delegate.openai_standin.tokens import estimate_prompt
 
 log = logging.getLogger(__name__)
@@ -72,26 +72,26 @@ async def create_response(request: Request, state: StateDep) -> Response:
     note(request, step=_dump(step))
     if await _before_answer(request, step, create.stream):
         return Response(status_code=_CLIENT_GONE)
-    turn = state.engine.create(create, step)
+    run = state.engine.create(create, step)
     note(
         request,
-        previous_response_id=turn.previous_response_id,
-        effective_input_tokens=turn.input_tokens,
-        compacted=turn.compacted,
-        response_id=turn.response_id,
+        previous_response_id=run.previous_response_id,
+        effective_input_tokens=run.input_tokens,
+        compacted=run.compacted,
+        response_id=run.response_id,
     )
     if create.stream:
         options = create.body.get("stream_options") or {}
-        events = stream_turn(
+        events = stream_run(
             request,
-            turn,
+            run,
             step,
-            lambda status, error: state.engine.finish(turn, status, error),
+            lambda status, error: state.engine.finish(run, status, error),
             latency_ms=state.settings.latency_for(demo),
             obfuscate=options.get("include_obfuscation", True) is not False,
         )
         return StreamingResponse(events, media_type="text/event-stream", headers={"cache-control": "no-cache"})
-    return await _plain_reply(state, turn, step)
+    return await _plain_reply(state, run, step)
 
 
 @router.post("/responses/compact")
@@ -194,25 +194,25 @@ async def _before_answer(request: Request, step: AnyStep | None, stream: bool) -
     return False
 
 
-async def _plain_reply(state: StandinState, turn: Turn, step: AnyStep | None) -> Response:
-    response = turn.response("completed")
+async def _plain_reply(state: StandinState, run: ResponseRun, step: AnyStep | None) -> Response:
+    response = run.response("completed")
     if isinstance(step, SlowStep):
-        await _sleep_per_chunk(step.delay_ms, turn)
+        await _sleep_per_chunk(step.delay_ms, run)
     if isinstance(step, ToolCallStep) and step.delay_ms:
         await asyncio.sleep(step.delay_ms / 1000)
     if isinstance(step, StreamErrorStep):
         error = {"code": step.code, "message": step.message}
-        state.engine.finish(turn, "failed", error)
+        state.engine.finish(run, "failed", error)
         raise api_error(500, step.message, code=step.code)
     if isinstance(step, DropStreamStep):
-        state.engine.finish(turn, "incomplete")
+        state.engine.finish(run, "incomplete")
         return StreamingResponse(dropped_body(response), media_type="application/json")
     return JSONResponse(response)
 
 
-async def _sleep_per_chunk(delay_ms: int, turn: Turn) -> None:
+async def _sleep_per_chunk(delay_ms: int, run: ResponseRun) -> None:
     # As long as the same answer would take to stream.
-    await asyncio.sleep(delay_ms * max(delta_count(turn.output), 1) / 1000)
+    await asyncio.sleep(delay_ms * max(delta_count(run.output), 1) / 1000)
 
 
 def _scripted_error(step: ErrorStep) -> ApiError:

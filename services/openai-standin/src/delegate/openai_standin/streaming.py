@@ -1,5 +1,5 @@
-"""Delivering a turn over HTTP, with the scripted transport faults: pacing,
-stalls, dropped connections and in-stream failures."""
+"""Delivering a response run (``engine.ResponseRun``) over HTTP, with the scripted transport
+faults: pacing, stalls, dropped connections and in-stream failures."""
 
 import asyncio
 import json
@@ -9,7 +9,7 @@ from typing import Any
 
 from starlette.requests import Request
 
-from delegate.openai_standin.engine import Turn
+from delegate.openai_standin.engine import ResponseRun
 from delegate.openai_standin.script import AnyStep, DropStreamStep, SlowStep, StallStep, StreamErrorStep
 from delegate.openai_standin.sse import Event, frame, is_delta, response_events
 
@@ -39,10 +39,10 @@ def delta_delay_s(step: AnyStep | None, latency_ms: int) -> float:
     return (step.delay_ms if isinstance(step, SlowStep) else latency_ms) / 1000
 
 
-async def stream_turn(
-    request: Request, turn: Turn, step: AnyStep | None, finish: Finish, *, latency_ms: int, obfuscate: bool
+async def stream_run(
+    request: Request, run: ResponseRun, step: AnyStep | None, finish: Finish, *, latency_ms: int, obfuscate: bool
 ) -> AsyncIterator[bytes]:
-    events = response_events(turn.response("in_progress"), turn.output, turn.response("completed"), obfuscate=obfuscate)
+    events = response_events(run.response("in_progress"), run.output, run.response("completed"), obfuscate=obfuscate)
     cut = _cut_point(step)
     delay = delta_delay_s(step, latency_ms)
     deltas = 0
@@ -55,7 +55,7 @@ async def stream_turn(
                 if isinstance(step, DropStreamStep):
                     raise StreamDropped(f"scripted drop after {deltas} deltas")
                 if isinstance(step, StreamErrorStep):
-                    failure, error = _failure_event(step, turn, event["sequence_number"])
+                    failure, error = _failure_event(step, run, event["sequence_number"])
                     outcome = "failed"
                     finish("failed", error)
                     yield frame(failure)
@@ -89,12 +89,12 @@ def _cut_point(step: AnyStep | None) -> int | None:
     return None
 
 
-def _failure_event(step: StreamErrorStep, turn: Turn, sequence_number: int) -> tuple[Event, dict[str, Any]]:
+def _failure_event(step: StreamErrorStep, run: ResponseRun, sequence_number: int) -> tuple[Event, dict[str, Any]]:
     error = {"code": step.code, "message": step.message}
     kind = "error"
     fields: dict[str, Any]
     if step.shape == "failed":
-        kind, fields = "response.failed", {"response": turn.response("failed", error)}
+        kind, fields = "response.failed", {"response": run.response("failed", error)}
     elif step.shape == "error":  # the documented flat shape: the SDK yields it as an event
         fields = {"code": step.code, "message": step.message, "param": None}
     else:  # the shape seen on the wire: a top-level `error` key makes the SDK raise
