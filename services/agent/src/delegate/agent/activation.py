@@ -15,6 +15,7 @@ was delivered already.
 """
 
 import logging
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Literal
 from zoneinfo import ZoneInfo
@@ -34,17 +35,11 @@ from delegate.contracts.messages import ActivationInput
 from delegate.runtime.bus import BusUnavailable, RemoteError
 
 from .activation_reply import REPLY_CHANNEL, Route, activation_outbound, call_reason, choose_route, email_thread
+from .answering import Answering
 from .composer import activation_item, batch, batch_title, fallback_text, owner_zone, signals_query
 from .conversation_state import SpanRef
-from .guard import LeaseGuard
-from .ledger import Ledger
-from .outbound import FAILURE_PREFIX, NotLeading, Outbox
-from .redelivery import Redelivery
-from .settings import Settings
+from .outbound import FAILURE_PREFIX, NotLeading
 from .silence import NOTHING_TO_DO, Silence, reason_of
-from .spans import Spans
-from .status import Status
-from .turn import Turns
 from .turn_types import Turn
 
 log = logging.getLogger(__name__)
@@ -55,27 +50,8 @@ MAX_SUMMARY = 1000
 MAX_REASON = 2000
 
 
-class Activations:
-    def __init__(
-        self,
-        settings: Settings,
-        ledger: Ledger,
-        outbox: Outbox,
-        status: Status,
-        guard: LeaseGuard,
-        spans: Spans,
-        redelivery: Redelivery,
-        turns: Turns,
-    ) -> None:
-        self.settings = settings
-        self.ledger = ledger
-        self.outbox = outbox  # the answer's SMS, email or call
-        self.status = status
-        self.guard = guard
-        self.spans = spans
-        self.redelivery = redelivery
-        self.turns = turns
-
+@dataclass(eq=False)
+class Activations(Answering):
     @cached_property
     def _zone(self) -> ZoneInfo:
         return owner_zone(self.settings.owner_timezone)

@@ -37,7 +37,6 @@ from .conversation_state import state_from_resume
 from .guard import Deposed, LeaseGuard
 from .inputs import Inputs
 from .ledger import Ledger
-from .model_work import ModelParts
 from .outbound import Outbox
 from .redelivery import Redelivery
 from .retrieval import Retrieval
@@ -77,17 +76,18 @@ class Agent:
         calendar_now = CalendarNow(bus, settings.owner_timezone, enabled=bool(settings.caldav_url))
         self.spans = spans = Spans(ledger, status)
         self.redelivery = redelivery = Redelivery(ledger, status)
-        parts = ModelParts(settings, bus, ledger, client, toolbox, meter, status)
-        self.turns = turns = Turns(parts, guard, self.retrieval, calendar_now)
+        self.turns = turns = Turns(
+            settings, bus, ledger, client, toolbox, meter, status, guard, self.retrieval, calendar_now
+        )
         self.away = away = AwayEmail(settings, bus, ledger, status, guard)
         self.activations = activations = Activations(
             settings, ledger, outbox, status, guard, spans, redelivery, turns
         )
-        self.compaction = Compaction(parts)
+        self.compaction = Compaction(settings, bus, ledger, client, toolbox, meter, status)
         self.commands = Commands(ledger, status, spans, self.compaction)
         self.committed = Committed(status, spans)
         self.inputs = Inputs(
-            settings, ledger, outbox, status, guard, self.retrieval, spans, redelivery, turns, away, activations
+            settings, ledger, outbox, status, guard, spans, redelivery, turns, self.retrieval, away, activations
         )
         # What the leader's connection serves (main.lead).
         self.on_input = self.inputs.on_input

@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import json
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from delegate.contracts import topics
@@ -31,6 +32,7 @@ log = logging.getLogger(__name__)
 MAX_PERSISTED_REPLACEMENT = 200_000
 
 
+@dataclass(eq=False)
 class Compaction(ModelWork):
     async def compact_now(self) -> None:
         """Compact the chain with the standalone endpoint; its output replaces the chain.

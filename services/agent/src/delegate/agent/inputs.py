@@ -28,6 +28,7 @@ their phone or in their mail client, and silence would read as a lost message.
 
 import asyncio
 import logging
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -38,19 +39,16 @@ from delegate.contracts.messages import ActivationInput, IdleCheckInput, QueryRe
 from delegate.runtime.bus import BusUnavailable, Retryable, in_progress, nak
 
 from .activation import Activations
+from .answering import Answering
 from .away import AwayEmail
 from .conversation_state import SpanRef
-from .guard import Deposed, LeaseGuard
-from .ledger import PAGE, Ledger, LedgerUnavailable
-from .outbound import REPLY_CHANNELS, NotLeading, Outbound, Outbox, reply_to_outcome
+from .guard import Deposed
+from .ledger import PAGE, LedgerUnavailable
+from .outbound import REPLY_CHANNELS, NotLeading, Outbound, reply_to_outcome
 from .prompts import user_item
-from .redelivery import Redelivery
 from .retrieval import Retrieval
-from .settings import Settings
 from .settled import answer_id_for
-from .spans import Spans
-from .status import Status
-from .turn import Turns, failure_id, settle_opening
+from .turn import failure_id, settle_opening
 from .turn_types import ChainPoint, Turn
 
 log = logging.getLogger(__name__)
@@ -58,32 +56,11 @@ log = logging.getLogger(__name__)
 SPAN_FOR_CHANNEL: dict[str, SpanType] = {"browser_voice": "voice", "phone": "phone", "inner": "activation"}
 
 
-class Inputs:
-    def __init__(
-        self,
-        settings: Settings,
-        ledger: Ledger,
-        outbox: Outbox,
-        status: Status,
-        guard: LeaseGuard,
-        retrieval: Retrieval,
-        spans: Spans,
-        redelivery: Redelivery,
-        turns: Turns,
-        away: AwayEmail,
-        activations: Activations,
-    ) -> None:
-        self.settings = settings
-        self.ledger = ledger
-        self.outbox = outbox  # replies to sms/email turns, published once the lease is confirmed
-        self.status = status
-        self.guard = guard
-        self.retrieval = retrieval
-        self.spans = spans
-        self.redelivery = redelivery
-        self.turns = turns
-        self.away = away
-        self.activations = activations
+@dataclass(eq=False)
+class Inputs(Answering):
+    retrieval: Retrieval
+    away: AwayEmail
+    activations: Activations
 
     async def on_input(
         self, msg: UserInput | RegenerateInput | ActivationInput | IdleCheckInput, raw: Msg

@@ -1,7 +1,7 @@
-"""What the agent's model work (a turn, a compaction) is built from, given once.
+"""What the agent's model work (a turn, a compaction) is built from, declared once.
 
-``Turns`` and ``Compaction`` both call the model under the agent lock with the same parts; the
-agent builds ``ModelParts`` once and hands it to both.
+``Turns`` and ``Compaction`` both call the model under the agent lock with the same parts: both
+are dataclasses over ``ModelWork``'s fields, a turn adding its own.
 """
 
 from dataclasses import dataclass
@@ -16,8 +16,8 @@ from .status import Status
 from .toolbox import Toolbox
 
 
-@dataclass(frozen=True)
-class ModelParts:
+@dataclass(eq=False)
+class ModelWork:
     settings: Settings
     bus: Bus  # live output (deltas) and the spend line's question
     ledger: Ledger
@@ -26,13 +26,3 @@ class ModelParts:
     meter: Meter  # every model call's usage, under the fence
     status: Status
 
-
-class ModelWork:
-    def __init__(self, parts: ModelParts) -> None:
-        self.settings = parts.settings
-        self.bus = parts.bus
-        self.ledger = parts.ledger
-        self.client = parts.client
-        self.toolbox = parts.toolbox
-        self.meter = parts.meter
-        self.status = parts.status

@@ -11,6 +11,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 from delegate.contracts.events import (
@@ -34,7 +35,7 @@ from . import model as responses
 from .fresh_context import fresh_context
 from .guard import LeaseGuard
 from .model import ChainLost, ModelError, Rejected, StreamBroken
-from .model_work import ModelParts, ModelWork
+from .model_work import ModelWork
 from .prompts import BASE_INSTRUCTIONS
 from .retrieval import Retrieval, TurnMemory, item_text
 from .turn_text import TurnText
@@ -49,16 +50,13 @@ ATTEMPTS_PER_DELIVERY = 10
 DELTA_ATTEMPTS_PER_TURN_ATTEMPT = 1000
 
 
+@dataclass(eq=False)
 class Turns(ModelWork):
-    def __init__(
-        self, parts: ModelParts, guard: LeaseGuard, retrieval: Retrieval, calendar_now: CalendarNow
-    ) -> None:
-        super().__init__(parts)
-        self.guard = guard
-        self.retrieval = retrieval
-        self.calendar_now = calendar_now  # today's remaining events, for the instructions
-        # The turn whose model loop runs now, if any: what Stop (agent.cmd.stop) can cut short.
-        self.running: Turn | None = None
+    guard: LeaseGuard
+    retrieval: Retrieval
+    calendar_now: CalendarNow  # today's remaining events, for the instructions
+    # The turn whose model loop runs now, if any: what Stop (agent.cmd.stop) can cut short.
+    running: Turn | None = field(default=None, init=False)
 
     @asynccontextmanager
     async def slot(self) -> AsyncIterator[None]:
