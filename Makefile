@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 MEMBERS := contracts runtime launcher host ledger gateway agent voice inner-plane memory tasks pollers openai-standin
 EDITABLES := $(foreach m,$(MEMBERS),$(if $(wildcard services/$(m)/pyproject.toml),-e services/$(m)))
 
-.PHONY: install install-run install-embeddings run test test-fast test-embeddings check-system lint lint-imports typecheck bench token token-rotate clean
+.PHONY: install install-run install-embeddings run test test-split test-fast test-embeddings check-system lint lint-imports typecheck bench token token-rotate clean
 
 # caldav's HTTP library (niquests) brings urllib3-future, whose wheel installs a .pth that copies
 # itself over urllib3 at every interpreter start; requests (twilio, schemathesis) then runs on the
@@ -68,11 +68,16 @@ token-rotate: install-run
 # wait on real processes, so this halves the suite on two cores. The files go longest first
 # (tests/support/schedule.py, from tests/file-seconds.json), so both workers finish together;
 # each run writes its own figures to test-output/file-seconds.json. It ends with the 25 slowest.
+# A test's services share one host process, as `make run` runs them, but for those it kills,
+# stops or restarts alone; `make test-split` gives every service its own process instead.
 TEST_WORKERS ?= 2
 PYTEST := $(BIN)/python -m pytest
 FAST := not integration and not browser and not slow and not embeddings
 test: install check-system
 	$(PYTEST) -n $(TEST_WORKERS) --dist loadfile -m "not embeddings" --durations=25
+
+test-split: install check-system
+	DELEGATE_TEST_PROCESSES=split $(PYTEST) -n $(TEST_WORKERS) --dist loadfile -m "not embeddings" --durations=25
 
 # The inner loop: no process, no browser (under 2 minutes). --no-processes fails a test that
 # starts one anyway, naming the mark it lacks.

@@ -74,3 +74,22 @@ def test_make_test_needs_no_torch_and_the_embeddings_lane_has_its_own_install() 
     # README's test command runs last, so its pytest summary closes the run.
     assert ci.index("make test-embeddings\n") < ci.index("make test\n")
     assert "5432" not in ci and "pg_ctl" not in ci
+
+
+def test_the_split_lane_runs_the_suite_with_a_process_per_service(tmp_path: Path) -> None:
+    """`make test` hosts a test's services in one process; `make test-split` is the same run with
+    one process each, and a test that acts on one service alone must have said so."""
+    from tests.support.system import SPLIT_VARIABLE, System
+
+    makefile = (ROOT / "Makefile").read_text()
+    split = makefile.split("\ntest-split:", 1)[1].split("\n\n", 1)[0]
+    whole = makefile.split("\ntest:", 1)[1].split("\n\n", 1)[0]
+    assert f"{SPLIT_VARIABLE}=split $(PYTEST)" in split
+    assert split.split("$(PYTEST)", 1)[1] == whole.split("$(PYTEST)", 1)[1]
+
+    system = System(tmp_path)
+    system.hosted["agent"] = "host"  # as start_host records it
+    with pytest.raises(KeyError, match=r"'agent' runs in the System's host process 'host'.*separate=\('agent',\)"):
+        system.kill("agent")
+    with pytest.raises(KeyError, match="'voice'"):
+        system.procs["voice"]

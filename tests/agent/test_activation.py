@@ -55,7 +55,7 @@ def services(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRe
     system = System(root, env=env)
     failed = request.session.testsfailed
     try:
-        system.start("ledger", "agent", "pollers")
+        system.start("ledger", "agent", "pollers", separate=("agent",))
         yield Services(system, standin, twilio, smtp)
     finally:
         dump_if_failed(request, failed, system, standin)

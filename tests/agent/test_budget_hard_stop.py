@@ -30,7 +30,7 @@ def running(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReq
     env = {"OPENAI_API_KEY": TEST_API_KEY, "OPENAI_BASE_URL": module_standin.base_url,
            "BUDGET_DAILY_USD": "0.5", "BUDGET_HARD_STOP_OWNER": "true"}
     with module_system(tmp_path_factory.mktemp("hard-stop"), request, "ledger", "agent", "inner-plane", "voice",
-                       "gateway", env=env) as system:
+                       "gateway", env=env, separate=("agent",)) as system:
         yield system
 
 

@@ -173,7 +173,7 @@ async def test_an_edit_supersedes_the_last_question_and_the_model_never_sees_the
 async def test_after_a_restart_regenerate_and_edit_replay_history_without_what_they_replace(
     make_system: Callable[..., System], probe_for: Callable[[System], Awaitable[Probe]], standin: StandinProcess
 ) -> None:
-    system = make_system().start("ledger", "agent")
+    system = make_system().start("ledger", "agent", separate=("agent",))
     probe = await probe_for(system)
     standin.script(
         {"action": "text", "text": "Hello Ana."},
@@ -209,7 +209,7 @@ async def test_compaction_figures_and_time_agree_with_usage_and_survive_restart_
     make_system: Callable[..., System], probe_for: Callable[[System], Awaitable[Probe]], standin: StandinProcess
 ) -> None:
     """Defect 6: the state's last_compacted_at and the compaction row come from the same events."""
-    system = make_system().start("ledger", "agent")
+    system = make_system().start("ledger", "agent", separate=("agent",))
     probe = await probe_for(system)
     question = await probe.send("Remember that my sister's birthday is on the 3rd of May.")
     await probe.answer(question.id)

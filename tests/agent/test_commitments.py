@@ -213,7 +213,7 @@ async def test_imported_birthdays_are_offered_once_together_and_set_on_the_owner
 ) -> None:
     # Two offers a few seconds apart: the default 60 s between wakes would hold the second past
     # the wait (the interruption budget has tests of its own).
-    system = make_system(**ENV, INNER_MIN_WAKE_GAP_S="0").start(*SERVICES)
+    system = make_system(**ENV, INNER_MIN_WAKE_GAP_S="0").start(*SERVICES, separate=("memory", "inner-plane"))
     probe = await probe_for(system)
     standin.script({"match": {"input_contains": "address book brought 2 key date"}, "action": "text",
                     "text": "2 birthdays came in with your contacts (Ana Costa, Bruno Lima). "

@@ -136,7 +136,7 @@ async def test_late_results_reach_the_next_request_only_when_novel(
 async def test_memory_down_the_turn_goes_on_without_it(
     make_system: Callable[..., System], probe_for: Callable[[System], Awaitable[Probe]], standin: StandinProcess
 ) -> None:
-    system = make_system(**ON_TIME).start(*SERVICES)
+    system = make_system(**ON_TIME).start(*SERVICES, separate=("agent", "memory"))
     probe = await probe_for(system)
     before = await probe.send("Hello there")
     assert (await probe.answer(before.id)).kind == "message"

@@ -96,7 +96,7 @@ async def test_an_input_handed_out_again_as_new_is_answered_once(
     (JetStream writes consumer state lazily), so the input comes back as a *first* delivery.
     Here it is put on the stream again past the dedup window's message id, which the agent sees
     the same way: to the process that answered it, and to a restarted one that never saw it."""
-    system = make_system().start("ledger", "agent")
+    system = make_system().start("ledger", "agent", separate=("agent",))
     probe: Probe = await probe_for(system)
     msg = await probe.send("what did we decide about the roof?")
     first = await probe.answer(msg.id)

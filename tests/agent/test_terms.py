@@ -43,7 +43,7 @@ def stop(system: System, name: str) -> int | None:
 async def test_a_term_opens_with_the_lease_and_closes_on_sigterm(
     make_system: Callable[..., System], probe_for: Callable[[System], Awaitable[Probe]]
 ) -> None:
-    system = make_system().start("ledger", "agent")
+    system = make_system().start("ledger", "agent", separate=("agent",))
     probe: Probe = await probe_for(system)
     [opened] = await until_rows(probe, system, lambda rows: len(rows) == 1, "the agent's term row")
     assert opened["holder"] == "agent" and opened["ended_at"] is None and opened["supersedes"] is None
@@ -78,7 +78,7 @@ async def test_a_term_opens_with_the_lease_and_closes_on_sigterm(
 async def test_a_standby_supersedes_a_killed_holder(
     make_system: Callable[..., System], probe_for: Callable[[System], Awaitable[Probe]]
 ) -> None:
-    system = make_system().start("ledger", "agent")
+    system = make_system().start("ledger", "agent", separate=("agent",))
     system.start_one("agent", instance="agent-b")  # hot standby: waits for the lease
     probe: Probe = await probe_for(system)
     [first] = await until_rows(probe, system, lambda rows: len(rows) == 1, "the leader's term")

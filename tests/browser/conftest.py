@@ -69,12 +69,16 @@ DelegateFactory = Callable[..., Awaitable[System]]
 def delegate(system: System, standin: StandinProcess) -> DelegateFactory:
     """Start the real system (ledger, agent, gateway, plus any extras) against the stand-in.
 
-    Usage: ``sys_ = await delegate(env={...}, extra=("inner-plane",))``. The ``system``
+    Usage: ``sys_ = await delegate(env={...}, extra=("inner-plane",))``; ``separate`` as for
+    ``System.start`` (a test that kills the gateway names it). The ``system``
     fixture stops every process and keeps the logs of a failed test.
     """
 
     async def start(
-        env: dict[str, str] | None = None, extra: tuple[str, ...] = (), services: tuple[str, ...] = CORE_SERVICES
+        env: dict[str, str] | None = None,
+        extra: tuple[str, ...] = (),
+        services: tuple[str, ...] = CORE_SERVICES,
+        separate: tuple[str, ...] = (),
     ) -> System:
         system.extra_env.update(
             {
@@ -85,7 +89,7 @@ def delegate(system: System, standin: StandinProcess) -> DelegateFactory:
                 **(env or {}),
             }
         )
-        await asyncio.to_thread(system.start, *services, *extra)
+        await asyncio.to_thread(lambda: system.start(*services, *extra, separate=separate))
         return system
 
     return start

@@ -172,7 +172,7 @@ async def test_two_tabs_see_the_same_timeline(
 async def test_gateway_restart_reconnects_without_gaps_or_duplicates(
     delegate: Callable[..., Awaitable[System]], standin: StandinProcess, new_page: NewPage
 ) -> None:
-    sys_ = await delegate()
+    sys_ = await delegate(separate=("gateway",))
     standin.script({"action": "text", "text": "Before the restart."}, {"action": "text", "text": "After the restart."})
     page = await new_page(sys_)
     await page.send("First, before anything breaks")

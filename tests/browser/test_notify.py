@@ -51,7 +51,7 @@ def png_size(data: bytes) -> tuple[int, int]:
 async def test_the_manifest_is_valid_and_the_service_worker_controls_the_page_and_serves_the_offline_shell(
     delegate: Callable[..., Awaitable[System]], new_page: Callable[..., Awaitable[ChatPage]]
 ) -> None:
-    sys_ = await delegate()
+    sys_ = await delegate(separate=("gateway",))
     page = await new_page(sys_)
     p = page.page
 

@@ -251,7 +251,7 @@ async def test_first_run_starters_offline_guide_and_sign_in_hint(
 async def test_outage_banner_and_reconnect_on_readiness(
     delegate: Callable[..., Awaitable[System]], standin: StandinProcess, new_page: NewPage
 ) -> None:
-    sys_ = await delegate()
+    sys_ = await delegate(separate=("gateway",))
     standin.script({"action": "text", "text": "Before the restart."})
     page = await new_page(sys_)
     p = page.page

@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 async def test_standby_takes_over_a_turn_killed_mid_stream(
     make_system: Callable[..., System], probe_for: Callable[[System], Awaitable[Probe]], standin: StandinProcess  # noqa: F811
 ) -> None:
-    system = make_system().start("ledger", "agent", "gateway")
+    system = make_system().start("ledger", "agent", "gateway", separate=("agent",))
     system.start_one("agent", instance="agent-b")  # hot standby: waits for the lease
     probe: Probe = await probe_for(system)
     chat = await ChatClient.open(system)

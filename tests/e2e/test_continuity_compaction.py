@@ -16,7 +16,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 async def test_auto_compaction_then_compact_now_replaces_the_chain(
     make_system: Callable[..., System], probe_for: Callable[[System], Awaitable[Probe]], standin: StandinProcess  # noqa: F811
 ) -> None:
-    system = make_system(COMPACT_THRESHOLD="2500").start("ledger", "agent", "gateway")
+    system = make_system(COMPACT_THRESHOLD="2500").start("ledger", "agent", "gateway", separate=("agent",))
     probe: Probe = await probe_for(system)
     chat = await ChatClient.open(system)
     try:

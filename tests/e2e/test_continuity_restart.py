@@ -20,7 +20,7 @@ CAPSULE = "CAPSULE-7: Ana prefers tea, her dentist is on Tuesday, she asked for 
 async def test_restart_reuses_chain_and_capsule_and_end_starts_fresh(
     make_system: Callable[..., System], probe_for: Callable[[System], Awaitable[Probe]], standin: StandinProcess  # noqa: F811
 ) -> None:
-    system = make_system().start("ledger", "agent", "gateway")
+    system = make_system().start("ledger", "agent", "gateway", separate=True)
     probe: Probe = await probe_for(system)
     chat = await ChatClient.open(system)
     try:

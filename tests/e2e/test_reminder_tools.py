@@ -41,6 +41,7 @@ def running(
     }
     with module_system(
         tmp_path_factory.mktemp("reminder-tools"), request, "ledger", "agent", "inner-plane", env=env,
+        separate=("agent", "inner-plane"),
         extra_log=lambda: "\n===== standin\n" + module_standin.log_text()[-6000:],
     ) as system:
         yield system

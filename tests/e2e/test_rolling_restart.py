@@ -152,7 +152,7 @@ async def test_every_service_restarted_during_a_200_turn_chat_loses_and_doubles_
     make_system: Callable[..., System],  # noqa: F811
     standin: StandinProcess,
 ) -> None:
-    system = make_system().start(*SERVICES)
+    system = make_system().start(*SERVICES, separate=True)
     await rolling_chat(system, standin, steps(["nats"]))
 
 

@@ -38,7 +38,7 @@ def signal_agent(system: System, name: str, sig: signal.Signals) -> None:
 async def test_a_paused_leader_never_writes_after_its_successor_took_over(
     make_system: Callable[..., System], probe_for: Callable[[System], Awaitable[Probe]], standin: StandinProcess  # noqa: F811
 ) -> None:
-    system = make_system().start("ledger", "agent", "gateway")
+    system = make_system().start("ledger", "agent", "gateway", separate=("agent",))
     system.start_one("agent", instance="agent-b")  # hot standby: waits for the lease
     probe: Probe = await probe_for(system)
     letters: list[DeadLetter] = []

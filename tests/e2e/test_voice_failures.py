@@ -204,7 +204,7 @@ async def test_a_killed_voice_process_ends_the_call_and_its_successor_closes_the
     make_system: Callable[..., System], standin: StandinProcess  # noqa: F811
 ) -> None:
     # A short lock ttl: the dead process's lock frees itself soon after the kill.
-    system = make_system(**voice_env(VOICE_LOCK_TTL_S="3")).start(*SERVICES)
+    system = make_system(**voice_env(VOICE_LOCK_TTL_S="3")).start(*SERVICES, separate=("voice",))
     call: FakeTwilioCall | None = None
     try:
         standin.realtime_script({"transcript": QUESTION, "answer": LONG_ANSWER})

@@ -38,7 +38,7 @@ def running(
     env = {"OPENAI_API_KEY": "offline-standin", "OPENAI_BASE_URL": module_standin.base_url,
            "MEMORY_RESYNC_SECONDS": "1", "MEMORY_EXTRACT_WAIT_S": "0.5"}
     root = tmp_path_factory.mktemp("import-api")
-    with module_system(root, request, "ledger", "memory", "gateway", env=env,
+    with module_system(root, request, "ledger", "memory", "gateway", env=env, separate=("ledger", "gateway"),
                        extra_log=module_standin.log_text) as system:
         yield system
 

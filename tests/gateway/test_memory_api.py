@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.integration]
 def running(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[System]:
     env = {"MEMORY_RESYNC_SECONDS": "1"}
     with module_system(tmp_path_factory.mktemp("memory-api"), request, "ledger", "memory", "gateway",
-                       env=env) as system:
+                       env=env, separate=("memory",)) as system:
         yield system
 
 

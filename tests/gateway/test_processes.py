@@ -56,7 +56,7 @@ async def readyz(system: System) -> tuple[int, dict[str, Any]]:
 async def test_readyz_is_503_naming_what_is_missing_until_ledger_and_agent_answer(
     tmp_path: Path, standin: StandinProcess
 ) -> None:
-    system = System(tmp_path / "system", env=agent_env(standin))
+    system = System(tmp_path / "system", env=agent_env(standin), separate=("ledger",))
     try:
         system.start("gateway")
         assert await readyz(system) == (503, {"status": "unready", "missing": ["ledger", "agent"]})
@@ -161,7 +161,7 @@ async def test_a_chat_turn_end_to_end_through_the_agent(tmp_path: Path, standin:
 
 
 async def test_clients_resume_by_seq_after_the_gateway_process_is_killed(tmp_path: Path) -> None:
-    system = System(tmp_path / "system")
+    system = System(tmp_path / "system", separate=("gateway",))
     try:
         system.start("ledger", "gateway")
         assert system.nats is not None
@@ -220,7 +220,7 @@ async def test_clients_resume_by_seq_after_the_gateway_process_is_killed(tmp_pat
 
 async def test_a_generated_token_is_printed_once_and_never_logged_however_it_is_used(tmp_path: Path) -> None:
     """The real process, its real log file: the token appears once, when it is made, and never again."""
-    system = System(tmp_path / "system", env={"DELEGATE_TOKEN": ""})
+    system = System(tmp_path / "system", env={"DELEGATE_TOKEN": ""}, separate=("gateway",))
     try:
         system.start("gateway")
         token = (system.runtime / "delegate-token").read_text().strip()

@@ -19,7 +19,8 @@ WARNING = (
 
 @pytest.mark.integration
 def test_a_gateway_started_with_an_http_public_url_says_twilio_will_refuse_its_stream_url(tmp_path: Path) -> None:
-    system = System(tmp_path, env={"PUBLIC_BASE_URL": "http://phone.example.test", "TWILIO_AUTH_TOKEN": "token"})
+    system = System(tmp_path, env={"PUBLIC_BASE_URL": "http://phone.example.test", "TWILIO_AUTH_TOKEN": "token"},
+                    separate=("gateway",))
     try:
         system.start("gateway")
         assert WARNING in system.procs["gateway"].log_text()

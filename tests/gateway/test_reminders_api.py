@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.integration]
 def running(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[System]:
     with module_system(
         tmp_path_factory.mktemp("reminders-api"), request, "ledger", "inner-plane", "gateway",
-        env={"OWNER_TIMEZONE": "UTC"},
+        env={"OWNER_TIMEZONE": "UTC"}, separate=("inner-plane",),
     ) as system:
         yield system
 

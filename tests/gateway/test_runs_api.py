@@ -30,7 +30,8 @@ SVG_POLICY = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; font
 
 @pytest.fixture(scope="module")
 def running(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[System]:
-    with module_system(tmp_path_factory.mktemp("runs-api"), request, "ledger", "gateway") as system:
+    with module_system(tmp_path_factory.mktemp("runs-api"), request, "ledger", "gateway",
+                       separate=("ledger",)) as system:
         yield system
 
 

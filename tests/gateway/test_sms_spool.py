@@ -78,7 +78,7 @@ def phone(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReque
     }
     try:
         with module_system(tmp_path_factory.mktemp("sms-spool"), request,
-                           "ledger", "agent", "pollers", "gateway", env=env) as system:
+                           "ledger", "agent", "pollers", "gateway", env=env, separate=("gateway",)) as system:
             system.start_one("gateway", "gateway-2", env={"DELEGATE_PORT": str(free_port())})
             system.wait_ready(["gateway-2"])
             yield Phone(system, twilio)

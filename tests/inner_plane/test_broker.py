@@ -45,7 +45,7 @@ def running(
 ) -> Iterator[System]:
     with module_system(
         tmp_path_factory.mktemp("broker"), request, "ledger", "agent", "inner-plane",
-        env={**plane_env(module_standin), **BASE},
+        env={**plane_env(module_standin), **BASE}, separate=("inner-plane",),
     ) as system:
         yield system
 

@@ -37,7 +37,7 @@ async def harness(system: System, standin: StandinProcess, idle_seconds: str) ->
     system.extra_env.update(
         plane_env(standin, IDLE_SPAN_SECONDS=idle_seconds, COMPACT_THRESHOLD="100000", CAPSULE_THRESHOLD="0.00001")
     )
-    system.start("ledger", "agent", "inner-plane", "gateway")
+    system.start("ledger", "agent", "inner-plane", "gateway", separate=True)
     h = await Harness.connect(system)
     yield h
     await h.close()

@@ -113,7 +113,7 @@ async def _started(system: System, standin: StandinProcess, connect: Connect, **
     system.start_nats()
     h = await connect()
     await h.stand_in_for_the_agent()
-    system.start("ledger", "inner-plane")
+    system.start("ledger", "inner-plane", separate=("ledger", "inner-plane"))
     return h
 
 

@@ -32,7 +32,8 @@ def running(
     tmp_path_factory: pytest.TempPathFactory, module_standin: StandinProcess, request: pytest.FixtureRequest
 ) -> Iterator[System]:
     env = {**plane_env(module_standin), "OWNER_TIMEZONE": "Europe/Berlin", "IDLE_SPAN_SECONDS": "600"}
-    with module_system(tmp_path_factory.mktemp("reminders"), request, "ledger", "inner-plane", env=env) as system:
+    with module_system(tmp_path_factory.mktemp("reminders"), request, "ledger", "inner-plane", env=env,
+                       separate=("inner-plane",)) as system:
         yield system
 
 

@@ -54,7 +54,7 @@ async def _until_pong(bus: Bus, service: str, ready: bool, timeout: float = 30.0
 
 
 async def test_on_debian_nats_2_9_the_inner_plane_refuses_and_readyz_says_why(tmp_path: Path) -> None:
-    system = System(tmp_path / "system", nats=start_debian_nats(tmp_path / "nats"))
+    system = System(tmp_path / "system", nats=start_debian_nats(tmp_path / "nats"), separate=("inner-plane",))
     try:
         system.start("gateway", "inner-plane", "ledger", wait=False)
         body = await _until_readyz(
@@ -81,7 +81,7 @@ async def test_on_debian_nats_2_9_the_inner_plane_refuses_and_readyz_says_why(tm
 
 async def test_a_refusing_inner_plane_starts_once_the_server_is_upgraded(tmp_path: Path) -> None:
     old = start_debian_nats(tmp_path / "old-nats")
-    system = System(tmp_path / "system", nats=old)
+    system = System(tmp_path / "system", nats=old, separate=("inner-plane",))
     try:
         system.start("inner-plane", wait=False)
         bus = await Bus.connect(old.url, "test")

@@ -50,7 +50,7 @@ def running(
 ) -> Iterator[System]:
     with module_system(
         tmp_path_factory.mktemp("spend"), request, "ledger", "inner-plane", "gateway",
-        env={**plane_env(module_standin), **BASE},
+        env={**plane_env(module_standin), **BASE}, separate=("ledger", "inner-plane"),
     ) as system:
         yield system
 

@@ -43,7 +43,7 @@ BASE = {
 @pytest.fixture
 async def h(system: System, standin: StandinProcess) -> AsyncIterator[Harness]:
     system.extra_env.update(plane_env(standin, **BASE))
-    system.start("ledger", "agent", "inner-plane", "gateway")
+    system.start("ledger", "agent", "inner-plane", "gateway", separate=("ledger", "inner-plane"))
     harness = await Harness.connect(system)
     yield harness
     await harness.close()

@@ -23,7 +23,7 @@ async def test_a_state_file_that_cannot_be_written_stops_the_process_for_a_resta
     harness = await Harness.connect(system)
     try:
         await harness.stand_in_for_the_agent()
-        system.start("inner-plane")
+        system.start("inner-plane", separate=("inner-plane",))
         first = await harness.append(Message(text="hello"), conversation_id="c", span_id="s", role="user")
         await harness.processed(first.seq or 0)
         # Root ignores file modes: a plain file where the state folder was fails every write.

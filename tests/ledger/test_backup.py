@@ -99,7 +99,7 @@ async def _all_events(bus: Bus) -> list[Event]:
 
 @pytest.fixture
 async def running(system: System) -> AsyncIterator[Bus]:
-    await asyncio.to_thread(system.start, "ledger")
+    await asyncio.to_thread(system.start, "ledger", separate=("ledger",))
     assert system.nats is not None
     bus = await Bus.connect(system.nats.url, "backup-test")
     yield bus

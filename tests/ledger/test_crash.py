@@ -42,7 +42,7 @@ class Watch:
 async def watch(system: System) -> AsyncIterator[Watch]:
     # Short ack wait: a killed ledger's in-flight batch comes back after 2 s, not 10.
     system.extra_env["LEDGER_ACK_WAIT_SECONDS"] = "2"
-    await asyncio.to_thread(system.start, "ledger")
+    await asyncio.to_thread(system.start, "ledger", separate=("ledger",))
     assert system.nats is not None
     bus = await Bus.connect(system.nats.url, "crash-test")
     w = Watch(bus)

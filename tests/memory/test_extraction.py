@@ -47,7 +47,9 @@ def extraction_system(
         **env,
     }
     root = tmp_path_factory.mktemp(name)
-    with module_system(root, request, "ledger", "memory", env=env, extra_log=standin.log_text) as system:
+    # memory in a process of its own: the budget module kills it and reads its log.
+    with module_system(root, request, "ledger", "memory", env=env, separate=("memory",),
+                       extra_log=standin.log_text) as system:
         yield system
 
 
@@ -202,7 +204,7 @@ async def test_an_extraction_applied_but_not_reconciled_is_reconciled_after_a_re
         "OPENAI_API_KEY": OFFLINE_KEY, "OPENAI_BASE_URL": module_standin.base_url,
         "MEMORY_RESYNC_SECONDS": "1", "MEMORY_EXTRACTION": "false",
     })
-    system.start("ledger", "memory")
+    system.start("ledger", "memory", separate=("memory",))
     assert system.nats is not None
     bus = await Bus.connect(system.nats.url, "test-probe")
     try:

@@ -38,7 +38,8 @@ NOW = datetime(2026, 6, 1, tzinfo=UTC)
 def running(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[System]:
     """One system for the module; each test uses words of its own, so none reads another's."""
     env = {"MEMORY_RESYNC_SECONDS": "1"}
-    with module_system(tmp_path_factory.mktemp("memory"), request, "ledger", "memory", env=env) as system:
+    with module_system(tmp_path_factory.mktemp("memory"), request, "ledger", "memory", env=env,
+                       separate=("memory",)) as system:
         yield system
 
 

@@ -49,7 +49,8 @@ def running(
         # the morning agenda a few seconds after the start (the test after midnight would wait a day)
         "AGENDA_AT": f"{datetime.now(UTC) + timedelta(seconds=5):%H:%M:%S}",
     }
-    with module_system(tmp_path_factory.mktemp("calendar"), request, "ledger", "pollers", env=env) as system:
+    with module_system(tmp_path_factory.mktemp("calendar"), request, "ledger", "pollers", env=env,
+                       separate=("pollers",)) as system:
         yield system
 
 

@@ -64,7 +64,7 @@ def running(
         "OPENAI_API_KEY": "offline-standin", "OPENAI_BASE_URL": module_standin.base_url,
     }
     with module_system(tmp_path_factory.mktemp("contacts"), request, "ledger", "memory", "pollers", "gateway",
-                       env=env, extra_log=module_standin.log_text) as system:
+                       env=env, separate=("pollers",), extra_log=module_standin.log_text) as system:
         yield system
 
 

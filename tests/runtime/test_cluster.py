@@ -178,7 +178,8 @@ def _db_counts(system: System) -> tuple[int, int]:
 
 
 async def test_a_burst_survives_losing_the_stream_leader(tmp_path: Path, cluster: NatsCluster) -> None:
-    system = System(tmp_path, nats=cluster, env={"NATS_REPLICAS": "3", "LEDGER_ACK_WAIT_SECONDS": "2"})
+    system = System(tmp_path, nats=cluster, env={"NATS_REPLICAS": "3", "LEDGER_ACK_WAIT_SECONDS": "2"},
+                    separate=("ledger",))
     try:
         await asyncio.to_thread(system.start, "ledger")
         bus = await Bus.connect(cluster.url, "cluster-test", replicas=3)

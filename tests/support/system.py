@@ -66,6 +66,29 @@ def run_sync(coro: object) -> object:
 READY_WAIT_S = 60.0
 
 
+# `make test DELEGATE_TEST_PROCESSES=split`: the whole suite with a process per service.
+SPLIT_VARIABLE = "DELEGATE_TEST_PROCESSES"
+
+
+class Processes(dict[str, ManagedProcess]):
+    """A System's processes by name. A service in the shared host has no process of its own: asking
+    for one (to kill, stop or restart it alone) says how to give it one, instead of a bare KeyError
+    or, worse, acting on the whole host."""
+
+    def __init__(self, system: "System") -> None:
+        super().__init__()
+        self._system = system
+
+    def __missing__(self, name: str) -> ManagedProcess:
+        host = self._system.hosted.get(name)
+        if host is not None:
+            raise KeyError(
+                f"{name!r} runs in the System's host process {host!r}: to act on it alone, start it"
+                f" with separate=({name!r},)"
+            )
+        raise KeyError(name)
+
+
 # Every System this test process made, for the failure report (tests/conftest.py): a test that
 # fails in CI shows what its services logged, not only what the test saw.
 SYSTEMS: list["System"] = []
@@ -79,16 +102,23 @@ class System:
     """
 
     def __init__(
-        self, root: Path, *, env: dict[str, str] | None = None, nats: "NatsServer | NatsCluster | None" = None
+        self,
+        root: Path,
+        *,
+        env: dict[str, str] | None = None,
+        nats: "NatsServer | NatsCluster | None" = None,
+        separate: Iterable[str] = (),
     ) -> None:
+        """``separate``: services that always get a process of their own (see ``start``)."""
         self.root = root
+        self.separate = set(separate)
         self.runtime = root / "runtime-data"
         self.logs = root / "logs"
         self.nats = nats
         self.port = free_port()
         self.token = secrets.token_urlsafe(16)
         self.extra_env = env or {}
-        self.procs: dict[str, ManagedProcess] = {}
+        self.procs: Processes = Processes(self)
         self.services: dict[str, str] = {}  # instance -> the service it runs
         self.hosted: dict[str, str] = {}  # service -> the host process (start_host) running it
         self._counter = 0
@@ -132,18 +162,36 @@ class System:
         if self.nats is None:
             self.nats = start_nats(self.root / "nats")
 
-    def start(self, *names: str, wait: bool = True, one_process: bool = False) -> "System":
-        """``one_process``: every named service in one host process (``start_host``), as
-        ``make run`` runs them; by default each in a process of its own."""
+    def start(
+        self, *names: str, wait: bool = True, separate: Iterable[str] | bool = (), one_process: bool = False
+    ) -> "System":
+        """The named services, as ``make run`` runs them: in one host process (``start_host``), each
+        logging in as its own role. ``separate``: the services that get a process of their own
+        (``True``: every one), those a test kills, stops or restarts alone; they stay separate in
+        later starts (a killed one started again). A second ``start`` starts a second host.
+        DELEGATE_TEST_PROCESSES=split gives every service its own process, as
+        ``DELEGATE_PROCESSES=split`` does for ``make run``; ``one_process`` keeps the host even then.
+
+        Why a host by default: a process per service costs the suite ~10 s of CPU per System
+        started and stopped, one host ~4 s, and most tests start one."""
         self.start_nats()
-        if one_process:
-            self.start_host(*names)
-        else:
-            for name in names:
+        split_all = separate is True or (os.environ.get(SPLIT_VARIABLE, "").lower() == "split" and not one_process)
+        if not isinstance(separate, bool):
+            self.separate.update(separate)
+        alone = set(names) if split_all else self.separate
+        hosted = [name for name in names if name not in alone]
+        if hosted:
+            self.start_host(*hosted, key=self._host_key())
+        for name in names:
+            if name in alone:
                 self.start_one(name)
         if wait:
             self.wait_ready(names)
         return self
+
+    def _host_key(self) -> str:
+        hosts = sum(1 for service in self.services.values() if service == "host")
+        return "host" if hosts == 0 else f"host-{hosts + 1}"
 
     def start_host(self, *names: str, key: str = "host", env: dict[str, str] | None = None) -> ManagedProcess:
         """``python -m delegate.host --services <names>``: one process, each service logging in
@@ -238,10 +286,11 @@ class System:
         self.procs[name].kill()
 
     def restart(self, name: str, wait: bool = True) -> None:
+        """``name``: a service of its own process, or a host (every service in it comes back)."""
         self.procs[name].stop()
         self.procs[name].start()
         if wait:
-            self.wait_ready([name])
+            self.wait_ready([service for service, host in self.hosted.items() if host == name] or [name])
 
     def stop(self) -> None:
         """Stage by stage, each stage's processes signalled together (their exits overlap), NATS last."""
@@ -277,15 +326,16 @@ def module_system(
     request: Any,
     *services: str,
     env: dict[str, str] | None = None,
+    separate: Iterable[str] | bool = (),
     extra_log: Callable[[], str] = lambda: "",
 ) -> Iterator[System]:
     """A System shared by a whole test module (``request`` is the module fixture's): started
-    here, stopped at the end, its logs kept under test-output/logs/<module> when a test of the
-    module failed."""
+    here (``separate`` as for ``System.start``), stopped at the end, its logs kept under
+    test-output/logs/<module> when a test of the module failed."""
     failed = request.session.testsfailed
     system = System(root, env=env)
     try:
-        system.start(*services)
+        system.start(*services, separate=separate)
         yield system
     finally:
         system.stop()

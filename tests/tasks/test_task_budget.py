@@ -31,7 +31,7 @@ def running(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReq
         "TASKS_MAX_CONCURRENT": "1", "BUDGET_DAILY_USD": "1.0", "OWNER_TIMEZONE": "Europe/Berlin",
     }
     with module_system(tmp_path_factory.mktemp("task-budget"), request, "ledger", "agent", "tasks", "gateway",
-                       env=env) as system:
+                       env=env, separate=("tasks",)) as system:
         yield system
 
 

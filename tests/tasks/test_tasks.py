@@ -59,7 +59,7 @@ def running(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReq
         "GATEWAY_STALLED_PEER_S": str(STALLED_PEER_S),
     }
     with module_system(tmp_path_factory.mktemp("tasks"), request, "ledger", "agent", "pollers", "inner-plane",
-                       "tasks", "gateway", env=env) as system:
+                       "tasks", "gateway", env=env, separate=("agent", "tasks")) as system:
         yield system
 
 
