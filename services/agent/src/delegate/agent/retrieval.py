@@ -38,6 +38,7 @@ from delegate.runtime.memory_context import (
     MemoryLookup,
     Outage,
     Seen,
+    given_in_time,
     retrieved,
     search_request,
     split_novel,
@@ -215,13 +216,8 @@ class Retrieval:
         self.outage.answered()
         seen = Seen(self.carried.ids, self.carried.texts)  # not copied: split_novel works on a copy
         seen.add_blob(capsule_text(capsule))
-        items, dropped = split_novel(reply.results, seen)
-        adaptations, _ = split_novel(reply.adaptations, Seen())
-        memory.give(items, adaptations)
-        given = MemoryContext(tuple(items), tuple(adaptations))
-        record = retrieved(
-            request, reply, given=given, elapsed_ms=lookup.elapsed_ms, late=False, surfaced=True, dropped=dropped
-        )
+        given, record = given_in_time(lookup, reply, seen)
+        memory.give(given.items, given.adaptations)
         task = self._spawn(self._append(turn, record))
         self._records[turn.id] = task
         return memory

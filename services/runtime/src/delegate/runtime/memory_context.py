@@ -225,3 +225,17 @@ def retrieved(
         dropped=dropped or None,
         elapsed_ms=elapsed_ms,
     )
+
+
+def given_in_time(lookup: MemoryLookup, reply: MemorySearchReply, seen: Seen) -> tuple[MemoryContext, MemoryRetrieved]:
+    """What a search that answered in time gives, and its record: the results not in ``seen``, every adaptation.
+
+    Adaptations (how the owner wants to be answered) are given whatever the model has read already.
+    """
+    items, dropped = split_novel(reply.results, seen)
+    adaptations, _ = split_novel(reply.adaptations, Seen())
+    given = MemoryContext(tuple(items), tuple(adaptations))
+    record = retrieved(
+        lookup.request, reply, given=given, elapsed_ms=lookup.elapsed_ms, late=False, surfaced=True, dropped=dropped
+    )
+    return given, record

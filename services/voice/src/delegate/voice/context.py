@@ -19,14 +19,14 @@ from datetime import datetime
 
 from delegate.contracts.events import Event, MemoryRetrieved
 from delegate.runtime.bus import Bus
-from delegate.runtime.memory_context import (
+from delegate.runtime.memory_context import (  # the agent's retrieval imports these too: shared, not copied
     MemoryContext,
     MemoryLookup,
     Outage,
     Seen,
+    given_in_time,
     retrieved,
     search_request,
-    split_novel,
 )
 from delegate.runtime.working_context import (
     MARKER_NOTE,
@@ -145,11 +145,7 @@ class CallMemory:
         if reply is None:
             return None, None
         OUTAGE.answered()
-        items, dropped = split_novel(reply.results, self.seen)
-        adaptations, _ = split_novel(reply.adaptations, Seen())
-        given = MemoryContext(tuple(items), tuple(adaptations))
-        return given, retrieved(lookup.request, reply, given=given, elapsed_ms=lookup.elapsed_ms, late=False,
-                                surfaced=True, dropped=dropped)
+        return given_in_time(lookup, reply, self.seen)
 
     async def late(self) -> MemoryRetrieved | None:
         """A search that answered after the call was configured: recorded, not given."""
