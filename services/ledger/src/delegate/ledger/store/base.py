@@ -296,7 +296,6 @@ class LedgerStore(ABC):
         """``write`` without fences: nothing can be refused."""
         return (await self.write(rows, announced_through=announced_through)).committed
 
-    @abstractmethod
     async def write(
         self,
         rows: Sequence[Row],
@@ -318,6 +317,13 @@ class LedgerStore(ABC):
         it led). The fence itself is not stored: it has done its work once the row is in.
         Raises ``StoreUnavailable`` when the database is unreachable or busy.
         """
+        if not rows and announced_through is None:
+            return Written()
+        return await self._append(list(rows), fences, announced_through)
+
+    @abstractmethod
+    async def _append(self, rows: list[Row], fences: Sequence[Fence | None] | None, announced: int | None) -> Written:
+        """``write``'s transaction, for a batch that has something to store or record."""
 
     @abstractmethod
     async def fence_marks(self) -> dict[str, int]:

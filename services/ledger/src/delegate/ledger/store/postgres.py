@@ -175,43 +175,32 @@ class PostgresStore(SqlStore):
 
     # ---- write ------------------------------------------------------------------------
 
-    async def write(
-        self,
-        rows: Sequence[Row],
-        *,
-        fences: Sequence[Fence | None] | None = None,
-        announced_through: int | None = None,
-    ) -> Written:
-        if not rows and announced_through is None:
-            return Written()
-        with DIALECT.errors():
-            return await self._append(list(rows), fences, announced_through)
-
     async def _append(self, rows: list[Row], fences: Sequence[Fence | None] | None, announced: int | None) -> Written:
-        async with self._pool.connection() as conn, conn.transaction():
-            # The fences table is read and raised under this lock too: two ledgers agree on the mark.
-            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (APPEND_LOCK,))
-            refused: list[tuple[int, str]] = []
-            raised: dict[str, int] = {}
-            if fences is not None and any(f is not None for f in fences):
-                cur = await conn.execute(SQL.fence_marks)
-                marks = {singleton: int(token) for singleton, token in await cur.fetchall()}
-                verdict = judge_fences(rows, fences, marks)
-                if verdict.stale:
-                    cur = await conn.execute(*SQL.stored_ids(rows, verdict))
-                    refused = refusals(rows, verdict, {r[0] for r in await cur.fetchall()})
-                rows = [rows[i] for i in verdict.kept]
-                raised = verdict.raised
-            rows = unique_by_id(rows)
-            committed: list[StoredEvent] = []
-            if rows:
-                cur = await conn.execute(INSERT_EVENTS, [list(column) for column in zip(*rows, strict=True)])
-                by_id = {row[0]: row for row in rows}
-                committed = [stored(by_id[event_id], seq) for seq, event_id in sorted(await cur.fetchall())]
-            async with conn.cursor() as cur:
-                for sql, params in SQL.projections(committed, raised, announced):
-                    await cur.executemany(sql, params)
-        return Written(committed, refused)
+        with DIALECT.errors():
+            async with self._pool.connection() as conn, conn.transaction():
+                # The fences table is read and raised under this lock too: two ledgers agree on the mark.
+                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (APPEND_LOCK,))
+                refused: list[tuple[int, str]] = []
+                raised: dict[str, int] = {}
+                if fences is not None and any(f is not None for f in fences):
+                    cur = await conn.execute(SQL.fence_marks)
+                    marks = {singleton: int(token) for singleton, token in await cur.fetchall()}
+                    verdict = judge_fences(rows, fences, marks)
+                    if verdict.stale:
+                        cur = await conn.execute(*SQL.stored_ids(rows, verdict))
+                        refused = refusals(rows, verdict, {r[0] for r in await cur.fetchall()})
+                    rows = [rows[i] for i in verdict.kept]
+                    raised = verdict.raised
+                rows = unique_by_id(rows)
+                committed: list[StoredEvent] = []
+                if rows:
+                    cur = await conn.execute(INSERT_EVENTS, [list(column) for column in zip(*rows, strict=True)])
+                    by_id = {row[0]: row for row in rows}
+                    committed = [stored(by_id[event_id], seq) for seq, event_id in sorted(await cur.fetchall())]
+                async with conn.cursor() as cur:
+                    for sql, params in SQL.projections(committed, raised, announced):
+                        await cur.executemany(sql, params)
+            return Written(committed, refused)
 
     # ---- reads ------------------------------------------------------------------------
 

@@ -236,18 +236,6 @@ class SqliteStore(SqlStore):
 
     # ---- write ------------------------------------------------------------------------
 
-    async def write(
-        self,
-        rows: Sequence[Row],
-        *,
-        fences: Sequence[Fence | None] | None = None,
-        announced_through: int | None = None,
-    ) -> Written:
-        if not rows and announced_through is None:
-            return Written()
-        async with self._write_lock:
-            return await self._append(list(rows), fences, announced_through)
-
     async def _append(self, rows: list[Row], fences: Sequence[Fence | None] | None, announced: int | None) -> Written:
         """One transaction: COMMIT on the writer thread, BEGIN and the statements here.
 
@@ -260,26 +248,27 @@ class SqliteStore(SqlStore):
         go of the GIL and then wait to get it back from a busy event loop (measured: ~12%
         of the drain rate).
         """
-        conn = await self._writer.connection()
-        settled, self._settled = self._settled, False  # until this transaction has ended well
-        try:
-            with DIALECT.errors():
-                began = settled and _begin_now(conn)
-            if not began:
-                await self._writer.call(_begin)  # behind whatever the thread still holds
-            if sum(len(row[-1]) for row in rows) <= INLINE_WRITE_MAX:
+        async with self._write_lock:
+            conn = await self._writer.connection()
+            settled, self._settled = self._settled, False  # until this transaction has ended well
+            try:
                 with DIALECT.errors():
-                    written = _write(conn, rows, fences, announced)
-            else:  # big events: not worth stalling the event loop for (nor SQLite's cache spilling)
-                written = await self._writer.call(_write, rows, fences, announced)
-            await self._writer.call(_commit)
-        except BaseException:
-            # Queued behind the BEGIN or COMMIT on the writer thread, should one still be running
-            # (we were cancelled): the next transaction never starts inside this one.
-            self._writer.submit(_rollback)
-            raise
-        self._settled = True
-        return written
+                    began = settled and _begin_now(conn)
+                if not began:
+                    await self._writer.call(_begin)  # behind whatever the thread still holds
+                if sum(len(row[-1]) for row in rows) <= INLINE_WRITE_MAX:
+                    with DIALECT.errors():
+                        written = _write(conn, rows, fences, announced)
+                else:  # big events: not worth stalling the event loop for (nor SQLite's cache spilling)
+                    written = await self._writer.call(_write, rows, fences, announced)
+                await self._writer.call(_commit)
+            except BaseException:
+                # Queued behind the BEGIN or COMMIT on the writer thread, should one still be running
+                # (we were cancelled): the next transaction never starts inside this one.
+                self._writer.submit(_rollback)
+                raise
+            self._settled = True
+            return written
 
     # ---- reads ------------------------------------------------------------------------
 
