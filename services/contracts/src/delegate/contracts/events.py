@@ -889,8 +889,9 @@ class Fence(BaseModel):
     token: int = Field(ge=1, le=MAX_SEQ)
 
 
-class Event(BaseModel):
-    """The ledger row, as every service and the browser see it."""
+class EventFields(BaseModel):
+    """The fields every ledger event has besides its payload and fence, in their JSON order: the
+    plain ``Event``'s and the typed ones' (``ledger_events``), declared once."""
 
     # Built on first use, as the payloads are (``Payload``): so are Fence, Imported and ImportLineError.
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
@@ -904,8 +905,7 @@ class Event(BaseModel):
     channel: Channel = "text"
     role: Role | None = None
     parent_id: str | None = None
-    payload: dict[str, Any] = Field(default_factory=dict)
-    fence: Fence | None = None  # set by singletons (the agent); checked and stripped by the ledger
+    # then ``payload`` and ``fence``, in each subclass: the JSON keys come in this order
 
     @field_validator("ts")
     @classmethod
@@ -917,6 +917,13 @@ class Event(BaseModel):
     @field_serializer("ts")
     def _ts_text(self, ts: datetime) -> str:
         return format_ts(ts)
+
+
+class Event(EventFields):
+    """The ledger row, as every service and the browser see it."""
+
+    payload: dict[str, Any] = Field(default_factory=dict)
+    fence: Fence | None = None  # set by singletons (the agent); checked and stripped by the ledger
 
     @model_validator(mode="after")
     def _payload_fits_kind(self) -> "Event":

@@ -11,14 +11,12 @@ dumped with exactly the keys that were stored (``exclude_unset``), so a typed ro
 every stored event's JSON as it was.
 """
 
-from datetime import datetime
 from functools import cache
 from typing import Annotated, Any, Generic, TypeVar, Union
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter, field_serializer
+from pydantic import Discriminator, Field, Tag, TypeAdapter, field_serializer
 
-from .events import PAYLOADS, Channel, Event, Fence, Payload, Role, TaskEvent
-from .ids import format_ts
+from .events import PAYLOADS, Event, EventFields, Fence, Payload, TaskEvent
 
 P = TypeVar("P", bound=Payload)
 
@@ -27,25 +25,8 @@ TASK_TAG = "task.*"
 UNKNOWN_TAG = "unknown"
 
 
-class _Envelope(BaseModel):
-    """The fields every ledger event has besides its payload (``Event``'s, one for one)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    id: str
-    ts: datetime
-    seq: int | None = None
-    conversation_id: str | None = None
-    span_id: str | None = None
-    kind: str
-    channel: Channel = "text"
-    role: Role | None = None
-    parent_id: str | None = None
-    # then ``payload`` and ``fence``, in each subclass: the JSON keys come in ``Event``'s order
-
-    @field_serializer("ts")
-    def _ts_text(self, ts: datetime) -> str:
-        return format_ts(ts)
+class _Envelope(EventFields):
+    """``EventFields``, built when the union is (``ledger_event_adapter``), with the way back to ``Event``."""
 
     def to_event(self) -> Event:
         """The plain ``Event``: the same fields, the payload as the dict that was stored."""
