@@ -13,15 +13,16 @@ import logging
 import socket
 
 from delegate.contracts import streams, subjects, topics
-from delegate.runtime.bus import Bus, BusUnavailable
+from delegate.runtime.bus import Bus
 from delegate.runtime.lease import Lease
+from delegate.runtime.ledger_client import restore_for_takeover
 from delegate.runtime.openai_client import LazyOpenAI
-from delegate.runtime.retry import Backoff, sleep_unless
+from delegate.runtime.retry import sleep_unless
 from delegate.runtime.service import run_service
 from delegate.runtime.settings_check import load_settings
 
 from .agent import Agent
-from .ledger import Ledger, LedgerUnavailable
+from .ledger import Ledger
 from .outbound import Outbox
 from .settings import Settings
 from .term import LeadershipTerm
@@ -99,18 +100,15 @@ async def lead(
     record = LeadershipTerm(ledger, instance)
     term_stop = asyncio.Event()
     consumer: asyncio.Task[None] | None = None
-    backoff = Backoff(initial=0.25, maximum=2.0)
+
+    async def restore() -> None:
+        resume = await agent.restore()
+        lease.raise_token(resume.fence_marks.get(lease.singleton, 0))
+        ledger.fence = lease.fence
+        await record.start(resume.agent_term)
+
     try:
-        while not (lost.is_set() or stop.is_set()):
-            try:
-                resume = await agent.restore()
-                lease.raise_token(resume.fence_marks.get(lease.singleton, 0))
-                ledger.fence = lease.fence
-                await record.start(resume.agent_term)
-                break
-            except (LedgerUnavailable, BusUnavailable) as exc:
-                log.warning("waiting for the ledger before taking over: %s", exc)
-                await backoff.sleep(stop)
+        await restore_for_takeover(restore, lost=lost, stop=stop)
         if lost.is_set() or stop.is_set():
             return
         await term.serve_ping(SERVICE, ready=lambda: agent.status.ready)

@@ -10,8 +10,9 @@ committed (or refused) and visible to queries.
 The agent, the voice service and the pollers each wrap one of these.
 """
 
+import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
 import nats.errors
@@ -24,7 +25,7 @@ from delegate.contracts.messages import GetRequest, QueryReply, QueryRequest, Re
 from delegate.contracts.topics import Query
 
 from .bus import Bus, BusUnavailable, RemoteError, Retryable
-from .retry import retrying
+from .retry import Backoff, retrying
 
 log = logging.getLogger(__name__)
 
@@ -159,3 +160,18 @@ class LedgerClient:
             if exc.code == "not_found":
                 return query.reply()
             raise LedgerUnavailable(f"ledger answered {exc.code}: {exc.message}") from exc
+
+
+async def restore_for_takeover(
+    restore: Callable[[], Awaitable[None]], *, lost: asyncio.Event, stop: asyncio.Event
+) -> None:
+    """Run a new leader's ``restore`` until the ledger and the bus answer it, or the lease is lost or
+    the service stops: a singleton takes over only from the state the ledger holds."""
+    backoff = Backoff(initial=0.25, maximum=2.0)
+    while not (lost.is_set() or stop.is_set()):
+        try:
+            await restore()
+            return
+        except (LedgerUnavailable, BusUnavailable) as exc:
+            log.warning("waiting for the ledger before taking over: %s", exc)
+            await backoff.sleep(stop)

@@ -16,10 +16,10 @@ import logging
 import socket
 
 from delegate.contracts import subjects, topics
-from delegate.runtime.bus import Bus, BusUnavailable
+from delegate.runtime.bus import Bus
 from delegate.runtime.lease import Lease
-from delegate.runtime.ledger_client import LedgerUnavailable
-from delegate.runtime.retry import Backoff, sleep_unless
+from delegate.runtime.ledger_client import restore_for_takeover
+from delegate.runtime.retry import sleep_unless
 from delegate.runtime.service import run_service
 
 from .run_pictures import RunPictures
@@ -64,19 +64,15 @@ async def lead(settings: Settings, instance: str, bus: Bus, lease: Lease, stop: 
     pictures = RunPictures(settings, bus, lambda: lease.fence) if settings.tasks_thoughtflow else None
     service = TasksService(settings, bus, lambda: lease.fence,
                            on_terminal=pictures.task_ended if pictures else lambda record: None)
-    backoff = Backoff(initial=0.25, maximum=2.0)
+
+    async def restore() -> None:
+        await service.ledger.wait_caught_up()
+        resume = await service.ledger.resume(0)
+        lease.raise_token(resume.fence_marks.get(lease.singleton, 0))
+        await service.restore()
+
     try:
-        while not (lost.is_set() or stop.is_set()):
-            try:
-                await service.ledger.wait_caught_up()
-                resume = await service.ledger.resume(0)
-                lease.raise_token(resume.fence_marks.get(lease.singleton, 0))
-                await service.restore()
-                break
-# The agent's takeover waits for the ledger the same way, restoring its own state: one loop each, different restores.
-            except (LedgerUnavailable, BusUnavailable) as exc:
-                log.warning("waiting for the ledger before taking over: %s", exc)
-                await backoff.sleep(stop)
+        await restore_for_takeover(restore, lost=lost, stop=stop)
         if lost.is_set() or stop.is_set():
             return
         await term.serve_ping(SERVICE, ready=lambda: service.ready and not lost.is_set())
