@@ -1,16 +1,19 @@
 """Preparing and claiming a call: the one-time token, one call at a time, unclaimed ends."""
 
+import asyncio
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from delegate.contracts import topics
+from delegate.contracts.events import Event
 from delegate.contracts.subjects import VOICE_LEASE_BUCKET
 from delegate.contracts.voice import HeartbeatOut, PrepareSession
 from delegate.runtime.lease import LEASE_KEY
 from tests.support.standin import StandinProcess
 from tests.support.system import System
 from tests.support.waiting import eventually
-from tests.voice.peer import events_until, poll_state, session_updates, voice_state
+from tests.voice.peer import Caller, events_until, poll_state, session_updates, voice_state
 
 # Short enough to wait out: an unclaimed call's end, a silent gateway. One System serves
 # both tests (each of them meets only the timing it is about).
@@ -71,6 +74,46 @@ async def test_prepare_attach_single_use_token_and_busy(
     assert updates[0]["audio"]["input"]["format"] == {"type": "audio/pcmu"}
     assert updates[-1]["audio"]["input"]["format"] == {"type": "audio/pcm", "rate": 24000}  # the browser's
     assert updates[-1]["audio"]["output"]["format"] == {"type": "audio/pcm", "rate": 24000}
+
+
+async def test_calling_back_the_moment_the_span_closes_is_not_busy(
+    make_system: Callable[..., System], connect: Any
+) -> None:
+    """The owner hangs up and calls straight back: a prepare sent the instant the call's
+    ``span.closed`` is committed (what a client sees as "the call is over") is connected. Voice
+    used to write the span's close before it let go of the call and its lock, and refused that
+    prepare "busy". Several rounds: the window was a few milliseconds wide."""
+    system = make_system("voice")
+    bus, _ = await connect(system)
+    spans: dict[str, str] = {}  # call id -> its span
+    closed: asyncio.Queue[str] = asyncio.Queue()
+
+    async def on_committed(event: Event) -> None:
+        if event.kind == "session.started" and event.span_id:
+            spans[event.payload["session_id"]] = event.span_id
+        elif event.kind == "span.closed" and event.span_id:
+            closed.put_nowait(event.span_id)
+
+    await bus.subscribe(topics.LEDGER_COMMITTED, on_committed)
+    callers: list[Caller] = []
+    try:
+        for round_ in range(8):
+            caller = Caller(bus)
+            callers.append(caller)
+            reply = await caller.prepare("phone")
+            assert reply.ok, (round_, reply)
+            assert (await caller.attach()).ok
+            span = await eventually(partial(spans.get, caller.session_id), "the call's span opened")
+            await caller.hang_up()
+            while await asyncio.wait_for(closed.get(), 20) != span:
+                pass  # a stale span closed at the call's start, not this call's
+        last = Caller(bus)
+        callers.append(last)
+        assert (await last.prepare("phone")).ok
+        await last.hang_up()
+    finally:
+        for caller in callers:
+            await caller.close()
 
 
 async def test_a_lost_voice_lock_ends_the_call(make_system: Callable[..., System], connect: Any) -> None:

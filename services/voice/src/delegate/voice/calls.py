@@ -144,6 +144,9 @@ class Call:
         self.connect_error: str | None = None
         self._claim_seen = asyncio.Event()  # a stream presented the token (VOICE_PREWARM off waits for it)
         self.done = asyncio.Event()
+        # Its end is written and the lock let go: the next call may start (the Realtime socket
+        # may still be closing). Set with ``done`` at the latest.
+        self.released = asyncio.Event()
         self.attached = False
         self._token_used = False
         self._ready = False
@@ -178,6 +181,11 @@ class Call:
         self._subs.append(await self.bus.serve(topics.voice_attach(self.id), self._on_attach))
         self._tasks.append(asyncio.create_task(self._main(), name=f"voice-call-{self.id}"))
 
+    @property
+    def ending(self) -> bool:
+        """Its end was asked for: it is on its way out, nothing can keep it."""
+        return self._end.done()
+
     def request_end(self, reason: SessionEndReason, detail: str = "") -> None:
         if not self._end.done():
             log.info("call %s ending: %s%s", self.id, reason, f" ({detail})" if detail else "")
@@ -207,6 +215,7 @@ class Call:
         try:
             await self._finish(reason, detail)
         finally:
+            self.released.set()
             self.done.set()
 
     async def _wait_for_claim(self) -> bool:
@@ -349,8 +358,11 @@ class Call:
             )
             self.recorder.write(SpanClosed(reason="completed"))
         await self.recorder.close(END_WRITE_TIMEOUT_S)
-        await self.bridge.close()
+        # Nothing more is written: the lock goes before the socket's close, so the owner calling
+        # straight back waits for none of it.
         await self.lock.release()
+        self.released.set()
+        await self.bridge.close()
         log.info("call %s ended (%s)", self.id, reason)
 
     # ---- who answered a call we placed ------------------------------------------------------

@@ -2,7 +2,7 @@
 
 The voice lock is what enforces one call system-wide (two voice processes, or a prepare
 racing another); ``current`` is only this process's view of it, the quick refusal for a second
-prepare while a call is here.
+prepare while a call is here (one already ending is waited for, briefly: see ``ENDING_WAIT_S``).
 """
 
 import asyncio
@@ -33,6 +33,10 @@ log = logging.getLogger(__name__)
 # How long prepare waits for the Realtime socket before answering: a dead endpoint is then
 # "unavailable" (the caller hears a polite refusal) instead of a stream that drops.
 CONNECT_WAIT_S = 3.0
+# How long a prepare waits for a call already ending here to let go (its last events written, the
+# lock released): hanging up and calling straight back is not "busy". Short: with CONNECT_WAIT_S
+# it stays inside the gateway's 5 s wait for the prepare's reply.
+ENDING_WAIT_S = 1.5
 PRESETS_EVERY_S = 2.0
 
 
@@ -84,7 +88,7 @@ class Calls:
             known = ", ".join(sorted(self.presets.presets()))
             message = f"no voice preset {req.preset!r} (have: {known})"
             return PrepareReply(ok=False, reason="bad_preset", message=message), None
-        if self.current is not None:
+        if not await self._free():
             return self._busy(), None
         if req.direction == "inbound" and self.settings.budget_hard_stop_owner:
             # A call the owner starts; calls we place come from activations, held by the broker.
@@ -95,7 +99,7 @@ class Calls:
         lock = VoiceLock(self.bus.js, self.instance, ttl=self.settings.voice_lock_ttl_s, replicas=self.bus.replicas)
         if not await lock.acquire():
             return self._busy(), None
-        if self.current is not None:  # another prepare here won while we waited for the lock
+        if not self._idle():  # another prepare here won while we waited for the lock
             await lock.release()
             return self._busy(), None
         from .calls import Call
@@ -117,6 +121,20 @@ class Calls:
             return PrepareReply(ok=False, reason="unavailable", message="the voice model cannot be reached"), None
         log.info("prepared call %s (%s %s, preset %s)", call.id, req.direction, req.kind, preset.name)
         return PrepareReply(ok=True, session_id=call.id, token=call.token), call
+
+    def _idle(self) -> bool:
+        call = self.current
+        return call is None or call.released.is_set()
+
+    async def _free(self) -> bool:
+        """No call holds this process, once one that is already ending has let go (within
+        ENDING_WAIT_S): its span's close is committed a moment before its lock is released, and
+        a client seeing it may call back at once."""
+        call = self.current
+        if call is not None and call.ending and not call.released.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(call.released.wait(), ENDING_WAIT_S)
+        return self._idle()
 
     def _busy(self) -> PrepareReply:
         return PrepareReply(ok=False, reason="busy", message="another voice or phone call is live")
