@@ -15,6 +15,8 @@ CREATE TABLE conversation_events (
     client_msg_id   TEXT,           -- copied out of a message payload so a retried input is found by index
     payload         TEXT NOT NULL   -- JSON
 );
+-- Same indexes as postgres/001_initial.sql's: kept apart because each backend's migrations are whole
+-- files in its own dialect, run as written (PostgreSQL's timeline index also INCLUDEs seq and span_id).
 CREATE UNIQUE INDEX conversation_events_by_id ON conversation_events (id);
 -- The timeline key; every index also holds the rowid (seq), so keyset scans need no OFFSET.
 CREATE INDEX conversation_events_by_timeline ON conversation_events (ts, id);
