@@ -38,7 +38,7 @@ class MemoryExtractor:
         if (cp := event.payload_as(Checkpoint)) is not None:
             if all(c.id != event.id for c in state.checkpoints):
                 state.checkpoints.append(
-# One keyword a field, like the MemoryExtracted event below and signal_event's: different records.
+                    # One keyword a field, like the MemoryExtracted event below and signal_event's: different records.
                     CheckpointRef(
                         id=event.id,
                         seq=event.seq,

@@ -10,7 +10,7 @@ from delegate.contracts.signals import AnySignal
 
 
 def signal_event(signal: AnySignal, *, conversation_id: str | None) -> Event:
-# make_event(Model(field=...)) is how every event is built (broker.py, memory.py): the shape, not shared logic.
+    # make_event(Model(field=...)) is how every event is built (broker.py, memory.py): the shape, not shared logic.
     return make_event(
         InnerSignal(
             source=signal.source,

@@ -209,7 +209,7 @@ def parse(raw: bytes) -> ParsedMail:
             full = "\n\n".join(html)
     full = full.replace("\x00", "")
     text = trim_reply(full) if full else ""
-# One keyword a field: the shape of any record built by name (the ledger's ResumeState too), nothing to share.
+    # One keyword a field: the shape of any record built by name (the ledger's ResumeState too), nothing to share.
     return ParsedMail(
         from_addrs=from_addrs,
         from_raw=from_raw,
