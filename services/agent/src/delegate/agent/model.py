@@ -18,7 +18,8 @@ waits for the rest of it.
 """
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -117,7 +118,10 @@ async def stream_response(
     import openai  # loaded by now: what ``sdk_client`` waited for
     from openai import AsyncStream
 
-    try:
+    with _request_errors(
+        timeout="The model took too long to answer. Please try again.",
+        unreachable="The model service could not be reached. Please try again.",
+    ):
         # Events arrive as the plain JSON objects the server sent. ``responses.create`` would
         # run our already wire-shaped request through the SDK's typed-params transform and build
         # a pydantic model of every event, the echoed tools and instructions included: together
@@ -125,12 +129,6 @@ async def stream_response(
         # the SDK (auth, retries before the first byte, timeouts, status errors, SSE framing,
         # raising on an in-stream ``error`` object) and hands the events over untouched.
         stream = await meter.stream(sdk, cause, request, stream_cls=AsyncStream[object], options=BEARER)
-    except openai.APIStatusError as exc:
-        raise classify_status(exc) from exc
-    except openai.APITimeoutError as exc:
-        raise ModelError("model_timeout", "The model took too long to answer. Please try again.") from exc
-    except openai.APIConnectionError as exc:
-        raise ModelError("model_unreachable", "The model service could not be reached. Please try again.") from exc
     final: Any = None
     try:
         async for event in stream:
@@ -232,6 +230,21 @@ def parse_usage(usage: Any) -> TokenUsage | None:
     )
 
 
+@contextmanager
+def _request_errors(*, timeout: str, unreachable: str) -> Iterator[None]:
+    """A model request's SDK errors (before its first byte) as ``ModelError``, with these messages."""
+    import openai  # loaded by now: the request ran on the client ``sdk_client`` waited for
+
+    try:
+        yield
+    except openai.APIStatusError as exc:
+        raise classify_status(exc) from exc
+    except openai.APITimeoutError as exc:
+        raise ModelError("model_timeout", timeout) from exc
+    except openai.APIConnectionError as exc:
+        raise ModelError("model_unreachable", unreachable) from exc
+
+
 def classify_status(exc: "openai.APIStatusError") -> ModelError:
     """An HTTP error the SDK gave up on, as something a person can read."""
     status = exc.status_code
@@ -282,16 +295,8 @@ async def compact(
     else:
         kwargs["input"] = input_items or []
     sdk = await sdk_client(client)
-    import openai  # loaded by now: what ``sdk_client`` waited for
-
-    try:
+    with _request_errors(timeout="Compaction took too long.", unreachable="The model service could not be reached."):
         result = await meter.compact(sdk, cause, **kwargs)
-    except openai.APIStatusError as exc:
-        raise classify_status(exc) from exc
-    except openai.APITimeoutError as exc:
-        raise ModelError("model_timeout", "Compaction took too long.") from exc
-    except openai.APIConnectionError as exc:
-        raise ModelError("model_unreachable", "The model service could not be reached.") from exc
     # Plain dicts, as returned: the SDK types user messages loosely (openai-wire.md 6.4).
     items = [_as_input_item(item) for item in result.output or []]
     return items, parse_usage(getattr(result, "usage", None))
