@@ -122,3 +122,20 @@ async def test_recall_and_forget_tools_answer_from_the_memory_service(
     status = next(f for f in await facts(probe.bus) if f.id == fact.id)
     assert status.status == "forgotten"
     assert probe.of_kind("memory.fact.forgotten")
+
+    # An id the memory service does not know is said so, with where to find ids.
+    standin.script(
+        {
+            "match": {"input_contains": "forget fact nothing", "has_tool": "memory_forget"},
+            "action": "tool_call",
+            "name": "memory_forget",
+            "arguments": {"id": "fact_never_made"},
+            "call_id": "call_forget_2",
+        },
+        {"match": {"has_tool_output": True}, "action": "text", "text": "No such fact."},
+    )
+    unknown = await probe.send("Please forget fact nothing.")
+    assert (await probe.answer(unknown.id)).kind == "message"
+    refused = tool_result(probe, "memory_forget")
+    assert not refused.ok
+    assert "no fact with id 'fact_never_made'" in refused.output

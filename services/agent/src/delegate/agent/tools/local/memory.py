@@ -7,7 +7,8 @@ request id, so a call run again (a retried request of the same response) stores 
 """
 
 import json
-from typing import Any, Protocol
+from collections.abc import Awaitable
+from typing import Any, Protocol, TypeVar
 
 from delegate.contracts import topics
 from delegate.contracts.events import FactType
@@ -28,6 +29,7 @@ TAGS = ("local", "memory")
 WRITES = (*TAGS, SIDE_EFFECT)  # what is remembered or forgotten shapes every later turn
 FACT_TYPES: tuple[FactType, ...] = ("fact", "preference", "commitment", "adaptation")
 NOT_FOUND = ("not_found",)  # the memory service's code for an unknown fact id
+R = TypeVar("R")
 
 
 class MemoryDesk(Protocol):
@@ -73,6 +75,19 @@ def _unreachable(exc: Exception) -> ToolError:
     return ToolError(UNAVAILABLE, f"the memory service cannot be reached right now ({exc}); try again later")
 
 
+async def _ask(request: Awaitable[R], *, not_found: str | None = None) -> R:
+    """The memory service's reply; its failures as the ``ToolError`` the model reads (``not_found``
+    for a fact it does not know, when given)."""
+    try:
+        return await request
+    except BusUnavailable as exc:
+        raise _unreachable(exc) from exc
+    except RemoteError as exc:
+        if not_found is not None and exc.code in NOT_FOUND:
+            raise ToolError(FAILED, not_found) from exc
+        raise ToolError(FAILED, exc.message or exc.code) from exc
+
+
 def memory_tools(desk: MemoryDesk | None) -> list[Tool]:
     """Always offered; without a bus to the memory service they say it is unavailable."""
 
@@ -89,12 +104,7 @@ def memory_tools(desk: MemoryDesk | None) -> list[Tool]:
             request_id=call.call_id if call else None, event_ids=cites,
             conversation_id=call.conversation_id if call else None, span_id=call.span_id if call else None,
         )
-        try:
-            reply = await require().facts(cmd)
-        except BusUnavailable as exc:
-            raise _unreachable(exc) from exc
-        except RemoteError as exc:
-            raise ToolError(FAILED, exc.message or exc.code) from exc
+        reply = await _ask(require().facts(cmd))
         fact = reply.fact
         if fact is None:
             return "Remembered."
@@ -102,12 +112,7 @@ def memory_tools(desk: MemoryDesk | None) -> list[Tool]:
 
     async def recall(args: dict[str, Any]) -> str:
         req = MemorySearchRequest(query=args["query"], limit=args.get("limit", 10), purpose="turn")
-        try:
-            reply = await require().search(req)
-        except BusUnavailable as exc:
-            raise _unreachable(exc) from exc
-        except RemoteError as exc:
-            raise ToolError(FAILED, exc.message or exc.code) from exc
+        reply = await _ask(require().search(req))
         if not reply.results:
             return f"Nothing remembered about {args['query']!r}."
         return "\n".join(result_line(r) for r in reply.results)
@@ -118,14 +123,9 @@ def memory_tools(desk: MemoryDesk | None) -> list[Tool]:
             op="forget", fact_id=args["id"], reason=args.get("reason", ""),
             request_id=call.call_id if call else None,
         )
-        try:
-            reply = await require().facts(cmd)
-        except BusUnavailable as exc:
-            raise _unreachable(exc) from exc
-        except RemoteError as exc:
-            if exc.code in NOT_FOUND:
-                raise ToolError(FAILED, f"no fact with id {args['id']!r}; use memory_recall to find ids") from exc
-            raise ToolError(FAILED, exc.message or exc.code) from exc
+        reply = await _ask(
+            require().facts(cmd), not_found=f"no fact with id {args['id']!r}; use memory_recall to find ids"
+        )
         # Only the id: repeating the forgotten text would put it back into the conversation.
         return f"Forgot {reply.fact.id if reply.fact else args['id']}; it will not be recalled again."
 
