@@ -119,7 +119,7 @@ async def run(args: argparse.Namespace) -> None:
     })
     try:
         began = time.perf_counter()
-        system.start("ledger", "pollers")
+        system.start("ledger", "pollers", separate=True)
         async with probe_bus(system) as bus:
             committed: dict[str, float] = {}
             passes: list[float] = []  # how long each sync pass that carried a change took in the pollers

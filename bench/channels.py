@@ -260,7 +260,7 @@ async def run(args: argparse.Namespace) -> bool:
     })
     bus: Bus | None = None
     try:
-        system.start("ledger", "agent", "gateway", "pollers")
+        system.start("ledger", "agent", "gateway", "pollers", separate=True)
         assert system.nats is not None
         # The replies as they land on CHANNELS (core NATS sees every JetStream publish): the
         # agent's part of an SMS turn, the rest is the pollers' send.
@@ -336,7 +336,7 @@ class SpoolBench:
         self.watch: Any = None  # the subscription timing inputs onto AGENT
 
     async def start(self) -> Bus:
-        self.system.start("gateway")
+        self.system.start("gateway", separate=True)
         self.system.start_one("gateway", "direct", env={"DELEGATE_PORT": str(free_port()), "GATEWAY_SPOOL": "false"})
         self.system.wait_ready(["direct"])
         bus = await Bus.connect(self.nats.url, "bench-probe")

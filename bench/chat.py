@@ -258,7 +258,8 @@ async def run(
           f"{'one host process for every service' if one_process else 'a process per service'}")
     bus: Bus | None = None
     try:
-        system.start("ledger", "agent", "gateway", *(("memory",) if memory else ()), one_process=one_process)
+        system.start("ledger", "agent", "gateway", *(("memory",) if memory else ()),
+                     separate=not one_process, one_process=one_process)
         url = f"{system.ws}/chat?token={system.token}"
         sample_frame = json.dumps({"type": "message", "text": "turn 0: say something", "client_msg_id": "x-0"})
 

@@ -172,7 +172,7 @@ async def main() -> None:
     story = " ".join(f"word{i}" for i in range(120))
     standin.script(*[{"action": "slow", "delay_ms": 40, "text": story} for _ in range(args.answers)])
     try:
-        system.start("ledger", "agent", "gateway")
+        system.start("ledger", "agent", "gateway", separate=True)
         async with async_playwright() as pw:
             browser = await pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
             context = await browser.new_context(viewport={"width": 1280, "height": 860})

@@ -342,7 +342,7 @@ class Setup:
         self.standin.start()
         self.system.extra_env["OPENAI_BASE_URL"] = self.standin.base_url
         self.nats.start()
-        await asyncio.to_thread(self.system.start, "ledger", "agent", "gateway")
+        await asyncio.to_thread(lambda: self.system.start("ledger", "agent", "gateway", separate=True))
         self.bus = await Bus.connect(self.nats.url, "bench", replicas=3 if self.clustered else 1)
         self.conn = await websockets.connect(f"{self.system.ws}/chat?token={self.system.token}", max_size=None)
         await hello(self.conn, 0)

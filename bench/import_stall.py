@@ -157,7 +157,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="import-stall-") as tmp:
         system = System(Path(tmp), env={"IMPORT_MAX_BYTES": str(int(args.mb * 1.2e6) + 1_000_000)})
         try:
-            system.start("ledger", "gateway")
+            system.start("ledger", "gateway", separate=True)
             for fmt in formats:
                 report(asyncio.run(one_import(system, fmt, args.mb)))
         finally:

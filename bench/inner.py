@@ -257,7 +257,7 @@ async def main(args: argparse.Namespace) -> None:
     logging.basicConfig(level=logging.ERROR)
     with tempfile.TemporaryDirectory() as tmp:
         system = System(Path(tmp), env={"OPENAI_API_KEY": "bench-unused", "INNER_COALESCE_S": "0"})
-        system.start("ledger", "inner-plane")
+        system.start("ledger", "inner-plane", separate=True)
         assert system.nats is not None
         bus = await Bus.connect(system.nats.url, "bench")
         seen = Committed()

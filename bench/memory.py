@@ -154,7 +154,7 @@ async def run_system(args: argparse.Namespace, convs: list[Conversation], questi
         env |= {"MEMORY_EMBEDDINGS": "true", "HF_HUB_OFFLINE": "1"}
     system = System(root / "system", env=env)
     try:
-        system.start("ledger", "memory", "gateway")
+        system.start("ledger", "memory", "gateway", separate=True)
         print(f"\nsystem up (ledger, memory, gateway) in {root}; via {'the bus' if args.via_bus else 'HTTP'}"
               f"; MEMORY_EMBEDDINGS={'true' if args.embeddings else 'false'}")
         assert system.nats is not None

@@ -435,7 +435,7 @@ async def run(args: argparse.Namespace) -> None:
     system = System(root / "system", env={"LOG_LEVEL": "WARNING"}, nats=nats_srv)
     bus: Bus | None = None
     try:
-        system.start("ledger")
+        system.start("ledger", separate=True)
         system.start_one("gateway", env={"LOG_LEVEL": "INFO"})
         system.start_one("gateway", "gateway-2", env={"DELEGATE_PORT": str(free_port()), "LOG_LEVEL": "INFO"})
         system.wait_ready(GATEWAYS)

@@ -206,7 +206,7 @@ async def main(args: argparse.Namespace) -> None:
                "TASKS_ALLOWED_HOSTS": f"127.0.0.1:{site.port}", "TASKS_THOUGHTFLOW": "false"}
         system = System(root, env=env)
         try:
-            system.start("ledger", "agent", "tasks", "gateway")
+            system.start("ledger", "agent", "tasks", "gateway", separate=True)
             assert system.nats is not None
             bus = await Bus.connect(system.nats.url, "bench")
             try:

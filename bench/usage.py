@@ -220,7 +220,7 @@ async def bench_api(events: int, usage: int, requests: int, root: Path) -> None:
         hours = conn.execute("SELECT COUNT(*) FROM usage_hours").fetchone()[0]
     print(f"  built in {time.perf_counter() - t0:.0f} s: {total:,} events, {hours:,} usage_hours rows")
     try:
-        system.start("ledger", "gateway")
+        system.start("ledger", "gateway", separate=True)
         async with httpx.AsyncClient(base_url=system.http, headers=system.auth(), timeout=30) as http:
             for _ in range(20):  # warm the caches and the connection
                 (await http.get("/api/usage", params={"group": "purpose"})).raise_for_status()

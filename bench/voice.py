@@ -535,7 +535,7 @@ async def run(args: argparse.Namespace, one_process: bool = False) -> tuple[bool
     )
     try:
         await asyncio.to_thread(wait_for_port, floor_port, 20)
-        system.start("ledger", "agent", "voice", "gateway", one_process=one_process)
+        system.start("ledger", "agent", "voice", "gateway", separate=not one_process, one_process=one_process)
         print(("every service in one host process; " if one_process else "a process per service; ")
               + f"simulated call of {args.minutes:g} min per path in {args.segment_s:g} s segments, alternating "
               f"(caller frames {args.speedup:g}x real time), {args.pickups} pick-ups each way, "
