@@ -124,6 +124,16 @@ def reply_bytes(row: StoredEvent) -> int:
     return (len(text) if text.isascii() else len(text.encode())) + 1
 
 
+class Narrowing(NamedTuple):
+    """Which events ``LedgerStore.query`` asks for: a seq range, narrowed."""
+
+    after_seq: int
+    through_seq: int | None
+    conversation_id: str | None
+    span_id: str | None
+    kinds: Collection[str] | None
+
+
 class Room:
     """Takes rows, in the order read, while a reply has room for them.
 
@@ -331,7 +341,6 @@ class LedgerStore(ABC):
 
     # ---- reads ----------------------------------------------------------------------
 
-    @abstractmethod
     async def query(
         self,
         *,
@@ -348,6 +357,14 @@ class LedgerStore(ABC):
         At most ``limit`` events whose wire JSON totals at most ``max_bytes`` (see ``Room``;
         the first event always comes); ``more`` when any matching event was left out.
         """
+        if kinds is not None and not kinds:
+            return QueryResult([], False, await self.last_seq())
+        where = Narrowing(after_seq, through_seq, conversation_id, span_id, kinds)
+        return await self._query(where, Room(limit, max_bytes, first=True))
+
+    @abstractmethod
+    async def _query(self, where: Narrowing, room: Room) -> QueryResult:
+        """``query``'s events offered to ``room`` in seq order, and ``last_seq``, in one snapshot."""
 
     @abstractmethod
     async def get(self, *, event_id: str | None = None, client_msg_id: str | None = None) -> Event | None:

@@ -6,13 +6,13 @@ transaction, ``query``'s snapshot (``_snapshot``) and ``_span_starts``.
 """
 
 from abc import abstractmethod
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from delegate.contracts.events import Event
 from delegate.contracts.messages import TermInfo
 
-from .base import ANNOUNCED, Key, LedgerStore, QueryResult, Room, StoredEvent
+from .base import ANNOUNCED, Key, LedgerStore, Narrowing, QueryResult, Room, StoredEvent
 from .statements import Statements
 
 Offer = Callable[[Sequence[Any]], bool]
@@ -34,25 +34,9 @@ class SqlStore(LedgerStore):
     async def _snapshot(self, sql: str, params: Sequence[Any], room: Room) -> QueryResult:
         """Offer query's rows to ``room`` and read ``last_seq`` in one snapshot, so that the two agree."""
 
-    # Same as LedgerStore.query's signature: kept apart because an override must repeat it.
-    async def query(
-        self,
-        *,
-        after_seq: int = 0,
-        through_seq: int | None = None,
-        conversation_id: str | None = None,
-        span_id: str | None = None,
-        kinds: Collection[str] | None = None,
-        limit: int = 500,
-        max_bytes: int | None = None,
-    ) -> QueryResult:
-        if kinds is not None and not kinds:
-            return QueryResult([], False, await self.last_seq())
-        sql, params = self.sql.query(
-            after_seq=after_seq, through_seq=through_seq, conversation_id=conversation_id, span_id=span_id,
-            kinds=kinds, limit=limit, extra_cols=self.snapshot_cols,
-        )
-        return await self._snapshot(sql, params, Room(limit, max_bytes, first=True))
+    async def _query(self, where: Narrowing, room: Room) -> QueryResult:
+        sql, params = self.sql.query(where, limit=room.limit, extra_cols=self.snapshot_cols)
+        return await self._snapshot(sql, params, room)
 
     async def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[StoredEvent]:
         stored = self.sql.dialect.stored

@@ -5,11 +5,11 @@ multi-row INSERTs and the new seqs inferred; PostgreSQL: one ``unnest`` INSERT .
 how a transaction is locked, and how a snapshot is held.
 """
 
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from . import usage
-from .base import ANNOUNCED, Row, StoredEvent, narrowing
+from .base import ANNOUNCED, Narrowing, Row, StoredEvent, narrowing
 from .commit_rules import FenceVerdict, artifact_changes, summarize, term_changes
 from .dialect import Dialect
 
@@ -129,32 +129,22 @@ class Statements:
         self.newest_of_kind = events(NEWEST_OF_KIND, role="")
         self.newest_of_kind_role = events(NEWEST_OF_KIND, role=" AND role = ?")
 
-    def query(
-        self,
-        *,
-        after_seq: int,
-        through_seq: int | None,
-        conversation_id: str | None,
-        span_id: str | None,
-        kinds: Collection[str] | None,
-        limit: int,
-        extra_cols: str = "",
-    ) -> tuple[str, list[Any]]:
+    def query(self, where: Narrowing, *, limit: int, extra_cols: str = "") -> tuple[str, list[Any]]:
         """``LedgerStore.query``'s statement (by seq, ``limit + 1`` rows: one more says ``more``)."""
-        where, params = narrowing(
-            after_seq=after_seq,
-            through_seq=through_seq,
-            conversation_id=conversation_id,
-            span_id=span_id,
+        conditions, params = narrowing(
+            after_seq=where.after_seq,
+            through_seq=where.through_seq,
+            conversation_id=where.conversation_id,
+            span_id=where.span_id,
             mark=self.dialect.mark,
         )
-        if kinds is not None:
-            condition, values = self.dialect.any_of("kind", kinds)
-            where.append(condition)
+        if where.kinds is not None:
+            condition, values = self.dialect.any_of("kind", where.kinds)
+            conditions.append(condition)
             params.extend(values)
         params.append(limit + 1)
         sql = (
-            f"SELECT {self.cols}{extra_cols} FROM conversation_events WHERE {' AND '.join(where)}"
+            f"SELECT {self.cols}{extra_cols} FROM conversation_events WHERE {' AND '.join(conditions)}"
             f" ORDER BY seq LIMIT {self.dialect.mark}"
         )
         return sql, params
