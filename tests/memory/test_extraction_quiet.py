@@ -7,7 +7,7 @@ a turn waiting for the pause survives a SIGKILL (it is on the index's pending li
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -17,7 +17,7 @@ from delegate.contracts.ids import new_id
 from delegate.contracts.messages import QueryRequest
 from delegate.runtime.bus import Bus
 from tests.support.standin import StandinProcess
-from tests.support.system import System, probe_bus
+from tests.support.system import System
 from tests.support.waiting import eventually
 
 from .builders import History
@@ -40,12 +40,6 @@ def running(
         tmp_path_factory, request, module_standin, "memory-quiet",
         MEMORY_EXTRACT_WAIT_S="0.5", MEMORY_EXTRACT_QUIET_S=str(QUIET_S), MEMORY_EXTRACT_MAX_DEFER_S=str(MAX_DEFER_S),
     )
-
-
-@pytest.fixture
-async def bus(running: System) -> AsyncIterator[Bus]:
-    async with probe_bus(running) as bus:
-        yield bus
 
 
 async def say_and_answer(bus: Bus, h: History, text: str) -> Event:
