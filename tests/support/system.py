@@ -112,6 +112,7 @@ class System:
         """``separate``: services that always get a process of their own (see ``start``)."""
         self.root = root
         self.separate = set(separate)
+        self.separate_all = False  # set by start(..., separate=True), for every later start too
         self.runtime = root / "runtime-data"
         self.logs = root / "logs"
         self.nats = nats
@@ -175,9 +176,11 @@ class System:
         Why a host by default: a process per service costs the suite ~10 s of CPU per System
         started and stopped, one host ~4 s, and most tests start one."""
         self.start_nats()
-        split_all = separate is True or (os.environ.get(SPLIT_VARIABLE, "").lower() == "split" and not one_process)
-        if not isinstance(separate, bool):
+        if separate is True:
+            self.separate_all = True
+        elif separate is not False:
             self.separate.update(separate)
+        split_all = self.separate_all or (os.environ.get(SPLIT_VARIABLE, "").lower() == "split" and not one_process)
         alone = set(names) if split_all else self.separate
         hosted = [name for name in names if name not in alone]
         if hosted:
