@@ -36,7 +36,6 @@ sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
 import nats  # noqa: E402
-from openai import AsyncOpenAI  # noqa: E402
 
 from bench.ledger import generate_history  # noqa: E402
 from bench.stats import pct  # noqa: E402
@@ -48,6 +47,7 @@ from delegate.ledger.store.base import stored  # noqa: E402
 from delegate.ledger.store.sqlite import INSERT_EVENT, connect, event_row  # noqa: E402
 from delegate.ledger.store.usage import UPSERT_HOUR, UPSERT_SPAN, usage_changes  # noqa: E402
 from delegate.runtime.metering import Cause, Meter, MeteredStream  # noqa: E402
+from delegate.runtime.openai_client import LazyOpenAI  # noqa: E402
 from delegate.runtime.pricing import load_prices  # noqa: E402
 from tests.support.nats import nats_server  # noqa: E402
 from tests.support.standin import TEST_API_KEY, StandinProcess  # noqa: E402
@@ -66,7 +66,7 @@ def row(label: str, samples: list[float], floor: list[float] | None = None) -> N
 # ---- 1. metering on the chat path -------------------------------------------------------------
 
 
-async def one_call(client: AsyncOpenAI, meter: Meter, n: int) -> tuple[float, float]:
+async def one_call(client: LazyOpenAI, meter: Meter, n: int) -> tuple[float, float]:
     start = time.perf_counter()
     first = 0.0
 
@@ -98,7 +98,9 @@ async def bench_metering(turns: int, root: Path) -> None:
 
     prices = load_prices(None)
     on, off = Meter(publish, prices), Meter(publish, prices, enabled=False)
-    client = AsyncOpenAI(api_key=TEST_API_KEY, base_url=standin.base_url)
+    # As the agent holds it: stream_response takes the lazily loaded client, not the SDK's own.
+    client = LazyOpenAI(timeout=30.0, max_retries=0, without_key="",
+                        endpoint={"api_key": TEST_API_KEY, "base_url": standin.base_url})
     try:
         for n in range(30):  # warm both paths
             await one_call(client, on if n % 2 else off, n)
@@ -121,7 +123,7 @@ async def bench_metering(turns: int, root: Path) -> None:
               f"{published - 15} usage events published during the measured calls")
         await wrapper_cost(2000)
     finally:
-        await client.close()
+        await (await client.get()).close()
         await nc.close()
         server.stop()
         standin.stop()
