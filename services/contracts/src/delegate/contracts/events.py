@@ -954,7 +954,7 @@ class Event(EventFields):
     def payload_as(self, model: type[P]) -> P | None:
         """The payload as ``model`` when this event is of its kind, else None: typed dispatch,
         ``if (m := event.payload_as(Message)) is not None: m.text``, read by field, not by key."""
-        return model.model_validate(self.payload) if self.is_kind(model) else None
+        return self.typed(model) if self.is_kind(model) else None
 
     def with_seq(self, seq: int) -> "Event":
         return self.model_copy(update={"seq": seq})
