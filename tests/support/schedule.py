@@ -15,7 +15,10 @@ estimated from its tests (a process-starting test costs seconds, any other almos
 """
 
 import json
+import os
+import resource
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,6 +32,14 @@ PROCESS_TEST_S = 3.0
 PLAIN_TEST_S = 0.02
 
 _seconds: defaultdict[str, float] = defaultdict(float)
+# CPU seconds per file, this process's and its reaped children's (the services a test started
+# and stopped): what a file costs the cores, whatever the load while it ran.
+_cpu: defaultdict[str, float] = defaultdict(float)
+
+
+def cpu_seconds() -> float:
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def file_of(nodeid: str) -> str:
@@ -69,15 +80,34 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items[:] = longest_first(items, estimate(items, load_table(config.rootpath / TABLE)))
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    before = cpu_seconds()
+    yield
+    _cpu[file_of(item.nodeid)] += cpu_seconds() - before
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     # On the xdist controller too: it receives every worker's reports with their durations.
     _seconds[file_of(report.nodeid)] += report.duration
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
+    write_cpu(session)
     if hasattr(session.config, "workerinput") or not _seconds:
         return  # a worker: the controller writes the whole run's figures
     out = session.config.rootpath / MEASURED
     out.parent.mkdir(parents=True, exist_ok=True)
     ordered = dict(sorted(((name, round(s, 1)) for name, s in _seconds.items()), key=lambda kv: -kv[1]))
+    out.write_text(json.dumps(ordered, indent=1) + "\n")
+
+
+def write_cpu(session: pytest.Session) -> None:
+    """Each process writes its own files' CPU (a worker's children are its own)."""
+    if not _cpu:
+        return
+    worker = getattr(session.config, "workerinput", {}).get("workerid", "main")
+    out = session.config.rootpath / MEASURED.with_name(f"file-cpu-{worker}-{os.getpid()}.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    ordered = dict(sorted(((name, round(s, 1)) for name, s in _cpu.items()), key=lambda kv: -kv[1]))
     out.write_text(json.dumps(ordered, indent=1) + "\n")
