@@ -94,3 +94,31 @@ def test_short_periods_for_demos_and_tests() -> None:
     assert hold is not None and hold.until == datetime(2026, 12, 6, 10, 1, tzinfo=UTC)
     # The next period runs its first call, though the last one cost more than the whole line.
     assert book.hold(hold.until, limits, "activation") is None
+
+
+def test_short_periods_count_from_their_origin_and_are_told_apart_from_another_origins() -> None:
+    origin = datetime(2026, 12, 6, 10, 0, 17, tzinfo=UTC)
+    limits = settings(budget_daily_usd=0.01, budget_period_s=60, budget_period_origin=origin.timestamp()).limits
+    book = SpendBook()
+    book.apply(usage(1, origin + timedelta(seconds=59), 0.02), limits)
+    hold = book.hold(origin + timedelta(seconds=59), limits, "activation")
+    # The window begins at the origin, not at a whole minute, and runs for BUDGET_PERIOD_S.
+    assert hold is not None and hold.until == origin + timedelta(seconds=60)
+    assert limits.periods.month_end(origin) == origin + timedelta(minutes=30)
+    assert book.hold(hold.until, limits, "activation") is None
+    # Window 0 of this origin is not window 0 of another: a notice told once per period key is
+    # told again in a period of its own.
+    later = settings(budget_period_s=60, budget_period_origin=origin.timestamp() + 1).limits.periods
+    assert limits.periods.day(origin) != later.day(origin + timedelta(seconds=1))
+    assert limits.periods.month(origin) != later.month(origin + timedelta(seconds=1))
+    # Without an origin the windows are whole multiples of the length since the epoch, as before.
+    plain = settings(budget_period_s=60).limits.periods
+    assert plain.day(origin) == f"p{int(origin.timestamp() // 60)}"
+    assert plain.day_end(origin) == datetime(2026, 12, 6, 10, 1, tzinfo=UTC)
+
+
+def test_the_origin_changes_nothing_of_the_owners_calendar_day_and_month() -> None:
+    moment = datetime(2026, 12, 6, 23, 30, tzinfo=UTC)
+    calendar = settings(budget_period_origin=moment.timestamp()).limits.periods
+    assert calendar.day(moment) == "2026-12-07" and calendar.month(moment) == "2026-12"
+    assert calendar.day_end(moment) == datetime(2026, 12, 7, 23, 0, tzinfo=UTC)

@@ -7,7 +7,9 @@ a projection rebuilt from the ledger arrives at the same figures; nothing is cou
 only. Totals are kept per period key, so "spent this day / month / purpose" is a dict lookup.
 
 Periods are the owner's calendar day and month in OWNER_TIMEZONE; BUDGET_PERIOD_S > 0 replaces
-them by fixed windows of that length (a "day"; a "month" is 30 of them), for demos and tests.
+them by fixed windows of that length (a "day"; a "month" is 30 of them), for demos and tests,
+counted from BUDGET_PERIOD_ORIGIN (epoch seconds; 0, the epoch, unless set): a demo or a test
+that sets it to when it starts has a whole fresh period then, instead of waiting for one.
 """
 
 from collections import deque
@@ -54,6 +56,8 @@ class BudgetSettings(BaseModel):
     budget_background_calls_per_min: int = Field(default=60, ge=0)  # BUDGET_BACKGROUND_CALLS_PER_MIN
     budget_runaway_pause_s: float = Field(default=3600.0, gt=0)  # BUDGET_RUNAWAY_PAUSE_S
     budget_period_s: float = Field(default=0.0, ge=0)  # BUDGET_PERIOD_S; 0: calendar day and month
+    # Epoch seconds the BUDGET_PERIOD_S windows are counted from; ignored with calendar periods.
+    budget_period_origin: float = Field(default=0.0, ge=0)  # BUDGET_PERIOD_ORIGIN
 
     # The owner's clock: a day and a month are the owner's (a service may define it too, alike).
     owner_timezone: str = "UTC"  # OWNER_TIMEZONE (an IANA name, e.g. Europe/Berlin)
@@ -79,7 +83,7 @@ class BudgetSettings(BaseModel):
             purpose_daily={k: v for k, v in caps.items() if v is not None},
             calls_per_min=self.budget_background_calls_per_min,
             runaway_pause=timedelta(seconds=self.budget_runaway_pause_s),
-            periods=Periods(zone, self.budget_period_s),
+            periods=Periods(zone, self.budget_period_s, self.budget_period_origin),
         )
 
 
@@ -89,34 +93,42 @@ class Periods:
 
     zone: ZoneInfo
     short_s: float = 0.0
+    origin: float = 0.0  # epoch seconds the short windows are counted from
 
     def day(self, moment: datetime) -> str:
         if self.short_s:
-            return f"p{int(moment.timestamp() // self.short_s)}"
+            return f"p{self._window(moment, self.short_s)}{self._from()}"
         return moment.astimezone(self.zone).date().isoformat()
 
     def month(self, moment: datetime) -> str:
         if self.short_s:
-            return f"m{int(moment.timestamp() // (self.short_s * MONTH_OF_SHORT_PERIODS))}"
+            return f"m{self._window(moment, self.short_s * MONTH_OF_SHORT_PERIODS)}{self._from()}"
         return moment.astimezone(self.zone).strftime("%Y-%m")
 
     def day_end(self, moment: datetime) -> datetime:
         if self.short_s:
-            return _window_end(moment, self.short_s)
+            return self._window_end(moment, self.short_s)
         tomorrow = moment.astimezone(self.zone).date() + timedelta(days=1)
         return datetime.combine(tomorrow, time(0), tzinfo=self.zone).astimezone(UTC)
 
     def month_end(self, moment: datetime) -> datetime:
         if self.short_s:
-            return _window_end(moment, self.short_s * MONTH_OF_SHORT_PERIODS)
+            return self._window_end(moment, self.short_s * MONTH_OF_SHORT_PERIODS)
         local = moment.astimezone(self.zone).date().replace(day=1)
         first = (local.replace(year=local.year + 1, month=1) if local.month == 12
                  else local.replace(month=local.month + 1))
         return datetime.combine(first, time(0), tzinfo=self.zone).astimezone(UTC)
 
+    def _window(self, moment: datetime, length: float) -> int:
+        return int((moment.timestamp() - self.origin) // length)
 
-def _window_end(moment: datetime, length: float) -> datetime:
-    return datetime.fromtimestamp((moment.timestamp() // length + 1) * length, UTC)
+    def _window_end(self, moment: datetime, length: float) -> datetime:
+        return datetime.fromtimestamp(self.origin + (self._window(moment, length) + 1) * length, UTC)
+
+    def _from(self) -> str:
+        # Window n of another origin is another period: its key must not match one already told
+        # of (a notice is once per key). Without an origin the keys stay what they always were.
+        return f"@{self.origin!r}" if self.origin else ""
 
 
 @dataclass(frozen=True)
