@@ -106,7 +106,7 @@ lint-imports: install
 # directory is added here.
 TYPED_TESTS := tests/support tests/contracts tests/ledger tests/tasks tests/voice tests/agent tests/e2e tests/host tests/compose tests/tools tests/skeletons tests/openai_standin tests/pollers tests/memory tests/inner_plane tests/runtime tests/gateway tests/browser tests/client_js tests/*.py
 typecheck: install
-	$(BIN)/mypy services/*/src $(TYPED_TESTS)
+	$(BIN)/mypy services/*/src $(TYPED_TESTS) bench
 
 bench: install
 	$(BIN)/python bench/ledger.py

@@ -241,7 +241,8 @@ async def email_turns(imap: ImapServer, smtp: TimedSmtp, n: int, tag: str) -> li
 async def run(args: argparse.Namespace) -> bool:
     root = Path(tempfile.mkdtemp(prefix="bench-channels-"))
     standin = StandinProcess(log_dir=root / "standin").start()
-    twilio = TimedTwilio().start()
+    twilio = TimedTwilio()
+    twilio.start()
     smtp = TimedSmtp().start()
     imap = ImapServer(root / "imap.log").start()
     nats = nats_server(root / "nats", auth=True).start()

@@ -122,7 +122,7 @@ async def frame_to_paint(page: Page, answers: int) -> tuple[list[float], list[fl
 async def reload_once(page: Page) -> dict[str, float]:
     await page.reload()
     await page.wait_for_function(READY, timeout=60_000)
-    return await page.evaluate(
+    figures: dict[str, float] = await page.evaluate(
         """() => new Promise((done) => requestAnimationFrame(() => {
             const shown = performance.now();
             // Interactive: a click on the composer is answered within the same task.
@@ -137,6 +137,7 @@ async def reload_once(page: Page) -> dict[str, float]:
                   blocks: document.getElementById('timeline').children.length});
         }))"""
     )
+    return figures
 
 
 async def static_copy(page: Page) -> str:

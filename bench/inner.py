@@ -177,7 +177,7 @@ async def set_reminder(bus: Bus, spec: ReminderSpec) -> str:
 
 
 def due_key(due: datetime) -> str:
-    return ReminderSpec(text="x", at=due).model_dump(mode="json")["at"]
+    return str(ReminderSpec(text="x", at=due).model_dump(mode="json")["at"])
 
 
 async def reminder_accuracy(bus: Bus, seen: Committed, n: int, spread_s: float) -> list[float]:

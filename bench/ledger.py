@@ -26,10 +26,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import nats.js.errors
+from nats.aio.msg import Msg
 
 from delegate.contracts import topics
 from delegate.contracts.cursor import Cursor
-from delegate.contracts.events import Event, Message, SpanOpened, make_event
+from delegate.contracts.events import Event, Message, Role, SpanOpened, make_event
 from delegate.contracts.ids import format_ts, new_id
 from delegate.contracts.messages import PageRequest, ResumeRequest
 from delegate.contracts.streams import LEDGER_WRITER
@@ -69,7 +70,7 @@ def sample_events(n: int) -> list[Event]:
             out.append(make_event(SpanOpened(type="interaction"), conversation_id="bench", span_id=span,
                                   channel="text", ts=ts))
         else:
-            role = "user" if i % 2 else "assistant"
+            role: Role = "user" if i % 2 else "assistant"
             out.append(make_event(Message(text=text), conversation_id="bench", span_id=span, channel="text",
                                   role=role, ts=ts))
     return out
@@ -259,7 +260,7 @@ class _Nothing:
         self.seen = 0
         self.stop = asyncio.Event()
 
-    async def __call__(self, items: list[tuple[object, Event]]) -> None:
+    async def __call__(self, items: list[tuple[Msg, Event]]) -> None:
         self.seen += len(items)
         if self.seen >= self.total:
             self.stop.set()
@@ -532,7 +533,11 @@ async def bench_history(tmp: Path, n: int, limit: int, rounds: int) -> None:
         await wait_ready(bus)
         for c in cursors[:20]:
             await bus.request(topics.LEDGER_PAGE, PageRequest(before=c.encode()))
-        first, deep, resume, typed_first, typed_deep = [], [], [], [], []
+        first: list[float] = []
+        deep: list[float] = []
+        resume: list[float] = []
+        typed_first: list[float] = []
+        typed_deep: list[float] = []
         first_body = PageRequest().model_dump_json().encode()
         resume_body = ResumeRequest(turn_limit=20).model_dump_json().encode()
         for c in cursors:

@@ -31,7 +31,7 @@ from delegate.runtime.bus import Bus  # noqa: E402
 
 
 async def echo(args: dict[str, Any]) -> str:
-    return args["text"]
+    return str(args["text"])
 
 
 def settings() -> ToolSettings:
