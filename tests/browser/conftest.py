@@ -2,20 +2,27 @@
 
 Never `playwright install`: the browser is the system's `chromium` package (CI installs it).
 Locally a missing Chromium skips these tests; with CI set it fails them.
+
+One Chromium per test module (a launch costs ~1.5 s of CPU), and every page in a fresh browser
+context of its own: a context has its own cookies, storage, cache, service workers and
+permissions, so no test sees another's. The module's tests run in the module's event loop, the
+one its browser lives in (``pytest_collection_modifyitems`` below).
 """
 
 import asyncio
 import os
 import shutil
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.async_api import Browser, async_playwright
+import pytest_asyncio
+from playwright.async_api import Browser, BrowserContext, async_playwright
 
 from tests.support.standin import StandinProcess
-from tests.support.system import System
+from tests.support.system import System, module_system
 
 from .chat_page import ChatPage
 
@@ -52,7 +59,20 @@ def chromium() -> str:
     return path
 
 
-@pytest.fixture
+HERE = Path(__file__).resolve().parent
+IN_MODULE_LOOP = pytest.mark.asyncio(loop_scope="module")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test here runs in its module's event loop: the module's browser (and any other
+    module-wide fixture holding a connection) is bound to the loop it was made in."""
+    for item in items:
+        if item.path.is_relative_to(HERE):
+            # First among its own marks: the closest asyncio mark wins over auto mode's plain one.
+            item.add_marker(IN_MODULE_LOOP, append=False)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def browser(chromium: str) -> AsyncIterator[Browser]:
     async with async_playwright() as pw:
         b = await pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
@@ -63,6 +83,7 @@ async def browser(chromium: str) -> AsyncIterator[Browser]:
 
 
 DelegateFactory = Callable[..., Awaitable[System]]
+NewPage = Callable[..., Awaitable[ChatPage]]
 
 
 @pytest.fixture
@@ -80,33 +101,62 @@ def delegate(system: System, standin: StandinProcess) -> DelegateFactory:
         services: tuple[str, ...] = CORE_SERVICES,
         separate: tuple[str, ...] = (),
     ) -> System:
-        system.extra_env.update(
-            {
-                "OPENAI_API_KEY": "sk-standin-test",
-                "OPENAI_BASE_URL": standin.base_url,
-                "DELEGATE_OFFLINE_MODEL": "1",
-                "IDLE_SPAN_SECONDS": "3600",  # no idle checkpoint in the middle of a test
-                **(env or {}),
-            }
-        )
+        system.extra_env.update(delegate_env(standin, env))
         await asyncio.to_thread(lambda: system.start(*services, *extra, separate=separate))
         return system
 
     return start
 
 
-@pytest.fixture
-def new_page(browser: Browser, request: pytest.FixtureRequest) -> Callable[..., Awaitable[ChatPage]]:
-    """Open the client in a fresh browser context (its own cookies), optionally signed in."""
-    counter = {"n": 0}
+def delegate_env(standin: StandinProcess, env: dict[str, str] | None = None) -> dict[str, str]:
+    """What the browser tests' services run with: the stand-in as the model, ``env`` on top."""
+    return {
+        "OPENAI_API_KEY": "sk-standin-test",
+        "OPENAI_BASE_URL": standin.base_url,
+        "DELEGATE_OFFLINE_MODEL": "1",
+        "IDLE_SPAN_SECONDS": "3600",  # no idle checkpoint in the middle of a test
+        **(env or {}),
+    }
+
+
+def shared_delegate(
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    standin: StandinProcess,
+    env: dict[str, str] | None = None,
+    services: tuple[str, ...] = CORE_SERVICES,
+) -> AbstractContextManager[System]:
+    """``delegate()``'s System for a whole module (its fixture's ``request``): for tests that each
+    bring their own data, or read what the module seeded once, and never what another test
+    added. Stopped at the module's end, its logs kept when one of its tests failed."""
+    root = tmp_path_factory.mktemp(request.module.__name__.rsplit(".", 1)[-1])
+    return module_system(root, request, *services, env=delegate_env(standin, env), extra_log=standin.log_text)
+
+
+@pytest.fixture(scope="module")
+def core_system(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, module_standin: StandinProcess
+) -> Iterator[System]:
+    """The core services, shared by the module (see ``shared_delegate``)."""
+    with shared_delegate(request, tmp_path_factory, module_standin) as system:
+        yield system
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def new_page(browser: Browser, request: pytest.FixtureRequest) -> AsyncIterator[NewPage]:
+    """Open the client in a fresh browser context (its own cookies), optionally signed in. The
+    test's contexts close with it: the browser outlives the test."""
+    contexts: list[BrowserContext] = []
 
     async def open_page(sys_: System, *, sign_in: bool = True, **context_options: Any) -> ChatPage:
-        counter["n"] += 1
         context = await browser.new_context(**{"viewport": {"width": 1100, "height": 860}, **context_options})
-        page = ChatPage(await context.new_page(), sys_, f"{request.node.name}-{counter['n']}")
+        contexts.append(context)
+        page = ChatPage(await context.new_page(), sys_, f"{request.node.name}-{len(contexts)}")
         await page.open()
         if sign_in:
             await page.sign_in()
         return page
 
-    return open_page
+    yield open_page
+    for context in contexts:
+        await context.close()

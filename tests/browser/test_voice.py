@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_asyncio
 from playwright.async_api import Browser, WebSocket, async_playwright
 from playwright.async_api import TimeoutError as PlaywrightTimeout
 
@@ -75,7 +76,7 @@ def speech_tools() -> None:
         pytest.fail("espeak-ng and sox are needed to speak to the page (apt-get install espeak-ng sox)")
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(loop_scope="module")  # the tests' loop (conftest)
 async def media_browser(chromium: str, tmp_path: Path, speech_tools: None) -> AsyncIterator[Browser]:
     """Chromium whose microphone says QUESTION and whose permission prompt says yes."""
     wav = speech_wav(tmp_path, QUESTION)
@@ -94,7 +95,7 @@ async def media_browser(chromium: str, tmp_path: Path, speech_tools: None) -> As
             await b.close()
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(loop_scope="module")
 async def denying_browser(chromium: str) -> AsyncIterator[Browser]:
     """Chromium with a (fake) microphone but no one to say yes: getUserMedia is refused."""
     async with async_playwright() as pw:
