@@ -91,6 +91,17 @@ def test_for_a_model_adaptations_come_apart_and_the_budget_cuts(tmp_path: Path, 
     assert reply.results and reply.results[0].text == "The owner's sister lives in Porto"
 
 
+def test_the_turns_a_model_carries_do_not_crowd_out_older_matches(tmp_path: Path) -> None:
+    # More carried turns match (and match better) than a search reads candidates: they are
+    # left out before that cut, so what the model does not have verbatim still comes back.
+    h = History()
+    h.say("the garden gate needs oil", ts=NOW - timedelta(days=9))
+    carried = [h.say(f"garden garden note {i}", ts=NOW - timedelta(minutes=300 - i)) for i in range(250)]
+    index = index_with(tmp_path / "i.sqlite", h.events, batch=50)
+    req = MemorySearchRequest(query="garden", purpose="turn", exclude_event_ids=[e.id for e in carried], now=NOW)
+    assert [r.text for r in search(index, req, NOW, 1500).results] == ["the garden gate needs oil"]
+
+
 def test_episodes_and_time_expressions(tmp_path: Path, history: History) -> None:
     index = index_with(tmp_path / "i.sqlite", history.events)
     reply = search(index, MemorySearchRequest(query="garden plans", now=NOW), NOW, 1500)

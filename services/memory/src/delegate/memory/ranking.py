@@ -126,11 +126,19 @@ def _messages(
     found: dict[int, float] = {}
     weights = ", ".join(str(w) for w in MESSAGE_WEIGHTS)
     match = plan.match
+    # Left out inside each query, before its LIMIT: in a long chat the carried turns are most of
+    # what matches, and each was scored, read and dropped after it (most of the search's time,
+    # issue #27), crowding out older matches the model does not have.
+    unless = ""
+    skipped: tuple[str, ...] = ()
+    if skip:
+        unless = " AND {0}.rowid NOT IN (SELECT rowid FROM messages WHERE event_id IN (SELECT value FROM json_each(?)))"
+        skipped = (json.dumps(list(skip)),)
     if match:
         order = "rowid DESC" if plan.newest else "s"
         for rowid, score in db.execute(
             f"SELECT rowid, bm25(messages_fts, {weights}) AS s FROM messages_fts WHERE messages_fts MATCH ?"
-            f" ORDER BY {order} LIMIT ?", (match, CANDIDATES),
+            f"{unless.format('messages_fts')} ORDER BY {order} LIMIT ?", (match, *skipped, CANDIDATES),
         ):
             found[rowid] = -score
     for w in wins:
@@ -139,12 +147,12 @@ def _messages(
             rows = db.execute(
                 f"SELECT f.rowid, bm25(messages_fts, {weights}) AS s FROM messages_fts f"
                 " JOIN messages m ON m.rowid = f.rowid WHERE messages_fts MATCH ? AND m.ts >= ? AND m.ts < ?"
-                " ORDER BY s LIMIT ?", (match, lo, hi, WINDOW_CANDIDATES),
+                f"{unless.format('m')} ORDER BY s LIMIT ?", (match, lo, hi, *skipped, WINDOW_CANDIDATES),
             )
         else:  # only a time: the newest of that window
             rows = db.execute(
-                "SELECT rowid, 0.0 FROM messages WHERE ts >= ? AND ts < ? ORDER BY ts DESC LIMIT ?",
-                (lo, hi, WINDOW_CANDIDATES),
+                f"SELECT rowid, 0.0 FROM messages WHERE ts >= ? AND ts < ?{unless.format('messages')}"
+                " ORDER BY ts DESC LIMIT ?", (lo, hi, *skipped, WINDOW_CANDIDATES),
             )
         for rowid, score in rows:
             found.setdefault(rowid, -score)
@@ -152,11 +160,7 @@ def _messages(
         return []
     marks = ",".join("?" * len(found))
     rows = db.execute(f"SELECT * FROM messages WHERE rowid IN ({marks})", list(found))
-    return [
-        _message_candidate(r, found[r["rowid"]])
-        for r in rows
-        if r["event_id"] not in skip and not (hide_suppressed and r["suppressed"])
-    ]
+    return [_message_candidate(r, found[r["rowid"]]) for r in rows if not (hide_suppressed and r["suppressed"])]
 
 
 def _message_candidate(r: sqlite3.Row, score: float) -> Candidate:
