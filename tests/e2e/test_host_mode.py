@@ -148,7 +148,9 @@ async def test_a_sigkilled_host_loses_nothing_and_sends_nothing_twice(
     make_system: Callable[..., System], probe_for: Callable[[System], Awaitable[Probe]],  # noqa: F811
     standin: StandinProcess, twilio: TwilioStandin,
 ) -> None:
-    system = make_system(**host_env(standin, twilio)).start(*SERVICES, one_process=True)
+    # The killed host's SMS in flight comes back after the outbox's ack wait (60 s by default; the
+    # send beats every third of it while it runs, so a short one redelivers nothing early).
+    system = make_system(**host_env(standin, twilio), OUTBOX_ACK_WAIT_S="5").start(*SERVICES, one_process=True)
     probe = await probe_for(system)
     standin.script({"action": "text", "text": "Noted, by text."}, {"action": "text", "text": "Back again."})
     # Twilio stores the reply but its answer never reaches the sender: the host dies mid-send.
