@@ -9,10 +9,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 
+from tests.support.standin import StandinProcess
 from tests.support.system import System
 from tests.support.waiting import eventually
 
 from .chat_page import WAIT_MS, ChatPage, ledger_events
+from .conftest import shared_delegate
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration]
 
@@ -31,11 +33,19 @@ def state_status(system: System, cookie: str) -> int:
     return r.status_code
 
 
-async def test_sign_out_revokes_the_session_and_everywhere_ends_every_tab(
-    delegate: Callable[..., Awaitable[System]], new_page: NewPage
-) -> None:
-    # Open sockets recheck their session often here, so the other tab notices promptly.
-    sys_ = await delegate(env={"GATEWAY_SESSION_RECHECK_S": "0.5"})
+@pytest.fixture(scope="module")
+def sys_(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, module_standin: StandinProcess
+) -> Iterator[System]:
+    """One System for the module: each test signs in its own browser contexts, and the one test
+    that ends every session signs in again afterwards. Open sockets recheck their session often
+    here, so the other tab notices "sign out everywhere" promptly."""
+    env = {"GATEWAY_SESSION_RECHECK_S": "0.5"}
+    with shared_delegate(request, tmp_path_factory, module_standin, env) as system:
+        yield system
+
+
+async def test_sign_out_revokes_the_session_and_everywhere_ends_every_tab(sys_: System, new_page: NewPage) -> None:
     a = await new_page(sys_)
     cookie_a = await session_cookie(a)
     assert state_status(sys_, cookie_a) == 200
@@ -74,11 +84,8 @@ async def test_sign_out_revokes_the_session_and_everywhere_ends_every_tab(
     b.assert_clean()
 
 
-async def test_the_app_refuses_to_be_framed_by_another_origin(
-    delegate: Callable[..., Awaitable[System]], new_page: NewPage
-) -> None:
+async def test_the_app_refuses_to_be_framed_by_another_origin(sys_: System, new_page: NewPage) -> None:
     """CSP frame-ancestors 'none', sent as a header: a page elsewhere cannot frame the client."""
-    sys_ = await delegate()
     page = await new_page(sys_, sign_in=False)
     await page.page.wait_for_selector("#signin:not([hidden])", timeout=WAIT_MS)  # served, and works on its own
     framer = await page.page.context.new_page()
@@ -125,10 +132,9 @@ def attack_site(html: str) -> Iterator[str]:
 
 
 async def test_a_page_on_another_local_port_cannot_post_or_end_the_conversation_with_the_cookie(
-    delegate: Callable[..., Awaitable[System]], new_page: NewPage
+    sys_: System, new_page: NewPage
 ) -> None:
     """The probe, in a real browser: SameSite ignores the port, so the cookie goes along."""
-    sys_ = await delegate()
     owner = await new_page(sys_)
     before = ledger_events(sys_)
     # A text/plain form post (no CORS preflight), shaped to be valid JSON, as the probe did it.

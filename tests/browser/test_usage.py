@@ -2,16 +2,19 @@
 ledger, gateway and page), a known day's total on hover, the costliest runs with their calls, and
 today's spend in the topbar."""
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime, time, timedelta
 
 import pytest
+import pytest_asyncio
 
 from delegate.contracts.events import ActivationOutcome, Channel, Event, ModelUsage, UsagePurpose, make_event
 from delegate.contracts.ids import new_id, utcnow
+from tests.support.standin import StandinProcess
 from tests.support.system import System
 
 from .chat_page import ChatPage
+from .conftest import shared_delegate
 from .seed import Script, publish
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration]
@@ -72,13 +75,28 @@ def seeded() -> tuple[list[Event], str, str]:
     return events, known.date().isoformat(), today.isoformat()
 
 
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def spent(core_system: System) -> tuple[System, str, str]:
+    """30 days of spend, seeded once: both schemes only read it."""
+    events, known_day, today = seeded()
+    await publish(core_system.nats_url, events)
+    return core_system, known_day, today
+
+
+@pytest.fixture(scope="module")
+def no_spend(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, module_standin: StandinProcess
+) -> Iterator[System]:
+    """A System with nothing spent, for both schemes' empty panel."""
+    with shared_delegate(request, tmp_path_factory, module_standin) as system:
+        yield system
+
+
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 async def test_the_usage_panel_draws_30_days_and_a_known_days_total(
-    delegate: Callable[..., Awaitable[System]], new_page: Callable[..., Awaitable[ChatPage]], scheme: str
+    spent: tuple[System, str, str], new_page: Callable[..., Awaitable[ChatPage]], scheme: str
 ) -> None:
-    sys_ = await delegate()
-    events, known_day, today = seeded()
-    await publish(sys_.nats_url, events)
+    sys_, known_day, today = spent
     page = await new_page(sys_, color_scheme=scheme)
     p = page.page
 
@@ -124,10 +142,9 @@ async def test_the_usage_panel_draws_30_days_and_a_known_days_total(
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 async def test_with_no_spend_the_panel_says_so_in_the_themes_colours(
-    delegate: Callable[..., Awaitable[System]], new_page: Callable[..., Awaitable[ChatPage]], scheme: str
+    no_spend: System, new_page: Callable[..., Awaitable[ChatPage]], scheme: str
 ) -> None:
-    sys_ = await delegate()
-    page = await new_page(sys_, color_scheme=scheme)
+    page = await new_page(no_spend, color_scheme=scheme)
     p = page.page
     await page.wait_for_text("#spend-today", "Today: $0.00")
     await page.action("#usage-btn")
