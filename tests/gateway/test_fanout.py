@@ -245,8 +245,18 @@ async def test_a_client_that_stalls_past_the_lag_deadline_still_reads_resync_and
 async def test_the_hub_fills_a_gap_from_the_ledger_before_forwarding(ledger: System, bus: Bus) -> None:
     """A live event whose seq jumps ahead (the ones before it were lost) is preceded by the missing
     ones, read from the ledger by the shared ``LedgerFollower``; a late duplicate changes nothing."""
+    announced: list[int | None] = []
+
+    async def heard(event: Event) -> None:
+        announced.append(event.seq)
+
+    await bus.subscribe(topics.LEDGER_COMMITTED, heard)
     await produce(bus, [user_event(f"e {i}") for i in range(12)])
     events = await committed(bus, 12)
+    # The ledger announces in the background, after a query already shows the commit: an
+    # announcement reaching the hub after the rewind below would be forwarded live, not filled.
+    # Heard here (in seq order, on the connection the hub subscribes on next), none is left.
+    await eventually(lambda: events[-1].seq in announced, "the ledger to announce its 12 events")
     hub = Hub(queue_limit=100, tail_check_s=3600)  # no quiet-spell check during the test
     await hub.start(bus)  # its own live subscriptions are idle: nothing new is committed below
     await eventually(lambda: hub.last_seq == events[-1].seq, "the hub to start at the ledger's newest event")
@@ -256,6 +266,9 @@ async def test_the_hub_fills_a_gap_from_the_ledger_before_forwarding(ledger: Sys
     # Through NATS, as the ledger announces them: the notifications of events[4:11] were lost.
     await bus.emit(topics.LEDGER_COMMITTED, events[11])
     await bus.emit(topics.LEDGER_COMMITTED, events[7])
+    # The fill reads until the ledger has nothing newer: it must be over before the next commit,
+    # or it reads that one too (filled 9, under load).
+    await eventually(lambda: hub.last_seq == events[11].seq, "the hub to fill the gap")
     # One more, committed by the ledger after both: once it is out, the duplicate was handled.
     await produce(bus, [user_event("after the gap")])
     last = (await committed(bus, 13))[-1]
