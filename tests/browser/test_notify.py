@@ -7,7 +7,7 @@ a toast; permission is offered when the owner sets a reminder, not asked at sign
 
 import json
 import struct
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -17,10 +17,12 @@ from delegate.contracts import topics
 from delegate.contracts.ids import utcnow
 from delegate.contracts.reminders import ReminderCommand, ReminderSpec
 from delegate.runtime.bus import Bus
+from tests.support.standin import StandinProcess
 from tests.support.system import System
 from tests.support.waiting import eventually
 
 from .chat_page import ChatPage
+from .conftest import CORE_SERVICES, shared_delegate
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration]
 
@@ -100,10 +102,21 @@ async def test_the_manifest_is_valid_and_the_service_worker_controls_the_page_an
     page.console_errors.clear()  # the requests that failed while the gateway was down
 
 
+@pytest.fixture(scope="module")
+def with_reminders(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, module_standin: StandinProcess
+) -> Iterator[System]:
+    """One System for the tests below: each reads its own browser context's permission, service
+    worker and notifications, and the offer follows the reminders set live while its page is open
+    (the one reminder that fires in the module fires 3 s after it is set)."""
+    with shared_delegate(request, tmp_path_factory, module_standin, services=(*CORE_SERVICES, "inner-plane")) as sys_:
+        yield sys_
+
+
 async def test_a_reminder_firing_with_the_tab_in_the_background_raises_a_notification(
-    delegate: Callable[..., Awaitable[System]], new_page: Callable[..., Awaitable[ChatPage]]
+    with_reminders: System, new_page: Callable[..., Awaitable[ChatPage]]
 ) -> None:
-    sys_ = await delegate(extra=("inner-plane",))
+    sys_ = with_reminders
     page = await new_page(sys_, permissions=["notifications"])
     p = page.page
     await page.wait_for(CONTROLLED)
@@ -140,9 +153,9 @@ async def test_a_reminder_firing_with_the_tab_in_the_background_raises_a_notific
 
 
 async def test_permission_is_offered_when_the_owner_sets_a_reminder_not_asked_at_sign_in(
-    delegate: Callable[..., Awaitable[System]], new_page: Callable[..., Awaitable[ChatPage]]
+    with_reminders: System, new_page: Callable[..., Awaitable[ChatPage]]
 ) -> None:
-    sys_ = await delegate(extra=("inner-plane",))
+    sys_ = with_reminders
     page = await new_page(sys_)
     p = page.page
     assert await p.evaluate("() => Notification.permission") == "default"  # nobody asked
@@ -167,11 +180,11 @@ async def test_permission_is_offered_when_the_owner_sets_a_reminder_not_asked_at
 
 
 async def test_a_push_the_service_worker_receives_shows_one_notification_per_event(
-    delegate: Callable[..., Awaitable[System]], new_page: Callable[..., Awaitable[ChatPage]]
+    with_reminders: System, new_page: Callable[..., Awaitable[ChatPage]]
 ) -> None:
     """The worker's push handler, fed through DevTools' ServiceWorker.deliverPushMessage (headless
     Chromium has no push service to receive from); the payload is the pollers' notice JSON."""
-    sys_ = await delegate()
+    sys_ = with_reminders
     page = await new_page(sys_, permissions=["notifications"])
     p = page.page
     await page.wait_for(CONTROLLED)
