@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
+import pytest_asyncio
 
 from delegate.contracts.events import ContextCapsule, ContextUsage, Event, InnerDecision, InnerSignal, MemoryRetrieved
 from delegate.contracts.ids import utcnow
@@ -55,17 +56,19 @@ def readable_timeline() -> list[Event]:
     return s.events
 
 
-async def seeded(delegate: Callable[..., Awaitable[System]]) -> tuple[System, list[Event]]:
-    sys_ = await delegate()
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def seeded(core_system: System) -> tuple[System, list[Event]]:
+    """The two turns, seeded once: the two tests below only read them (search, copy, export and
+    the phone's menu write nothing)."""
     events = readable_timeline()
-    await publish(sys_.nats_url, events)
-    return sys_, events
+    await publish(core_system.nats_url, events)
+    return core_system, events
 
 
 async def test_folded_activity_tables_code_copy_search_and_export(
-    delegate: Callable[..., Awaitable[System]], new_page: NewPage, tmp_path: Any
+    seeded: tuple[System, list[Event]], new_page: NewPage, tmp_path: Any
 ) -> None:
-    sys_, events = await seeded(delegate)
+    sys_, events = seeded
     page = await new_page(sys_, permissions=CLIPBOARD)
     p = page.page
     await page.wait_event_count(len(rendered_ids(events)))
@@ -168,10 +171,8 @@ async def test_folded_activity_tables_code_copy_search_and_export(
     page.assert_clean()
 
 
-async def test_phone_layout_has_44px_touch_targets(
-    delegate: Callable[..., Awaitable[System]], new_page: NewPage
-) -> None:
-    sys_, events = await seeded(delegate)
+async def test_phone_layout_has_44px_touch_targets(seeded: tuple[System, list[Event]], new_page: NewPage) -> None:
+    sys_, events = seeded
     phone = await new_page(
         sys_, viewport={"width": 390, "height": 844}, device_scale_factor=2, is_mobile=True, has_touch=True
     )
