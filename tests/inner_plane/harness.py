@@ -37,20 +37,33 @@ def plane_env(standin: StandinProcess, **overrides: str) -> dict[str, str]:
     return env
 
 
-async def early_in_a_period(period_s: float, min_left: float, *, fresh: bool = False) -> float:
-    """Wait (if need be) until at least ``min_left`` seconds of the current BUDGET_PERIOD_S
-    window remain; returns its end (epoch seconds). ``fresh``: in a window that begins after
-    this call, so nothing said before it (a notice told once per period) belongs to it."""
-    began = time.time() // period_s
+def period_from_now(length_s: float) -> dict[str, str]:
+    """The BUDGET_* settings of a budget period that begins now and lasts ``length_s``: a service
+    started with them is at the start of a fresh period at once, instead of waiting for the next
+    whole multiple of the length, and the period's keys are its origin's, so nothing told before
+    (a notice is told once per period) belongs to it."""
+    return {"BUDGET_PERIOD_S": str(length_s), "BUDGET_PERIOD_ORIGIN": repr(time.time())}
 
-    async def room() -> float | None:
-        now = time.time()
-        if fresh and now // period_s == began:
-            return None
-        end = (now // period_s + 1) * period_s
-        return end if end - now >= min_left else None
 
-    return await eventually(room, "a fresh budget period", period_s + 5)
+# The least a period cut short leaves for a service to start again in it and be looked at.
+ROOM_MIN_S = 5.0
+
+
+def room_for_a_start(took_s: float) -> float:
+    """What to leave of a period cut short (``period_cut_to``) for a service to start again in it
+    and be looked at: three starts as long as one that just took ``took_s`` here (a measure of
+    the machine's load now), at least ROOM_MIN_S."""
+    return max(ROOM_MIN_S, 3 * took_s)
+
+
+def period_cut_to(settings: dict[str, str], left_s: float) -> tuple[dict[str, str], float]:
+    """The same period (its origin, so its key) cut to end ``left_s`` seconds from now, for a
+    service started again inside it; and that end (epoch seconds). A period sized for the slowest
+    machine then ends once the work it had to hold is done, not when its length runs out."""
+    origin = float(settings["BUDGET_PERIOD_ORIGIN"])
+    length = time.time() + left_s - origin
+    assert length <= float(settings["BUDGET_PERIOD_S"]), "the period ended before it was cut"
+    return {"BUDGET_PERIOD_S": repr(length), "BUDGET_PERIOD_ORIGIN": settings["BUDGET_PERIOD_ORIGIN"]}, origin + length
 
 
 class Harness:

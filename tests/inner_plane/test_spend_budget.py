@@ -3,8 +3,9 @@
 The test plays the agent: it reads each activation the broker sends off the AGENT stream and
 answers with what the agent's metered model call and its outcome commit (a ``model.usage`` of a
 known cost, then ``activation.outcome``). It also plays the pollers' side of the outbox: it
-reads the CHANNELS stream, where the owner's SMS goes out. Periods are short
-(BUDGET_PERIOD_S), so "the next day" comes within the test.
+reads the CHANNELS stream, where the owner's SMS goes out. Periods are short and the tests'
+own (BUDGET_PERIOD_S counted from BUDGET_PERIOD_ORIGIN), so "the next day" comes within the test,
+and a fresh one begins when a test needs it.
 """
 
 import json
@@ -25,12 +26,23 @@ from tests.support.standin import StandinProcess
 from tests.support.system import System, module_system
 from tests.support.waiting import eventually
 
-from .harness import CAPSULE_MARK, MEMORY_MARK, Harness, early_in_a_period, model_requests, plane_env
+from .harness import (
+    CAPSULE_MARK,
+    MEMORY_MARK,
+    Harness,
+    model_requests,
+    period_cut_to,
+    period_from_now,
+    plane_env,
+    room_for_a_start,
+)
 from .harness import restart_plane as restart_with
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-PERIOD_S = 60.0
+# Longer than any machine takes to show a hold in it: a test cuts the period short (period_cut_to)
+# once it has shown what it must within it.
+PERIOD_S = 300.0
 TURN_COST = 0.010
 BASE = {
     "OWNER_TIMEZONE": "UTC",
@@ -39,7 +51,6 @@ BASE = {
     "INNER_COALESCE_S": "0.2",
     "IDLE_SPAN_SECONDS": "600",
     "BUDGET_DAILY_USD": "0.012",  # just above one activation's cost
-    "BUDGET_PERIOD_S": str(PERIOD_S),
     "BUDGET_BACKGROUND_CALLS_PER_MIN": "1000",
 }
 
@@ -50,7 +61,7 @@ def running(
 ) -> Iterator[System]:
     with module_system(
         tmp_path_factory.mktemp("spend"), request, "ledger", "inner-plane", "gateway",
-        env={**plane_env(module_standin), **BASE}, separate=("ledger", "inner-plane"),
+        env={**plane_env(module_standin), **BASE, **period_from_now(PERIOD_S)}, separate=("ledger", "inner-plane"),
     ) as system:
         yield system
 
@@ -122,7 +133,7 @@ async def test_a_burst_over_the_daily_line_is_held_told_once_and_runs_in_the_nex
     ask = await h.append(Message(text="hi"), conversation_id="c-spend", span_id=None, channel="sms", role="user")
     await h.append(Message(text="hello"), conversation_id="c-spend", span_id=None, channel="sms", role="assistant",
                    parent_id=ask.id)
-    period_end = await early_in_a_period(PERIOD_S, 45.0)
+    # The module's System began a period when it started: the burst and two SIGKILLs fit in it.
     burst = [ScriptSignal(source=f"burst-{n}", payload=ScriptPayload(text=f"look at {n}")) for n in range(10)]
     for s in burst:
         await h.bus.publish(topics.INNER_SIGNAL, s)
@@ -162,9 +173,13 @@ async def test_a_burst_over_the_daily_line_is_held_told_once_and_runs_in_the_nex
     assert line.daily.spent_usd == pytest.approx(TURN_COST) and line.daily.left_usd == pytest.approx(0.002)
 
     # SIGKILL the ledger, then the inner plane with its state file lost: spend is rebuilt, not reset.
+    began = time.monotonic()
     running.kill("ledger")
     running.start("ledger")
-    restart_plane(running, keep_state=False)
+    # The new plane's period is the same one (its start, its key), cut to end soon after this:
+    # the plane's start and the checks of what it rebuilt (a few requests) fit in what is left.
+    cut, period_end = period_cut_to(running.extra_env, room_for_a_start(time.monotonic() - began))
+    restart_plane(running, keep_state=False, **cut)
     after = await budget(running)
     assert after.daily.spent_usd == pytest.approx(TURN_COST) and after.background_held
     assert len(await activations(h)) == 1
@@ -175,7 +190,7 @@ async def test_a_burst_over_the_daily_line_is_held_told_once_and_runs_in_the_nex
     async def next_act() -> list[str]:
         return await play_the_agent(h, answered)
 
-    await eventually(next_act, "an activation in the next period", PERIOD_S + 30)
+    await eventually(next_act, "an activation in the next period", period_end - time.time() + 30)
     second = (await activations(h))[1]
     lead = await decisions(h, second.signal_ids[0])
     act = next(d for d in lead if d.payload["decision"] == "act")
@@ -310,10 +325,10 @@ async def test_owner_turns_past_the_line_tell_the_owner_once_by_email(running: S
     # The owner's own turns pass the day's line (they still run: no hard stop). The owner last
     # wrote by email, so that is where they are told, once for the period, with the figures.
     # Short periods again (the tests before switched to the calendar day, whose spend is past
-    # this line already): the line is reached in a period of its own, after the owner wrote -- a
-    # new one, as the burst test told the owner in the period it ran in (on a fast run, this one).
-    restart_plane(running, BUDGET_DAILY_USD="0.05", BUDGET_PERIOD_S=str(PERIOD_S), BUDGET_RUNAWAY_PAUSE_S="1")
-    await early_in_a_period(PERIOD_S, 30.0, fresh=True)
+    # this line already): the line is reached in a period of its own that begins now, after the
+    # owner wrote; its key is its own, so the burst test's notices belong to other periods.
+    running.extra_env.update(period_from_now(PERIOD_S))
+    restart_plane(running, BUDGET_DAILY_USD="0.05", BUDGET_RUNAWAY_PAUSE_S="1")
     ask = await h.append(Message(text="Can you check my week?"), conversation_id="c-mail", span_id=None,
                          channel="email", role="user")
     await h.append(Message(text="Here it is."), conversation_id="c-mail", span_id=None, channel="email",

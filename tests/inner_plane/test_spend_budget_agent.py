@@ -4,8 +4,8 @@ ledger, agent, inner plane and the OpenAI stand-in, no part played by the test.
 The agent records an activation's ``model.usage`` beside its call and its ``activation.outcome``
 after the answer; the broker takes the next signal once the outcome is committed. If the usage
 event could commit after the outcome, a burst at a line just above one activation's cost would
-run a second activation before the spend reached the line. Periods are short (BUDGET_PERIOD_S),
-so "the next day" comes within the test.
+run a second activation before the spend reached the line. Periods are short and the test's own
+(BUDGET_PERIOD_S counted from BUDGET_PERIOD_ORIGIN), so "the next day" comes within the test.
 """
 
 import time
@@ -20,12 +20,13 @@ from tests.support.standin import StandinProcess
 from tests.support.system import System
 from tests.support.waiting import eventually
 
-from .harness import Harness, plane_env
+from .harness import Harness, period_cut_to, period_from_now, plane_env, room_for_a_start
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-PERIOD_S = 60.0
-MIN_LEFT_S = 40.0  # the burst, two SIGKILLs and their checks fit in what is left of a period
+# Longer than any machine takes for the burst, two SIGKILLs and their checks: the test cuts the
+# period short (period_cut_to) once it has shown the hold in it.
+PERIOD_S = 300.0
 BASE = {
     "OPENAI_MODEL": "gpt-5.5",  # priced in the shipped table
     "OWNER_TIMEZONE": "UTC",
@@ -35,7 +36,6 @@ BASE = {
     "IDLE_SPAN_SECONDS": "600",
     "COMPACT_THRESHOLD": "1000000",
     "CAPSULE_THRESHOLD": "0.9",
-    "BUDGET_PERIOD_S": str(PERIOD_S),
     "BUDGET_BACKGROUND_CALLS_PER_MIN": "1000",
 }
 
@@ -47,21 +47,6 @@ async def h(system: System, standin: StandinProcess) -> AsyncIterator[Harness]:
     harness = await Harness.connect(system)
     yield harness
     await harness.close()
-
-
-def period_of(ts: float) -> int:
-    return int(ts // PERIOD_S)
-
-
-async def a_period_after(last: int) -> float:
-    """Wait for a period later than ``last`` with MIN_LEFT_S of it left; its end (epoch s)."""
-
-    async def fresh() -> float | None:
-        now = time.time()
-        end = (period_of(now) + 1) * PERIOD_S
-        return end if period_of(now) > last and end - now >= MIN_LEFT_S else None
-
-    return await eventually(fresh, "a fresh budget period", 2 * PERIOD_S + 5)
 
 
 async def outcomes(h: Harness) -> list[Event]:
@@ -102,11 +87,12 @@ async def test_a_burst_at_a_line_just_above_one_activation_runs_one_with_the_rea
     assert cost > 0
     line = round(cost * 1.3, 6)  # just above one activation's cost
 
-    # A fresh period, the line drawn (the inner plane restarted with it, SIGKILL).
-    last = max(period_of(e.ts.timestamp()) for e in measured)
-    system.extra_env["BUDGET_DAILY_USD"] = str(line)
+    # A fresh period, after the measured ones, the line drawn (the inner plane restarted with it, SIGKILL).
+    period = period_from_now(PERIOD_S)
+    begun = float(period["BUDGET_PERIOD_ORIGIN"])
+    assert all(e.ts.timestamp() < begun for e in measured)
+    system.extra_env.update({"BUDGET_DAILY_USD": str(line), **period})
     system.kill("inner-plane")
-    period_end = await a_period_after(last)
     system.start("inner-plane")
     before = {e.id for e in await outcomes(h)}
 
@@ -134,14 +120,19 @@ async def test_a_burst_at_a_line_just_above_one_activation_runs_one_with_the_rea
 
     # SIGKILL the ledger and the inner plane (its state file lost): the spend is the ledger's.
     async def ran_in_period() -> list[Event] | None:
-        found = [e for e in await activation_usage(h) if period_of(e.ts.timestamp()) == period_of(period_end - 1)]
+        found = [e for e in await activation_usage(h) if e.ts.timestamp() >= begun]
         return found if len(await outcomes(h)) > len(before) else None
 
     [spent] = await eventually(ran_in_period, "the burst's activation answered")
+    began = time.monotonic()
     system.kill("ledger")
     system.start("ledger")
     system.kill("inner-plane")
     (system.runtime / "inner-plane" / "state.json").unlink()
+    # The new plane's period is the same one (its start, its key), cut to end soon after this:
+    # the plane's start and the checks of what it rebuilt fit in what is left.
+    cut, period_end = period_cut_to(system.extra_env, room_for_a_start(time.monotonic() - began))
+    system.extra_env.update(cut)
     system.start("inner-plane")
     await h.processed((await h.events(kinds=["inner.decision"]))[-1].seq or 0)
     assert time.time() < period_end, "the test ran past its period: too slow to show the hold"
@@ -154,7 +145,7 @@ async def test_a_burst_at_a_line_just_above_one_activation_runs_one_with_the_rea
         found = await h.events(kinds=["budget.notice"])
         return found if len(found) == 2 else None
 
-    notices = await eventually(next_period, "the line reached again in the next period", PERIOD_S + 60)
+    notices = await eventually(next_period, "the line reached again in the next period", period_end - time.time() + 60)
     assert notices[0].payload["period"] != notices[1].payload["period"]
     assert len([e for e in await outcomes(h) if e.id not in before]) == 2
 

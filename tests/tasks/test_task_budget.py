@@ -5,6 +5,7 @@ spend is pushed over BUDGET_DAILY_USD by a committed ``model.usage`` (an expensi
 while the task's first model step is under way; the task pauses before its next model call.
 """
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,13 +15,16 @@ import pytest
 from delegate.contracts import topics
 from delegate.contracts.events import ModelUsage, make_event
 from delegate.runtime.bus import Bus
-from tests.inner_plane.harness import early_in_a_period
+from tests.inner_plane.harness import period_cut_to, period_from_now, room_for_a_start
 from tests.support.standin import TEST_API_KEY, StandinProcess
 from tests.support.system import System, module_system
 
 from .helpers import answer, create, ended_journal, tool_call, wait_state
 
 pytestmark = [pytest.mark.integration]
+
+# A budget period longer than any machine takes to pause a task in it: the test then cuts it short.
+PERIOD_S = 300.0
 
 
 @pytest.fixture(scope="module")
@@ -76,18 +80,29 @@ async def test_a_task_over_budget_pauses_and_resumes_when_the_budget_is_raised(
 
 async def test_a_task_paused_by_the_budget_resumes_by_itself_in_the_next_period(
         running: System, http: httpx.AsyncClient, bus: Bus, module_standin: StandinProcess) -> None:
-    period = 60.0
-    running.extra_env.update({"BUDGET_DAILY_USD": "1.0", "BUDGET_PERIOD_S": str(period)})
+    # A period of the test's own, from now: the line is crossed and the task paused in it.
+    running.extra_env.update({"BUDGET_DAILY_USD": "1.0", **period_from_now(PERIOD_S)})
+    began = time.monotonic()
     running.kill("tasks")
     running.start("tasks")
+    took = time.monotonic() - began
     module_standin.reset()
     module_standin.script(tool_call("no_such_tool", {}, delay_ms=2000), answer("done next period"))
-    await early_in_a_period(period, 50.0)  # the line is crossed and the task paused in one period
     task = await paused_over_the_line(http, bus, "Look it up later if need be")
-    done = await wait_state(http, task["id"], "done", timeout=period + 60)
+    # The same period (its start, so the spend in it), cut to end soon: the service started again
+    # with it finds the task paused, keeps it so, and resumes it when the period turns, on its own.
+    # What is left of the period is room for that start (as long as the one above) and a look.
+    cut, period_end = period_cut_to(running.extra_env, room_for_a_start(took))
+    running.extra_env.update(cut)
+    running.kill("tasks")
+    running.start("tasks")
+    still = await wait_state(http, task["id"], "paused", "running", "done")
+    assert still["state"] == "paused" and still["paused_by"] == "budget", still
+    assert time.time() < period_end, "the period ended before the restarted service was seen holding the task"
+    done = await wait_state(http, task["id"], "done", timeout=period_end - time.time() + 60)
     assert done["answer"] == "done next period"
     events = await ended_journal(bus, task["id"])
     paused_at = next(e.ts for e in events if e.kind == "task.paused")
     resumed = next(e for e in events if e.kind == "task.resumed")
     assert resumed.payload["data"] == {"by": "budget"}
-    assert int(resumed.ts.timestamp() // period) > int(paused_at.timestamp() // period), "resumed in the same period"
+    assert paused_at.timestamp() < period_end <= resumed.ts.timestamp(), "resumed in the same period"
