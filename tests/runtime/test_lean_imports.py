@@ -26,7 +26,8 @@ FIRST_USE = ("twilio.twiml", "xml.etree.ElementTree", "jsonschema", "markdown_it
 
 
 def modules_after(code: str, env: dict[str, str] | None = None) -> dict[str, bool]:
-    names = ("nats", "openai", "aiohttp", "httpx", "rich", "pygments", "fastapi", "pydantic.v1", *FIRST_USE)
+    names = ("nats", "openai", "aiohttp", "httpx", "rich", "pygments", "fastapi", "pydantic.v1", *FIRST_USE,
+             "delegate.openai_standin.engine")
     probe = code + f"\nimport json, sys\nprint(json.dumps({{m: m in sys.modules for m in {names!r}}}))"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 0, done.stderr
@@ -65,12 +66,15 @@ def test_a_host_loads_every_service_as_lean(tmp_path: Path) -> None:
     assert not loaded["openai"], loaded  # about a quarter of a host's import CPU: it loads once the agent leads
 
 
-def test_a_host_leaves_what_only_a_request_needs_until_it_comes(tmp_path: Path) -> None:
-    """A host with an OpenAI key (``make run``'s, without the stand-in, which validates requests
-    with jsonschema) imports none of ``FIRST_USE`` before its services run: together ~0.15 s of
-    a start's CPU, on the one core all its services' starts share."""
-    loaded = host_loads("all", tmp_path)
+@pytest.mark.parametrize("services", ["all", "all,openai-standin"])
+def test_a_host_leaves_what_only_a_request_needs_until_it_comes(services: str, tmp_path: Path) -> None:
+    """A host, with an OpenAI key or offline with the stand-in beside its services, imports none
+    of ``FIRST_USE`` before its services run: together ~0.15 s of a start's CPU, on the one core
+    all its services' starts share. Nor the stand-in's app (its routes, engine and OpenAI's
+    schemas): it listens first and builds that on its first request."""
+    loaded = host_loads(services, tmp_path)
     assert not [name for name in FIRST_USE if loaded[name]], loaded
+    assert not loaded["delegate.openai_standin.engine"], loaded
 
 
 def test_httpx_works_without_its_command_line_client() -> None:

@@ -19,7 +19,7 @@ log = logging.getLogger(__name__)
 
 def create_app(settings: Settings) -> FastAPI:
     state = StandinState.build(settings)
-    openapi.spec()  # read and compile OpenAI's schemas now, not on the first request
+    openapi.spec()  # read OpenAI's schemas with the app; each validator is compiled on its first use
     app = FastAPI(title="Delegate OpenAI stand-in", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.standin = state
     app.include_router(http_responses.router)

@@ -1,4 +1,5 @@
-"""Process entry point: settings -> logging -> uvicorn."""
+"""Process entry point: settings -> logging -> uvicorn, listening before the app is built
+(``deferred``)."""
 
 import asyncio
 import contextlib
@@ -6,10 +7,10 @@ import logging
 from collections.abc import Generator
 
 import uvicorn
+from starlette.types import ASGIApp
 
-from delegate.openai_standin.app import create_app
+from delegate.openai_standin.deferred import DeferredApp
 from delegate.openai_standin.settings import Settings
-from delegate.openai_standin.streaming import install_drop_log_filter
 
 
 def configure_logging(level: str) -> None:
@@ -27,11 +28,23 @@ class _HostedServer(uvicorn.Server):
         yield
 
 
+def build(settings: Settings) -> ASGIApp:
+    """The stand-in's app, routes, engine and schemas: imported here, on its first request."""
+    from delegate.openai_standin.app import create_app
+    from delegate.openai_standin.streaming import install_drop_log_filter
+
+    install_drop_log_filter()
+    return create_app(settings)
+
+
+def deferred(settings: Settings) -> DeferredApp:
+    return DeferredApp(lambda: build(settings))
+
+
 async def serve(settings: Settings, stop: asyncio.Event) -> None:
     """The stand-in beside the services in one host process, until ``stop``."""
-    install_drop_log_filter()
     server = _HostedServer(uvicorn.Config(
-        create_app(settings), host=settings.standin_host, port=settings.standin_port,
+        deferred(settings), host=settings.standin_host, port=settings.standin_port,
         log_level=settings.log_level.lower(), timeout_graceful_shutdown=1, log_config=None,
     ))
 
@@ -51,9 +64,8 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
 def run() -> None:
     settings = Settings()
     configure_logging(settings.log_level)
-    install_drop_log_filter()
     uvicorn.run(
-        create_app(settings),
+        deferred(settings),
         host=settings.standin_host,
         port=settings.standin_port,
         log_level=settings.log_level.lower(),

@@ -5,6 +5,9 @@ Two validators per request body and Realtime client event: jsonschema-rs over th
 closed against unknown parameters (`closed`) decides, in well under a millisecond for the
 agent's largest requests; only a refused request goes to jsonschema (Python), whose errors
 (with their `anyOf` alternatives) and the `unknown_params` walk say why, in the API's words.
+Each is made when first needed: jsonschema-rs's for a body or event on its first request (2-18
+ms each), jsonschema (about 0.1 s of CPU to import) with the first request refused; none of it
+is a start's work.
 
 Two readings of the spec make it say what the API does rather than more:
 
@@ -19,16 +22,17 @@ everything else is the spec's word.
 """
 
 import json
-from functools import cache
+from functools import cache, cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jsonschema_rs
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError
-from jsonschema.protocols import Validator
 
 from delegate.openai_standin.closed import close_all, close_place
+
+if TYPE_CHECKING:
+    from jsonschema.exceptions import ValidationError
+    from jsonschema.protocols import Validator
 
 Schema = dict[str, Any]
 
@@ -77,20 +81,24 @@ class Spec:
             schema = self.schemas[name]
             schema["properties"] = {**schema.get("properties", {}), **added}
             schema["required"] = [key for key in schema.get("required", []) if key not in optional]
-        # Sub-schemas evolved from this root resolve `#/components/schemas/...` against it.
-        self._root = Draft202012Validator({"components": {"schemas": self.schemas}})
         self.bodies: dict[str, Schema] = {name: _read(s) for name, s in document["bodies"].items()}
         self.events: dict[str, Schema] = {kind: _read(s) for kind, s in document["realtime_client_events"].items()}
         self._validators: dict[int, Validator] = {}
         self._type_values: dict[int, frozenset[str]] = {}
-        closed = {"components": {"schemas": close_all(self.schemas)}}
         self._fast: dict[int, jsonschema_rs.Validator] = {}
         self._open: dict[int, jsonschema_rs.Validator] = {}
-        for schema in [*self.bodies.values(), *self.events.values()]:
-            self.validator(schema)
-            self._fast[id(schema)] = jsonschema_rs.Draft202012Validator(
-                {**close_place(schema, self.schemas), **closed}, validate_formats=False
-            )
+
+    @cached_property
+    def _root(self) -> "Validator":
+        """The root that sub-schemas are evolved from: they resolve `#/components/schemas/...` against it."""
+        from jsonschema import Draft202012Validator
+
+        return Draft202012Validator({"components": {"schemas": self.schemas}})
+
+    @cached_property
+    def _closed(self) -> Schema:
+        """Every component closed against unknown keys, for the fast checks' `$ref`s."""
+        return {"components": {"schemas": close_all(self.schemas)}}
 
     def deref(self, schema: Schema) -> Schema:
         ref = schema.get("$ref")
@@ -98,7 +106,7 @@ class Spec:
             return self.schemas[ref.removeprefix(_REF_PREFIX)]
         raise ValueError(f"unresolvable $ref {ref!r}")
 
-    def validator(self, schema: Schema) -> Validator:
+    def validator(self, schema: Schema) -> "Validator":
         # One per schema, kept: the schemas live as long as the spec.
         validator = self._validators.get(id(schema))
         if validator is None:
@@ -114,9 +122,14 @@ class Spec:
 
     def accepts(self, schema: Schema, instance: Any) -> bool:
         """Valid and no unknown parameter: the fast check of a body or event schema."""
-        return bool(self._fast[id(schema)].is_valid(instance))
+        fast = self._fast.get(id(schema))
+        if fast is None:  # one per body or event schema, kept: they live as long as the spec
+            fast = self._fast[id(schema)] = jsonschema_rs.Draft202012Validator(
+                {**close_place(schema, self.schemas), **self._closed}, validate_formats=False
+            )
+        return bool(fast.is_valid(instance))
 
-    def first_error(self, schema: Schema, instance: Any) -> ValidationError | None:
+    def first_error(self, schema: Schema, instance: Any) -> "ValidationError | None":
         return next(self.validator(schema).iter_errors(instance), None)
 
     def is_valid(self, schema: Schema, instance: Any) -> bool:
@@ -145,5 +158,6 @@ def _type_values(spec: Spec, schema: Schema, seen: set[int]) -> set[str]:
 
 @cache
 def spec() -> Spec:
-    """The spec, read and compiled once per process (at app start, see `app.py`)."""
+    """The spec, read once per process (when the app is built, see `app.py`); its validators
+    are compiled as each is first needed."""
     return Spec(json.loads(SPEC_FILE.read_text(encoding="utf-8")))

@@ -12,9 +12,10 @@ furthest into the request.
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from jsonschema.exceptions import ValidationError
+if TYPE_CHECKING:  # jsonschema itself loads with the first refused request (`openapi`)
+    from jsonschema.exceptions import ValidationError
 
 _TYPE_NAMES = {
     "string": "a string",
@@ -76,7 +77,7 @@ def invalid_value(value: object, values: Sequence[object], param: str | None) ->
     return Refusal(f"Invalid value: '{shown}'. Supported values are: {supported(values)}.", param, "invalid_value")
 
 
-def refusal(error: ValidationError, prefix: str = "") -> Refusal:
+def refusal(error: "ValidationError", prefix: str = "") -> Refusal:
     """The API's answer to `error` (the first one jsonschema found)."""
     error = _settle(error)
     param = param_path(error.absolute_path, prefix) or None
@@ -85,14 +86,14 @@ def refusal(error: ValidationError, prefix: str = "") -> Refusal:
     return _leaf(error, param, prefix)
 
 
-def _branches(error: ValidationError) -> list[list[ValidationError]]:
+def _branches(error: "ValidationError") -> "list[list[ValidationError]]":
     groups: dict[object, list[ValidationError]] = {}
     for sub in error.context or []:
         groups.setdefault(sub.relative_schema_path[0], []).append(sub)
     return list(groups.values())
 
 
-def _wrong_kind(errors: list[ValidationError]) -> bool:
+def _wrong_kind(errors: "list[ValidationError]") -> bool:
     """Whether an alternative is plainly not what was meant: another JSON type, another
     value of the `type` discriminator, or of a property only one value fits (a Realtime
     item's `role`)."""
@@ -110,7 +111,7 @@ def _wrong_kind(errors: list[ValidationError]) -> bool:
     return False
 
 
-def _settle(error: ValidationError) -> ValidationError:
+def _settle(error: "ValidationError") -> "ValidationError":
     while error.validator == "anyOf" and error.context:
         meant = [branch for branch in _branches(error) if not _wrong_kind(branch)]
         if not meant:
@@ -119,7 +120,7 @@ def _settle(error: ValidationError) -> ValidationError:
     return error
 
 
-def _alternatives(error: ValidationError, types: list[str], kinds: list[object]) -> None:
+def _alternatives(error: "ValidationError", types: list[str], kinds: list[object]) -> None:
     """The JSON types and `type` values the alternatives of an `anyOf` accept."""
     for branch in _branches(error):
         for sub in branch:
@@ -133,7 +134,7 @@ def _alternatives(error: ValidationError, types: list[str], kinds: list[object])
                 _alternatives(sub, types, kinds)
 
 
-def _allowed(error: ValidationError) -> list[object]:
+def _allowed(error: "ValidationError") -> list[object]:
     """The values an `enum` / `const` (or an `anyOf` of them) accepts."""
     limit: Any = error.validator_value
     if error.validator == "enum":
@@ -143,7 +144,7 @@ def _allowed(error: ValidationError) -> list[object]:
     return [value for sub in error.context or [] for value in _allowed(sub)]
 
 
-def _no_alternative(error: ValidationError, param: str | None) -> Refusal:
+def _no_alternative(error: "ValidationError", param: str | None) -> Refusal:
     types: list[str] = []
     kinds: list[object] = []
     _alternatives(error, types, kinds)
@@ -165,7 +166,7 @@ def _invalid_type(param: str | None, types: Sequence[str], instance: object) -> 
     )
 
 
-def _leaf(error: ValidationError, param: str | None, prefix: str) -> Refusal:
+def _leaf(error: "ValidationError", param: str | None, prefix: str) -> Refusal:
     kind, limit, value, schema = error.validator, _any(error.validator_value), _any(error.instance), _any(error.schema)
     if kind == "type":
         return _invalid_type(param, [limit] if isinstance(limit, str) else list(limit), value)
