@@ -19,12 +19,17 @@ next turn. If nothing in it is novel it is recorded as not surfaced and given to
 
 Every search that answered is recorded, also when it found nothing, so the timeline shows what
 memory was consulted: ``memory.retrieved`` with the turn as parent, in the turn's span, under
-the term's fence like every other event of the agent.
+the term's fence like every other event of the agent. A search that answered in time is recorded
+once the turn's first delta is out (``release``), or its first response ended without one: its
+append, the ledger's commit, the fan-out to every client and its indexing no longer share the
+cores with the way to the first delta. It is committed before the turn's answer (``settle``),
+under an id fixed by the turn, so a turn answered again after a crash records it once.
 """
 
 import asyncio
 import contextlib
 import logging
+import uuid
 from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,6 +55,9 @@ from .settings import Settings
 from .turn_types import Turn
 
 log = logging.getLogger(__name__)
+
+# A turn's record has a name-based id (see ``record_id``).
+RECORD_NAMESPACE = uuid.UUID("0c7e2a51-3b8d-4f6e-9a14-d25b8e6f1c70")
 
 
 @dataclass
@@ -127,7 +135,8 @@ class Retrieval:
         self._prefetched: MemoryLookup | None = None
         self._span: SpanMemory | None = None
         self._tasks: set[asyncio.Task[None]] = set()
-        self._records: dict[str, asyncio.Task[None]] = {}  # turn id -> its on-time record
+        self._held: dict[str, MemoryRetrieved] = {}  # turn id -> its on-time record, not yet out
+        self._records: dict[str, asyncio.Task[None]] = {}  # turn id -> its on-time record going out
 
     # ---- what the model carries verbatim ----------------------------------------------------
 
@@ -193,6 +202,9 @@ class Retrieval:
 
     async def before_turn(self, turn: Turn, *, capsule: Event | None, purpose: Purpose) -> TurnMemory:
         """Search (or take the prefetched search), wait briefly, return what this turn's requests are given."""
+        # One turn at a time: a record still held is of a turn that raised out (it is answered
+        # again, and recorded then).
+        self._held.clear()
         span = self._span_for(turn.span_id)
         memory = TurnMemory(span)
         request = self.request_for(turn.id, turn_query(turn), purpose)
@@ -218,9 +230,14 @@ class Retrieval:
         seen.add_blob(capsule_text(capsule))
         given, record = given_in_time(lookup, reply, seen)
         memory.give(given.items, given.adaptations)
-        task = self._spawn(self._append(turn, record))
-        self._records[turn.id] = task
+        self._held[turn.id] = record
         return memory
+
+    def release(self, turn: Turn) -> None:
+        """The turn's first delta is out (or its first response ended): its record goes out now."""
+        record = self._held.pop(turn.id, None)
+        if record is not None:
+            self._records[turn.id] = self._spawn(self._append(turn, record))
 
     async def _late(self, turn: Turn, lookup: MemoryLookup, span: SpanMemory, capsule: Event | None) -> None:
         try:
@@ -259,7 +276,7 @@ class Retrieval:
             await turn.opened()
             await self.ledger.append(
                 make_event(record, conversation_id=turn.conversation_id, span_id=turn.span_id,
-                           channel=turn.channel, parent_id=turn.id)
+                           channel=turn.channel, parent_id=turn.id, id=record_id(turn))
             )
         except asyncio.CancelledError:
             raise
@@ -268,7 +285,8 @@ class Retrieval:
             log.warning("turn %s: could not record memory.retrieved: %r", turn.id, exc)
 
     async def settle(self, turn: Turn) -> None:
-        """Let the turn's on-time record be published before the turn's input is acknowledged."""
+        """Let the turn's on-time record be published before what follows it in the turn."""
+        self.release(turn)
         task = self._records.pop(turn.id, None)
         if task is not None:
             with contextlib.suppress(Exception):
@@ -287,4 +305,11 @@ class Retrieval:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        self._held.clear()
         self._records.clear()
+
+
+def record_id(turn: Turn) -> str:
+    """The id of a turn's ``memory.retrieved`` (on time or late: a turn has one): the same when a
+    redelivered input is answered again, so the ledger keeps the one committed before a crash."""
+    return str(uuid.uuid5(RECORD_NAMESPACE, turn.answer_id or turn.id))

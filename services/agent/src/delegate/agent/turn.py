@@ -280,9 +280,14 @@ class Turns(ModelWork):
 
     async def _stream(self, turn: Turn, request: dict[str, Any], text: TurnText) -> responses.ModelResult:
         """One streamed request, cut short (closing its connection) the moment Stop is pressed."""
+
+        async def on_delta(part: str) -> None:
+            await text.delta(part)
+            self.retrieval.release(turn)  # the memory record follows the first delta, not before it
+
         stream = asyncio.ensure_future(
             responses.stream_response(
-                self.client, request, on_delta=text.delta, on_compacting=self.status.auto_compacting,
+                self.client, request, on_delta=on_delta, on_compacting=self.status.auto_compacting,
                 on_created=text.created, meter=self.meter, cause=usage_cause(turn),
             )
         )
@@ -308,6 +313,7 @@ class Turns(ModelWork):
 
     async def _record_usage(self, turn: Turn, result: responses.ModelResult) -> None:
         await turn.opened()  # the first thing of a turn published after its opening events
+        await self.retrieval.settle(turn)  # then its memory record (out since the first delta, or now)
         s = self.status.state
         before = s.input_tokens
         common: dict[str, Any] = {
