@@ -35,6 +35,7 @@ _seconds: defaultdict[str, float] = defaultdict(float)
 # CPU seconds per file, this process's and its reaped children's (the services a test started
 # and stopped): what a file costs the cores, whatever the load while it ran.
 _cpu: defaultdict[str, float] = defaultdict(float)
+_systems: defaultdict[str, int] = defaultdict(int)  # Systems started per file
 
 
 def cpu_seconds() -> float:
@@ -82,9 +83,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
-    before = cpu_seconds()
+    from .system import System  # imported late: the plugin loads before the tests' path is set
+
+    before, systems = cpu_seconds(), System.created_count
     yield
     _cpu[file_of(item.nodeid)] += cpu_seconds() - before
+    _systems[file_of(item.nodeid)] += System.created_count - systems
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -103,11 +107,12 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 def write_cpu(session: pytest.Session) -> None:
-    """Each process writes its own files' CPU (a worker's children are its own)."""
+    """Each process writes its own files' CPU seconds and Systems started (a worker's children
+    are its own)."""
     if not _cpu:
         return
     worker = getattr(session.config, "workerinput", {}).get("workerid", "main")
     out = session.config.rootpath / MEASURED.with_name(f"file-cpu-{worker}-{os.getpid()}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
-    ordered = dict(sorted(((name, round(s, 1)) for name, s in _cpu.items()), key=lambda kv: -kv[1]))
+    ordered = {name: [round(s, 1), _systems[name]] for name, s in sorted(_cpu.items(), key=lambda kv: -kv[1])}
     out.write_text(json.dumps(ordered, indent=1) + "\n")

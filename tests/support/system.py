@@ -101,6 +101,8 @@ class System:
     is the test code's own all-powerful identity.
     """
 
+    created_count = 0  # in this process, ever: the suite's figures count Systems per file
+
     def __init__(
         self,
         root: Path,
@@ -126,6 +128,7 @@ class System:
         self.created = time.monotonic()
         self.stopped = False
         SYSTEMS.append(self)
+        System.created_count += 1
 
     @property
     def env(self) -> dict[str, str]:
