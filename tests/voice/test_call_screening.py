@@ -24,8 +24,10 @@ OWNER_WORDS = "Hello? Who is this?"
 ANSWER = "It is your assistant: the nightly build failed."
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def twilio() -> Iterator[TwilioStandin]:
+    # One for the module: its address is in the services' settings, so the tests with the same
+    # settings share one started System (make_system), each its own call (sid).
     tw = TwilioStandin().start()
     yield tw
     tw.stop()
