@@ -227,11 +227,33 @@ def stack_nats(runtime: Path, since: float | None = None) -> tuple[str, dict[str
     return (f"nats://{listen[1]}", json.loads(auth.read_text())) if listen else None
 
 
+def standin_port(launcher: int) -> int | None:
+    """The offline stand-in's port (STANDIN_PORT in the environment the launcher gave the host or
+    the stand-in's own process), or None with a key."""
+    for proc in tree(launcher)[1:]:
+        try:
+            environ = Path(f"/proc/{proc.pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        port = next((v for k, _, v in (e.partition(b"=") for e in environ) if k == b"STANDIN_PORT"), None)
+        if port is not None:
+            return int(port)
+    return None
+
+
+def standin_answers(launcher: int) -> bool:
+    """Offline, whether the stand-in takes connections: a request sent then is answered (its first
+    builds the stand-in's app, and those that come meanwhile wait for it: ``deferred``)."""
+    port = standin_port(launcher)
+    return port is None or listening(f"127.0.0.1:{port}")
+
+
 def wait_ready(
     launcher: subprocess.Popen[bytes], runtime: Path, port: int, timeout: float, verbose: bool = True,
     since: float | None = None,
 ) -> None:
-    """Until every service answers ready; ``since``: the ``time.time()`` of the launch (see ``stack_nats``)."""
+    """Until every service answers ready (and, offline, the stand-in takes requests); ``since``:
+    the ``time.time()`` of the launch (see ``stack_nats``)."""
     deadline = time.monotonic() + timeout
     pingable = {s for s in SERVICES if prober(s) is not None}
     ready: set[str] = set()
@@ -241,10 +263,11 @@ def wait_ready(
         stack = stack_nats(runtime, since)
         if stack is not None:
             ready = asyncio.run(ping_within(*stack))
-        if pingable <= ready and gateway_healthy(port):
+        if pingable <= ready and gateway_healthy(port) and standin_answers(launcher.pid):
             unpinged = sorted(set(SERVICES) - pingable - {"gateway"})
             if verbose:
                 print(f"ready: {', '.join(sorted(ready | {'gateway'}))} answer"
+                      + (", the stand-in listens" if standin_port(launcher.pid) else "")
                       + (f" (no role may ping {', '.join(unpinged)}: CPU idleness covers them)" if unpinged else ""))
             return
         time.sleep(0.05)  # a warm start is timed to within a poll
