@@ -62,6 +62,11 @@ class LeadershipTerm:
         if self._started is None or self._ended:
             return
         self._ended = True
+        if not self.ledger.bus.nc.is_connected:
+            # The publish would only wait out ``timeout`` (its retries need NATS back first).
+            log.warning("term %s: its end (%s) was not recorded (not connected to NATS), the next"
+                        " holder supersedes it", self.id, reason)
+            return
         event = make_event(
             TermEnded(term_id=self.id, reason=reason), conversation_id=None, span_id=None, channel="inner"
         )

@@ -238,6 +238,11 @@ class Lease:
         if self.revision is None:
             return
         revision, self.revision = self.revision, None
+        if not self.js._nc.is_connected:
+            # NATS is gone or coming back: the delete cannot go out now, and waiting for it spent
+            # 2 s of a stop's grace for nothing (a SIGTERM after NATS died hit the 3.5 s bound).
+            log.info("lease release skipped (not connected to NATS); it expires by itself")
+            return
         try:
             kv = await self._bucket()
             try:
