@@ -156,4 +156,4 @@ def run(names: list[str]) -> None:
 
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         runner.run(main())
-    exit_now(0)
+        exit_now(0)  # before the runner's close, which waits for its executor (see exit_now)

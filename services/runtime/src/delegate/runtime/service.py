@@ -2,6 +2,7 @@
 
 import asyncio
 import contextlib
+import faulthandler
 import logging
 import os
 import signal
@@ -36,6 +37,8 @@ def exit_unless_stopped_within(seconds: float) -> None:
 
     def give_up() -> None:
         log.warning("did not stop within %.1f s of the signal; exiting without finishing", seconds)
+        # What still ran, in the log (stderr goes there): the thread a stop waited on.
+        faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
         logging.shutdown()
         os._exit(1)
 
@@ -49,7 +52,10 @@ def exit_now(code: int) -> None:
 
     Nothing is left to do by then (every connection closed, every file written), but tearing
     down a process that imported a service's code (one host: every service's) costs seconds of
-    CPU on a loaded machine, measured 2.5 s, which the stop budget then lacks."""
+    CPU on a loaded machine, measured 2.5 s, which the stop budget then lacks. Called inside the
+    ``asyncio.Runner`` block: its close joins the default executor's threads, and one may be
+    importing a library a service loads lazily (the agent's OpenAI SDK once it leads: seconds on
+    a loaded machine), which nobody awaits any more; a SIGTERM then took the whole grace."""
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
@@ -81,4 +87,4 @@ def run_service(name: str, settings: S, serve: Callable[[S, asyncio.Event], Awai
     # hand-offs are what every message costs here, and it makes them markedly cheaper.
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         runner.run(main())
-    exit_now(0)
+        exit_now(0)  # before the runner's close, which waits for its executor (see exit_now)
