@@ -43,6 +43,7 @@ from pydantic import ValidationError
 
 from delegate.contracts.events import Fence, Singleton
 from delegate.runtime.logs import configure_logging
+from delegate.runtime.service import exit_now
 from delegate.runtime.validation import describe  # not the bus package: this process never uses NATS
 
 from .settings import Settings
@@ -386,6 +387,10 @@ def run() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         runner.run(_main())
+        # Everything is answered, committed and closed by now; the interpreter's teardown of what
+        # it imported (the contracts, every kind's validators) took 0.1-0.2 s of CPU, 0.4-2 s on
+        # a loaded machine, and the ledger's stop (a host's, every test System's) waits for it.
+        exit_now(0)
 
 
 if __name__ == "__main__":
