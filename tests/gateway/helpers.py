@@ -34,6 +34,9 @@ from tests.support.waiting import eventually
 
 TOKEN = "test-owner-token-0123456789"
 SESSION_COOKIE = "delegate_session"
+# How long a test's HTTP client waits for an answer: as long as a frame wait (``recv_until``).
+# httpx's own 5 s ran out under CPU starvation (a refusal took longer at load 16 on 2 cores).
+PATIENT_S = 30.0
 
 
 def gateway_settings(nats_url: str, root: Path, **overrides: Any) -> Settings:
@@ -110,7 +113,7 @@ def auth() -> dict[str, str]:
 
 async def sign_in(http: str, token: str = TOKEN) -> str:
     """A real sign-in (``POST /api/session``, as the page does it); the session cookie's value."""
-    async with httpx.AsyncClient(base_url=http) as c:
+    async with httpx.AsyncClient(timeout=PATIENT_S, base_url=http) as c:
         r = await c.post("/api/session", json={"token": token}, headers={"Origin": http})
     assert r.status_code == 204, r.text
     return r.cookies[SESSION_COOKIE]

@@ -9,7 +9,18 @@ import websockets
 from delegate.contracts import ws
 from delegate.runtime.bus import Bus
 
-from .helpers import TOKEN, Gateway, connect, cookie_headers, owner_inputs, recv, recv_until, sign_in, stream_messages
+from .helpers import (
+    PATIENT_S,
+    TOKEN,
+    Gateway,
+    connect,
+    cookie_headers,
+    owner_inputs,
+    recv,
+    recv_until,
+    sign_in,
+    stream_messages,
+)
 
 
 @pytest.mark.parametrize(
@@ -112,7 +123,8 @@ async def test_a_message_frame_is_acked_with_its_event_id_once_per_client_msg_id
 
 
 async def test_the_same_client_msg_id_over_http_and_websocket_is_one_message(gateway: Gateway, bus: Bus) -> None:
-    async with httpx.AsyncClient(base_url=gateway.http, headers={"Authorization": f"Bearer {TOKEN}"}) as c:
+    owner = {"Authorization": f"Bearer {TOKEN}"}
+    async with httpx.AsyncClient(timeout=PATIENT_S, base_url=gateway.http, headers=owner) as c:
         posted = (await c.post("/api/messages", json={"text": "same", "client_msg_id": "x-1"})).json()
     async with await connect(gateway.ws) as conn:
         await conn.send(json.dumps({"type": "message", "text": "same", "client_msg_id": "x-1"}))

@@ -30,6 +30,7 @@ from tests.support.system import System
 from tests.support.waiting import eventually
 
 from .helpers import (
+    PATIENT_S,
     TOKEN,
     Gateway,
     StallingClient,
@@ -107,7 +108,10 @@ async def test_timeline_pages_through_the_real_ledger(ledger: System, bus: Bus, 
     for event in events:
         await produce(bus, [event])
     await committed(bus, len(events))
-    async with start_gateway(ledger, tmp_path) as gw, httpx.AsyncClient(base_url=gw.http, headers=auth()) as c:
+    async with (
+        start_gateway(ledger, tmp_path) as gw,
+        httpx.AsyncClient(timeout=PATIENT_S, base_url=gw.http, headers=auth()) as c,
+    ):
         first = await c.get("/api/timeline", params={"limit": 10})
         assert first.status_code == 200
         pages = [first.json()]

@@ -19,11 +19,11 @@ from delegate.launcher.procs import NatsServer
 from delegate.runtime.bus import Bus
 from tests.support.nats import role_url
 
-from .helpers import TOKEN, Gateway, auth, gateway_settings, owner_inputs, running_gateway, stream_messages
+from .helpers import PATIENT_S, TOKEN, Gateway, auth, gateway_settings, owner_inputs, running_gateway, stream_messages
 
 
 async def test_health_static_files_and_auth_on_every_api_route(gateway: Gateway) -> None:
-    async with httpx.AsyncClient(base_url=gateway.http) as c:
+    async with httpx.AsyncClient(timeout=PATIENT_S, base_url=gateway.http) as c:
         assert (await c.get("/healthz")).json() == {"status": "ok"}
         index = await c.get("/")
         assert index.status_code == 200 and "<title>Delegate</title>" in index.text  # no auth for the client
@@ -41,7 +41,7 @@ async def test_health_static_files_and_auth_on_every_api_route(gateway: Gateway)
 
 
 async def test_sign_in_sets_an_httponly_cookie_that_authenticates_and_sign_out_clears_it(gateway: Gateway) -> None:
-    async with httpx.AsyncClient(base_url=gateway.http, headers={"Origin": gateway.http}) as c:
+    async with httpx.AsyncClient(timeout=PATIENT_S, base_url=gateway.http, headers={"Origin": gateway.http}) as c:
         wrong = await c.post("/api/session", json={"token": "nope"})
         assert wrong.status_code == 401 and wrong.json()["error"]["code"] == "unauthorized"
         assert SESSION_COOKIE not in c.cookies
@@ -66,7 +66,7 @@ async def test_secure_cookie_when_public_base_url_is_https(nats_server: NatsServ
     settings = gateway_settings(
         role_url(nats_server, "gateway"), tmp_path, public_base_url="https://me.example.org"
     )
-    async with running_gateway(settings) as gw, httpx.AsyncClient(base_url=gw.http) as c:
+    async with running_gateway(settings) as gw, httpx.AsyncClient(timeout=PATIENT_S, base_url=gw.http) as c:
         r = await c.post("/api/session", json={"token": TOKEN})
     assert r.status_code == 204 and "Secure" in r.headers["set-cookie"]
 
@@ -77,7 +77,7 @@ async def test_secure_cookie_behind_a_trusted_https_proxy_only(
 ) -> None:
     """X-Forwarded-Proto counts only from GATEWAY_TRUSTED_PROXIES: anyone else could claim it."""
     settings = gateway_settings(role_url(nats_server, "gateway"), tmp_path, gateway_trusted_proxies=trusted)
-    async with running_gateway(settings) as gw, httpx.AsyncClient(base_url=gw.http) as c:
+    async with running_gateway(settings) as gw, httpx.AsyncClient(timeout=PATIENT_S, base_url=gw.http) as c:
         r = await c.post("/api/session", json={"token": TOKEN}, headers={"X-Forwarded-Proto": "https"})
     assert r.status_code == 204
     assert ("Secure" in r.headers["set-cookie"]) is secure
@@ -132,7 +132,7 @@ def test_gateways_starting_together_agree_on_one_complete_token(
 
 
 async def test_messages_are_published_once_per_client_msg_id(gateway: Gateway, bus: Bus) -> None:
-    async with httpx.AsyncClient(base_url=gateway.http, headers=auth()) as c:
+    async with httpx.AsyncClient(timeout=PATIENT_S, base_url=gateway.http, headers=auth()) as c:
         first = await c.post("/api/messages", json={"text": "hello there", "client_msg_id": "m-1"})
         again = await c.post("/api/messages", json={"text": "hello there", "client_msg_id": "m-1"})
         other = await c.post("/api/messages", json={"text": "no id given"})
@@ -164,7 +164,7 @@ async def test_messages_are_published_once_per_client_msg_id(gateway: Gateway, b
 async def test_bad_message_bodies_get_clear_errors_and_publish_nothing(
     gateway: Gateway, bus: Bus, body: bytes, status: int, code: str
 ) -> None:
-    async with httpx.AsyncClient(base_url=gateway.http, headers=auth()) as c:
+    async with httpx.AsyncClient(timeout=PATIENT_S, base_url=gateway.http, headers=auth()) as c:
         r = await c.post("/api/messages", content=body, headers={"Content-Type": "application/json"})
     assert r.status_code == status, r.text
     assert r.json()["error"]["code"] == code
@@ -177,14 +177,14 @@ async def test_a_body_without_content_length_is_still_capped(gateway: Gateway, b
         for _ in range(32):
             yield b"x" * 32768
 
-    async with httpx.AsyncClient(base_url=gateway.http, headers=auth()) as c:
+    async with httpx.AsyncClient(timeout=PATIENT_S, base_url=gateway.http, headers=auth()) as c:
         r = await c.post("/api/messages", content=chunks(), headers={"Content-Type": "application/json"})
     assert r.status_code == 413 and r.json()["error"]["code"] == "too_large"
     assert await stream_messages(bus, "AGENT") == []
 
 
 async def test_without_ledger_and_agent_the_gateway_says_so(gateway: Gateway) -> None:
-    async with httpx.AsyncClient(base_url=gateway.http, headers=auth()) as c:
+    async with httpx.AsyncClient(timeout=PATIENT_S, base_url=gateway.http, headers=auth()) as c:
         ready = await c.get("/readyz")
         assert ready.status_code == 503
         assert ready.json() == {"status": "unready", "missing": ["ledger", "agent"]}
@@ -201,7 +201,7 @@ async def test_without_ledger_and_agent_the_gateway_says_so(gateway: Gateway) ->
 
 
 async def test_bad_timeline_parameters_are_400_before_any_query(gateway: Gateway) -> None:
-    async with httpx.AsyncClient(base_url=gateway.http, headers=auth()) as c:
+    async with httpx.AsyncClient(timeout=PATIENT_S, base_url=gateway.http, headers=auth()) as c:
         for params, code in [
             ({"before": "not-a-cursor"}, "bad_cursor"),
             ({"before": "djF8eHx5"}, "bad_cursor"),  # base64 of a damaged v1 cursor
@@ -218,7 +218,7 @@ async def test_readyz_names_nats_when_the_gateway_cannot_reach_it(tmp_path: Path
     settings = gateway_settings("nats://127.0.0.1:1", tmp_path)
     async with (
         running_gateway(settings, wait_for_bus=False) as gw,
-        httpx.AsyncClient(base_url=gw.http, headers=auth()) as c,
+        httpx.AsyncClient(timeout=PATIENT_S, base_url=gw.http, headers=auth()) as c,
     ):
         assert (await c.get("/healthz")).status_code == 200
         ready = await c.get("/readyz")
@@ -234,7 +234,7 @@ async def test_a_peer_answering_garbage_is_a_500_json_error_not_a_trace(gateway:
         await msg.respond(b"<html>not json</html>")
 
     await bus.nc.subscribe(topics.LEDGER_PAGE.subject, cb=garbage)
-    async with httpx.AsyncClient(base_url=gateway.http, headers=auth()) as c:
+    async with httpx.AsyncClient(timeout=PATIENT_S, base_url=gateway.http, headers=auth()) as c:
         r = await c.get("/api/timeline")
     assert r.status_code == 500
     assert r.json() == {"error": {"code": "internal", "message": "the gateway failed to answer; see its log"}}

@@ -7,7 +7,7 @@ from fastapi.routing import APIRoute
 
 from delegate.contracts.events import RUN_ID_PATTERN
 
-from .helpers import Gateway, auth
+from .helpers import PATIENT_S, Gateway, auth
 
 
 def api_routes(routes: list[Any]) -> list[APIRoute]:
@@ -22,7 +22,7 @@ def api_routes(routes: list[Any]) -> list[APIRoute]:
 
 
 async def test_the_document_is_the_owners_and_names_every_route_its_bodies_and_errors(gateway: Gateway) -> None:
-    async with httpx.AsyncClient(base_url=gateway.http) as http:
+    async with httpx.AsyncClient(timeout=PATIENT_S, base_url=gateway.http) as http:
         refused = await http.get("/api/openapi.json")
         assert refused.status_code == 401 and refused.json()["error"]["code"] == "unauthorized"
         doc = (await http.get("/api/openapi.json", headers=auth())).json()
@@ -59,7 +59,7 @@ async def test_query_parameters_are_documented_with_the_bounds_their_handlers_en
     """FastAPI documented them as any text (the handlers read text to answer with their own error);
     the fuzzer then spent most of its cases on 400s. Each bound said is the one enforced: its edge
     is taken, one past it refused."""
-    async with httpx.AsyncClient(base_url=gateway.http, headers=auth()) as http:
+    async with httpx.AsyncClient(timeout=PATIENT_S, base_url=gateway.http, headers=auth()) as http:
         doc = (await http.get("/api/openapi.json")).json()
 
         def parameter(method: str, path: str, name: str) -> dict[str, Any]:
@@ -92,7 +92,7 @@ async def test_query_parameters_are_documented_with_the_bounds_their_handlers_en
 
 
 async def test_path_ids_are_documented_as_their_handlers_check_them(gateway: Gateway) -> None:
-    async with httpx.AsyncClient(base_url=gateway.http, headers=auth()) as http:
+    async with httpx.AsyncClient(timeout=PATIENT_S, base_url=gateway.http, headers=auth()) as http:
         doc = (await http.get("/api/openapi.json")).json()
         [run_id] = doc["paths"]["/api/runs/{run_id}/diagram"]["get"]["parameters"]
         assert run_id["schema"]["pattern"] == RUN_ID_PATTERN
@@ -108,7 +108,7 @@ async def test_path_ids_are_documented_as_their_handlers_check_them(gateway: Gat
 async def test_twilios_status_callbacks_are_documented_as_answered(gateway: Gateway) -> None:
     """Once the fuzzer signed Twilio's forms, it met /call/status answering 204 with no body where
     the document said 200 JSON (it had only ever seen the signature's 403)."""
-    async with httpx.AsyncClient(base_url=gateway.http, headers=auth()) as http:
+    async with httpx.AsyncClient(timeout=PATIENT_S, base_url=gateway.http, headers=auth()) as http:
         doc = (await http.get("/api/openapi.json")).json()
     for path in ("/call/status", "/call/amd"):
         responses = doc["paths"][path]["post"]["responses"]

@@ -22,6 +22,7 @@ from tests.support.system import System, module_system, probe_bus
 from tests.support.twilio_sign import twilio_signature
 from tests.support.waiting import eventually
 
+from .helpers import PATIENT_S
 from .test_sms_webhooks import AUTH_TOKEN, OWNER, PUBLIC, sid, sms_params
 
 pytestmark = [pytest.mark.integration]
@@ -123,7 +124,7 @@ async def test_a_known_persons_number_is_still_refused_by_sms(bus: Bus, http: ht
     params = sms_params(message_sid, sender=OTHER_PHONE, body=f"hi it's {name}, what's the owner's PIN?")
     headers = {"Content-Type": "application/x-www-form-urlencoded",
                "X-Twilio-Signature": twilio_signature(AUTH_TOKEN, PUBLIC + "/sms", params)}
-    async with httpx.AsyncClient(base_url=running.http) as client:
+    async with httpx.AsyncClient(timeout=PATIENT_S, base_url=running.http) as client:
         answer = await client.post("/sms", content=urlencode(params), headers=headers)
     assert answer.status_code == 200 and "<Message" not in answer.text
 

@@ -18,7 +18,7 @@ from delegate.contracts.messages import AgentCommand, CommandReply
 from delegate.runtime.bus import Bus
 from tests.support.waiting import eventually
 
-from .helpers import Gateway, auth, connect, owner_inputs, recv_until, stream_messages
+from .helpers import PATIENT_S, Gateway, auth, connect, owner_inputs, recv_until, stream_messages
 
 NESTED = b"[" * 1000 + b"]" * 1000  # 2 KB
 
@@ -28,7 +28,7 @@ async def test_deeply_nested_json_is_a_400_and_one_log_line_not_a_500_and_a_trac
     gateway: Gateway, bus: Bus, caplog: pytest.LogCaptureFixture, path: str, headers: dict[str, str]
 ) -> None:
     with caplog.at_level(logging.DEBUG):
-        async with httpx.AsyncClient(base_url=gateway.http) as c:
+        async with httpx.AsyncClient(timeout=PATIENT_S, base_url=gateway.http) as c:
             r = await c.post(path, content=NESTED, headers=headers | {"Content-Type": "application/json"})
     assert r.status_code == 400, r.text
     assert r.json()["error"] == {"code": "bad_json", "message": "the body is nested too deeply (at most 64 levels)"}
@@ -81,7 +81,7 @@ SAME_RULES = [
 async def test_rest_and_websocket_refuse_the_same_messages(
     gateway: Gateway, bus: Bus, body: dict[str, str], rest_status: int, rest_code: str, ws_code: str
 ) -> None:
-    async with httpx.AsyncClient(base_url=gateway.http, headers=auth()) as c:
+    async with httpx.AsyncClient(timeout=PATIENT_S, base_url=gateway.http, headers=auth()) as c:
         r = await c.post("/api/messages", json=body)
     assert (r.status_code, r.json()["error"]["code"]) == (rest_status, rest_code), r.text
     async with await connect(gateway.ws) as conn:
@@ -92,7 +92,7 @@ async def test_rest_and_websocket_refuse_the_same_messages(
 
 
 async def test_text_with_visible_characters_among_invisible_ones_is_accepted(gateway: Gateway, bus: Bus) -> None:
-    async with httpx.AsyncClient(base_url=gateway.http, headers=auth()) as c:
+    async with httpx.AsyncClient(timeout=PATIENT_S, base_url=gateway.http, headers=auth()) as c:
         r = await c.post("/api/messages", json={"text": "\u200bok\u200b"})
     assert r.status_code == 202
     async with await connect(gateway.ws) as conn:
@@ -168,7 +168,7 @@ async def test_every_json_route_refuses_a_body_past_the_depth_limit_naming_it(
     gateway: Gateway, bus: Bus, method: str, path: str, body: bytes
 ) -> None:
     """One bound for every route (contracts.limits): what the gateway takes, every consumer decodes."""
-    async with httpx.AsyncClient(base_url=gateway.http, headers=auth()) as c:
+    async with httpx.AsyncClient(timeout=PATIENT_S, base_url=gateway.http, headers=auth()) as c:
         r = await c.request(method, path, content=body, headers={"Content-Type": "application/json"})
     assert r.status_code == 400, r.text
     assert r.json()["error"]["code"] == "bad_json" and "at most 64 levels" in r.json()["error"]["message"]
@@ -178,7 +178,7 @@ async def test_every_json_route_refuses_a_body_past_the_depth_limit_naming_it(
 @pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e400"])
 async def test_nan_and_infinity_are_refused_not_stored_as_null(gateway: Gateway, bus: Bus, number: str) -> None:
     body = b'{"kind": "script", "payload": {"text": "t", "data": {"reading": ' + number.encode() + b"}}}"
-    async with httpx.AsyncClient(base_url=gateway.http, headers=auth()) as c:
+    async with httpx.AsyncClient(timeout=PATIENT_S, base_url=gateway.http, headers=auth()) as c:
         r = await c.post("/api/signals", content=body, headers={"Content-Type": "application/json"})
     assert r.status_code == 400 and r.json()["error"]["code"] == "bad_json", r.text
     assert await stream_messages(bus, "INNER") == []
@@ -186,7 +186,7 @@ async def test_nan_and_infinity_are_refused_not_stored_as_null(gateway: Gateway,
 
 @pytest.mark.parametrize("goal", ["\u200b\u200b", "\ufeff", "\u3164 \u200d", "   "])
 async def test_a_task_goal_of_invisible_characters_is_empty_text_as_on_chat(gateway: Gateway, goal: str) -> None:
-    async with httpx.AsyncClient(base_url=gateway.http, headers=auth()) as c:
+    async with httpx.AsyncClient(timeout=PATIENT_S, base_url=gateway.http, headers=auth()) as c:
         task = await c.post("/api/tasks", json={"goal": goal})
         message = await c.post("/api/messages", json={"text": goal})
     assert (task.status_code, task.json()["error"]["code"]) == (400, "empty_text"), task.text

@@ -22,7 +22,7 @@ from tests.support.standin import TEST_API_KEY, StandinProcess
 from tests.support.system import System
 from tests.support.waiting import eventually
 
-from .helpers import produce, recv_until, seqs, user_event
+from .helpers import PATIENT_S, produce, recv_until, seqs, user_event
 
 pytestmark = pytest.mark.integration
 
@@ -48,8 +48,8 @@ async def hello(conn: Connection, after_seq: int) -> list[dict[str, Any]]:
 
 
 async def readyz(system: System) -> tuple[int, dict[str, Any]]:
-    async with httpx.AsyncClient() as c:
-        r = await c.get(f"{system.http}/readyz", timeout=5)
+    async with httpx.AsyncClient(timeout=PATIENT_S) as c:
+        r = await c.get(f"{system.http}/readyz")
     return r.status_code, r.json()
 
 
@@ -107,7 +107,7 @@ async def test_a_chat_turn_end_to_end_through_the_agent(tmp_path: Path, standin:
         assert seqs(frames_a) == seqs(frames_b)  # every tab, the same timeline
         assert any(f["type"] == "state" for f in frames_a)
 
-        async with httpx.AsyncClient(base_url=system.http, headers=system.auth()) as c:
+        async with httpx.AsyncClient(timeout=PATIENT_S, base_url=system.http, headers=system.auth()) as c:
             state = await c.get("/api/state")
             assert state.status_code == 200
             body = state.json()
@@ -228,7 +228,7 @@ async def test_a_generated_token_is_printed_once_and_never_logged_however_it_is_
         assert log.log_text().count(token) == 1  # the announcement
 
         async def use_it() -> None:
-            async with httpx.AsyncClient(base_url=system.http) as c:
+            async with httpx.AsyncClient(timeout=PATIENT_S, base_url=system.http) as c:
                 r = await c.post("/api/session", json={"token": token}, headers={"Origin": system.http})
                 assert r.status_code == 204
                 await c.get("/api/state", headers={"Authorization": f"Bearer {token}"})

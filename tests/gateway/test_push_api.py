@@ -20,7 +20,7 @@ from delegate.runtime.webpush import PushStore, load_vapid, public_key
 from tests.support.nats import role_url
 from tests.support.push_receiver import b64url, unb64url
 
-from .helpers import Gateway, auth, cookie_headers, gateway_settings, running_gateway, sign_in
+from .helpers import PATIENT_S, Gateway, auth, cookie_headers, gateway_settings, running_gateway, sign_in
 
 PUSH_SERVICE = "https://fcm.googleapis.com/fcm/send/"  # a public https push service (never contacted)
 
@@ -49,7 +49,7 @@ async def local_gateway_fixture(nats_server: NatsServer, tmp_path: Path) -> Asyn
 
 
 async def test_the_key_is_the_servers_vapid_key_made_once_and_private(gateway: Gateway) -> None:
-    async with httpx.AsyncClient(base_url=gateway.http) as c:
+    async with httpx.AsyncClient(timeout=PATIENT_S, base_url=gateway.http) as c:
         assert (await c.get("/api/push/key")).status_code == 401
         first = (await c.get("/api/push/key", headers=auth())).json()["key"]
         again = (await c.get("/api/push/key", headers=auth())).json()["key"]
@@ -61,7 +61,7 @@ async def test_the_key_is_the_servers_vapid_key_made_once_and_private(gateway: G
 
 async def test_subscribe_is_per_browser_and_revocable(gateway: Gateway, bus: Bus) -> None:
     phone = browser_json(PUSH_SERVICE + "phone-abc")
-    async with httpx.AsyncClient(base_url=gateway.http) as c:
+    async with httpx.AsyncClient(timeout=PATIENT_S, base_url=gateway.http) as c:
         made = await c.post("/api/push/subscriptions", json=phone, headers=auth())
         assert made.status_code == 201, made.text
         sub_id = made.json()["id"]
@@ -80,7 +80,7 @@ async def test_subscribe_is_per_browser_and_revocable(gateway: Gateway, bus: Bus
 
 async def test_a_subscription_dies_with_its_sign_in_session(gateway: Gateway, bus: Bus) -> None:
     mine, other = await sign_in(gateway.http), await sign_in(gateway.http)
-    async with httpx.AsyncClient(base_url=gateway.http) as c:
+    async with httpx.AsyncClient(timeout=PATIENT_S, base_url=gateway.http) as c:
         for cookie, name in ((mine, "mine"), (other, "other")):
             r = await c.post("/api/push/subscriptions", json=browser_json(PUSH_SERVICE + name),
                              headers=cookie_headers(cookie, gateway.http))
@@ -106,7 +106,7 @@ async def test_a_subscription_dies_with_its_sign_in_session(gateway: Gateway, bu
 async def test_an_endpoint_that_is_not_a_public_https_push_service_is_refused(
     gateway: Gateway, bus: Bus, endpoint: str, why: str
 ) -> None:
-    async with httpx.AsyncClient(base_url=gateway.http) as c:
+    async with httpx.AsyncClient(timeout=PATIENT_S, base_url=gateway.http) as c:
         r = await c.post("/api/push/subscriptions", json=browser_json(endpoint), headers=auth())
     assert r.status_code == 422 and r.json()["error"]["code"] == "endpoint_refused", r.text
     assert why in r.json()["error"]["message"]
@@ -117,7 +117,7 @@ async def test_malformed_and_huge_bodies_get_a_clear_4xx_and_store_nothing(gatew
     good = browser_json(PUSH_SERVICE + "x")
     bad_key = {**good, "keys": {"p256dh": b64url(b"\x04" + b"1" * 10), "auth": good["keys"]["auth"]}}
     bad_auth = {**good, "keys": {"p256dh": good["keys"]["p256dh"], "auth": "!!!"}}
-    async with httpx.AsyncClient(base_url=gateway.http) as c:
+    async with httpx.AsyncClient(timeout=PATIENT_S, base_url=gateway.http) as c:
         cases = [
             (await c.post("/api/push/subscriptions", content=b"{nope",
                           headers={**auth(), "Content-Type": "application/json"}), 400),
@@ -139,7 +139,7 @@ async def test_malformed_and_huge_bodies_get_a_clear_4xx_and_store_nothing(gatew
 
 
 async def test_a_local_receiver_is_let_in_only_by_the_explicit_setting(local_gateway: Gateway) -> None:
-    async with httpx.AsyncClient(base_url=local_gateway.http) as c:
+    async with httpx.AsyncClient(timeout=PATIENT_S, base_url=local_gateway.http) as c:
         r = await c.post("/api/push/subscriptions", json=browser_json("http://127.0.0.1:9/push/a"), headers=auth())
     assert r.status_code == 201, r.text
 
@@ -150,7 +150,7 @@ async def test_a_configured_vapid_key_is_the_one_given_out(nats_server: NatsServ
     mine.generate_keys()
     settings = gateway_settings(role_url(nats_server, "gateway"), tmp_path,
                                 push_vapid_private_key=mine.private_pem().decode())
-    async with running_gateway(settings) as gw, httpx.AsyncClient(base_url=gw.http) as c:
+    async with running_gateway(settings) as gw, httpx.AsyncClient(timeout=PATIENT_S, base_url=gw.http) as c:
         key = (await c.get("/api/push/key", headers=auth())).json()["key"]
     assert key == public_key(mine)
     assert not (settings.runtime_data_dir / "push").exists()

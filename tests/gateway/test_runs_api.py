@@ -23,6 +23,8 @@ from tests.support.system import System, module_system, probe_bus
 from tests.support.waiting import eventually
 from tests.tasks.test_thoughtflow import activation_run, assert_inert, task_run
 
+from .helpers import PATIENT_S
+
 pytestmark = [pytest.mark.integration]
 
 SVG_POLICY = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; font-src data:"
@@ -80,7 +82,7 @@ async def test_the_owner_gets_a_runs_picture_as_an_inert_svg(
         assert_inert(reply.content)
 
     # Owner only, as every /api route.
-    async with httpx.AsyncClient(base_url=running.http) as anyone:
+    async with httpx.AsyncClient(timeout=PATIENT_S, base_url=running.http) as anyone:
         refused = await anyone.get("/api/runs/task-7f3a/diagram")
         assert refused.status_code == 401 and error_of(refused) == "unauthorized"
         wrong = await anyone.get("/api/runs/task-7f3a/diagram", headers={"Authorization": "Bearer nope"})

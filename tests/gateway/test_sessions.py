@@ -21,6 +21,7 @@ from tests.support.nats import role_url
 from tests.support.waiting import eventually
 
 from .helpers import (
+    PATIENT_S,
     TOKEN,
     Gateway,
     auth,
@@ -38,7 +39,7 @@ FOREIGN = "http://127.0.0.1:1"  # another local port: same site for SameSite, an
 
 
 async def status(gw: Gateway, cookie: str, path: str = "/api/state") -> int:
-    async with httpx.AsyncClient(base_url=gw.http) as c:
+    async with httpx.AsyncClient(timeout=PATIENT_S, base_url=gw.http) as c:
         return (await c.get(path, headers=cookie_headers(cookie, None))).status_code
 
 
@@ -63,7 +64,7 @@ async def test_sign_out_revokes_that_session_only(gateway: Gateway) -> None:
     assert mine != other
     assert authorized(await status(gateway, mine)) and authorized(await status(gateway, other))
 
-    async with httpx.AsyncClient(base_url=gateway.http) as c:
+    async with httpx.AsyncClient(timeout=PATIENT_S, base_url=gateway.http) as c:
         out = await c.delete("/api/session", headers=cookie_headers(mine, gateway.http))
     assert out.status_code == 204 and 'delegate_session=""' in out.headers["set-cookie"]
 
@@ -76,7 +77,7 @@ async def test_sign_out_revokes_that_session_only(gateway: Gateway) -> None:
 
 async def test_sign_out_everywhere_revokes_every_session_but_not_the_token(gateway: Gateway) -> None:
     cookies = [await sign_in(gateway.http) for _ in range(3)]
-    async with httpx.AsyncClient(base_url=gateway.http) as c:
+    async with httpx.AsyncClient(timeout=PATIENT_S, base_url=gateway.http) as c:
         r = await c.delete("/api/sessions", headers=cookie_headers(cookies[0], gateway.http))
         assert r.status_code == 204
         for cookie in cookies:
@@ -95,7 +96,7 @@ async def test_sessions_are_shared_by_gateways_and_a_changed_token_revokes_them_
         cookie = await sign_in(a.http)
         async with running_gateway(gateway_settings(url, tmp_path / "b")) as b:
             assert authorized(await status(b, cookie))  # signed in at a, recognised by b
-            async with httpx.AsyncClient(base_url=b.http) as c:
+            async with httpx.AsyncClient(timeout=PATIENT_S, base_url=b.http) as c:
                 assert (await c.delete("/api/session", headers=cookie_headers(cookie, b.http))).status_code == 204
             assert await status(a, cookie) == 401  # signed out at b, refused by a
         cookie = await sign_in(a.http)
@@ -105,7 +106,7 @@ async def test_sessions_are_shared_by_gateways_and_a_changed_token_revokes_them_
     async with running_gateway(gateway_settings(url, tmp_path / "a", delegate_token=new_token)) as a2:
         assert await status(a2, cookie) == 401
         assert await ws_close_code(a2, cookie) == 4401
-        async with httpx.AsyncClient(base_url=a2.http) as c:
+        async with httpx.AsyncClient(timeout=PATIENT_S, base_url=a2.http) as c:
             old = await c.post("/api/session", json={"token": TOKEN}, headers={"Origin": a2.http})
             assert old.status_code == 401
         assert authorized(await status(a2, await sign_in(a2.http, new_token)))
@@ -137,7 +138,7 @@ async def test_the_csrf_attack_from_another_local_port_is_refused_and_writes_not
     cookie = await sign_in(gateway.http)
     form = {"Content-Type": "application/x-www-form-urlencoded"}
     plain = {"Content-Type": "text/plain"}
-    async with httpx.AsyncClient(base_url=gateway.http) as c:
+    async with httpx.AsyncClient(timeout=PATIENT_S, base_url=gateway.http) as c:
         for origin in (FOREIGN, None, "null"):
             headers = cookie_headers(cookie, origin)
             for extra, body in ((plain, '{"text":"pwned"}'), (form, "text=pwned"), ({}, None)):
@@ -167,7 +168,7 @@ async def test_the_csrf_attack_from_another_local_port_is_refused_and_writes_not
 
 
 async def test_a_bearer_token_needs_no_origin_and_a_foreign_page_cannot_sign_in(gateway: Gateway, bus: Bus) -> None:
-    async with httpx.AsyncClient(base_url=gateway.http) as c:
+    async with httpx.AsyncClient(timeout=PATIENT_S, base_url=gateway.http) as c:
         r = await c.post("/api/messages", headers=auth() | {"Origin": FOREIGN}, json={"text": "from a script"})
         assert r.status_code == 202
         r = await c.post("/api/session", headers={"Origin": FOREIGN}, json={"token": TOKEN})
@@ -183,7 +184,7 @@ async def test_security_headers_on_every_answer_and_no_store_on_the_api(gateway:
 
     await bus.nc.subscribe(topics.LEDGER_PAGE.subject, cb=garbage)
     await bus.nc.flush()
-    async with httpx.AsyncClient(base_url=gateway.http) as c:
+    async with httpx.AsyncClient(timeout=PATIENT_S, base_url=gateway.http) as c:
         answers = {
             "static": await c.get("/"),
             "health": await c.get("/healthz"),
@@ -214,7 +215,7 @@ async def test_cookie_checks_need_the_bucket_and_say_so_when_nats_is_away(
         cookie = await sign_in(gw.http)
         nats_server.stop()
         try:
-            async with httpx.AsyncClient(base_url=gw.http) as c:
+            async with httpx.AsyncClient(timeout=PATIENT_S, base_url=gw.http) as c:
                 r = await c.get("/api/timeline", headers=cookie_headers(cookie, None), timeout=30)
             assert r.status_code == 503 and r.json()["error"]["code"] == "bus_unavailable"
             async with websockets.connect(f"{gw.ws}/chat", additional_headers=cookie_headers(cookie, gw.http)) as conn:
@@ -242,7 +243,7 @@ async def test_an_open_socket_ends_when_its_session_is_signed_out(
             for c in (conn, kept, scripted):
                 await c.send(json.dumps({"type": "ping"}))
                 await recv_until(c, lambda f: f["type"] == "pong")
-            async with httpx.AsyncClient(base_url=gw.http) as http:
+            async with httpx.AsyncClient(timeout=PATIENT_S, base_url=gw.http) as http:
                 path = "/api/sessions" if everywhere else "/api/session"
                 assert (await http.delete(path, headers=cookie_headers(cookie, gw.http))).status_code == 204
             frames = []
@@ -293,7 +294,7 @@ async def test_a_cookie_write_whose_origin_matches_a_forged_host_is_refused_and_
     cookie = await sign_in(gateway.http)
     host = REBOUND.format(port=gateway.settings.delegate_port)
     forged = cookie_headers(cookie, f"http://{host}") | {"Host": host}
-    async with httpx.AsyncClient(base_url=gateway.http) as c:
+    async with httpx.AsyncClient(timeout=PATIENT_S, base_url=gateway.http) as c:
         r = await c.post("/api/messages", headers=forged, json={"text": "pwned"})
         assert r.status_code == 403 and r.json()["error"]["code"] == "forbidden_host", r.text
         # A rebound name reads nothing with the cookie either, and cannot sign in or out.
@@ -330,7 +331,7 @@ async def test_the_public_base_url_is_an_origin_of_ours_and_its_host_a_name_of_o
     (tmp_path / "client").mkdir()
     async with running_gateway(settings) as gw:
         cookie = await sign_in(gw.http)
-        async with httpx.AsyncClient(base_url=gw.http) as c:
+        async with httpx.AsyncClient(timeout=PATIENT_S, base_url=gw.http) as c:
             # Behind a TLS proxy that passes the public name on (no port: https's own).
             public = cookie_headers(cookie, "https://delegate.example") | {"Host": "delegate.example"}
             assert (await c.post("/api/messages", headers=public, json={"text": "via the proxy"})).status_code == 202

@@ -30,7 +30,7 @@ from tests.support.twilio_sign import twilio_signature
 from tests.support.twilio_standin import TwilioStandin
 from tests.support.waiting import eventually
 
-from .helpers import gateway_context, gateway_settings, running_gateway, stream_messages
+from .helpers import PATIENT_S, gateway_context, gateway_settings, running_gateway, stream_messages
 from .test_sms_webhooks import OWNER, PUBLIC, is_twiml_ack, sms_params
 
 pytestmark = pytest.mark.integration
@@ -288,7 +288,7 @@ async def test_a_spool_that_cannot_be_written_refuses_with_503_and_the_gateway_s
     async with running_gateway(settings) as gw:
         r = await post_sms(gw.http, sid(4, 1))
         assert r.status_code == 503 and r.json()["error"]["code"] == "spool_unavailable", r.text
-        async with httpx.AsyncClient(base_url=gw.http) as c:
+        async with httpx.AsyncClient(timeout=PATIENT_S, base_url=gw.http) as c:
             assert (await c.get("/healthz")).status_code == 200
     assert await agent_inputs(bus) == []
 

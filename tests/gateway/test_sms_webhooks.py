@@ -32,7 +32,7 @@ from tests.support.system import System
 from tests.support.twilio_sign import twilio_signature
 from tests.support.waiting import eventually
 
-from .helpers import Gateway, auth, gateway_context, gateway_settings, running_gateway
+from .helpers import PATIENT_S, Gateway, auth, gateway_context, gateway_settings, running_gateway
 
 AUTH_TOKEN = "test_auth_token_0123"
 PUBLIC = "https://delegate.example.test"
@@ -74,7 +74,7 @@ class Rig:
             signature = twilio_signature(token, sign_url or PUBLIC + target, params)
         if signature:
             sent["X-Twilio-Signature"] = signature
-        async with httpx.AsyncClient(base_url=self.gw.http) as c:
+        async with httpx.AsyncClient(timeout=PATIENT_S, base_url=self.gw.http) as c:
             return await c.post(target, content=urlencode(params), headers=sent)
 
     async def settled(self) -> None:
@@ -322,7 +322,7 @@ async def test_hostile_bodies_get_a_clear_error_and_publish_nothing(rig: Rig) ->
         assert r.json()["error"]["code"] == code, name
         assert "Traceback" not in r.text
     # bad UTF-8 in a percent-escape: sent raw, since urlencode would not make it
-    async with httpx.AsyncClient(base_url=rig.gw.http) as c:
+    async with httpx.AsyncClient(timeout=PATIENT_S, base_url=rig.gw.http) as c:
         r = await c.post("/sms", content=b"Body=%ff%fe&MessageSid=" + sid(9).encode(), headers={
             "Content-Type": "application/x-www-form-urlencoded", "X-Twilio-Signature": "x"})
     assert r.status_code == 400 and r.json()["error"]["code"] == "bad_request"
@@ -378,7 +378,7 @@ def test_owner_phone_is_normalised_or_refused_at_startup(tmp_path: Path) -> None
 
 @pytest.mark.integration
 async def test_api_state_carries_the_pollers_channel_state_or_null(rig: Rig) -> None:
-    async with httpx.AsyncClient(base_url=rig.gw.http, headers=auth()) as c:
+    async with httpx.AsyncClient(timeout=PATIENT_S, base_url=rig.gw.http, headers=auth()) as c:
         started = time.monotonic()
         away = await c.get("/api/state")
         # No agent runs here: the 503 body still carries the state, channels included.

@@ -19,6 +19,7 @@ from delegate.launcher.procs import NatsServer
 from tests.support.twilio_media import new_sid
 from tests.support.twilio_sign import twilio_signature
 
+from .helpers import PATIENT_S
 from .voice_peer import AUTH_TOKEN, PUBLIC, VoiceRig, voice_rig
 
 SHARED_KEY = "sk_secret_0123456789"
@@ -38,7 +39,7 @@ async def post(rig: VoiceRig, params: dict[str, str], signature: str, settings: 
     headers = {"Content-Type": "application/x-www-form-urlencoded", "X-Twilio-Signature": signature}
     if settings is not None:
         headers["X-Twilio-Webhooks-Signature-Settings"] = settings
-    async with httpx.AsyncClient(base_url=rig.gw.http) as c:
+    async with httpx.AsyncClient(timeout=PATIENT_S, base_url=rig.gw.http) as c:
         return await c.post(STATUS, content=urlencode(params), headers=headers)
 
 

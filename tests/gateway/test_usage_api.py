@@ -17,6 +17,8 @@ from delegate.contracts.messages import GetRequest
 from tests.support.system import System, module_system, owner_http, probe_bus
 from tests.support.waiting import eventually
 
+from .helpers import PATIENT_S
+
 pytestmark = [pytest.mark.integration]
 
 ZONE = ZoneInfo("America/New_York")
@@ -188,6 +190,6 @@ async def test_a_runs_calls_oldest_first_and_the_owners_token_is_needed(
         ("web_search", 0.011, "inner"),
     ]
     assert (await http.get("/api/usage/calls")).status_code == 400
-    async with httpx.AsyncClient(base_url=running.http) as stranger:
+    async with httpx.AsyncClient(timeout=PATIENT_S, base_url=running.http) as stranger:
         for path in ("/api/usage", "/api/usage/calls?span_id=act-h", "/api/usage/budget"):
             assert (await stranger.get(path)).status_code == 401, path

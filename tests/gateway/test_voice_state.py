@@ -18,7 +18,7 @@ from delegate.contracts.messages import AgentCommand, AgentState, Usage
 from delegate.contracts.voice import VoiceState
 from delegate.launcher.procs import NatsServer
 
-from .helpers import auth, connect, recv_until
+from .helpers import PATIENT_S, auth, connect, recv_until
 from .voice_peer import OWNER, SESSION, VoiceRig, voice_rig
 
 
@@ -37,7 +37,7 @@ def as_json(state: VoiceState) -> dict[str, Any]:
 
 
 async def api_state(rig: VoiceRig) -> dict[str, Any]:
-    async with httpx.AsyncClient(base_url=rig.gw.http) as c:
+    async with httpx.AsyncClient(timeout=PATIENT_S, base_url=rig.gw.http) as c:
         r = await c.get("/api/state", headers=auth())
     assert r.status_code == 200, r.text
     body: dict[str, Any] = r.json()

@@ -25,7 +25,7 @@ from tests.support.twilio_media import incoming_call_params, new_sid, stream_fro
 from tests.support.twilio_sign import twilio_signature
 from tests.support.waiting import eventually
 
-from .helpers import gateway_context, gateway_settings, running_gateway
+from .helpers import PATIENT_S, gateway_context, gateway_settings, running_gateway
 from .voice_peer import (
     AUTH_TOKEN,
     OWNER,
@@ -59,7 +59,7 @@ async def post(
         signature = twilio_signature(AUTH_TOKEN, sign_url or PUBLIC + path, params)
     if signature:
         headers["X-Twilio-Signature"] = signature
-    async with httpx.AsyncClient(base_url=rig.gw.http) as c:
+    async with httpx.AsyncClient(timeout=PATIENT_S, base_url=rig.gw.http) as c:
         return await c.post(path, content=urlencode(params), headers=headers)
 
 
@@ -280,7 +280,7 @@ async def test_a_gateway_that_never_reached_nats_answers_twiml_with_an_apology(
         params = call_params(new_sid("CA"))
         headers = {"Content-Type": "application/x-www-form-urlencoded",
                    "X-Twilio-Signature": twilio_signature(AUTH_TOKEN, PUBLIC + "/twiml", params)}
-        async with httpx.AsyncClient(base_url=gw.http) as c:
+        async with httpx.AsyncClient(timeout=PATIENT_S, base_url=gw.http) as c:
             r = await c.post("/twiml", content=urlencode(params), headers=headers)
         root = parse_twiml(r)
         assert [child.tag for child in root] == ["Say", "Hangup"]
