@@ -20,7 +20,7 @@ from delegate.launcher.procs import NatsServer
 from tests.support.speech import browser_audio
 
 from .helpers import TOKEN as OWNER_TOKEN
-from .voice_peer import SESSION, VoiceRig, voice_rig
+from .voice_peer import SESSION, VOICE_LOST_FAST_S, VoiceRig, voice_rig
 
 CHUNK = 4800  # 100 ms of PCM16 at 24 kHz, as the page's worklet batches it
 
@@ -142,14 +142,16 @@ async def test_end_from_voice_is_an_ended_state_then_close(rig: VoiceRig) -> Non
     assert ws.close_code == 1000
 
 
-async def test_voice_going_silent_ends_the_call_with_voice_lost(rig: VoiceRig) -> None:
-    ws = await live_call(rig)
-    await rig.voice.stop_heartbeats()
-    ended = await next_json(ws, timeout=10)
-    assert (ended["status"], ended["reason"]) == ("ended", "voice_lost")
-    assert ended["message"]
-    await ws.wait_closed()
-    assert rig.voice.of_type("hangup") == []
+async def test_voice_going_silent_ends_the_call_with_voice_lost(nats_server: NatsServer, tmp_path: Path) -> None:
+    async with voice_rig(nats_server, tmp_path, voice_lost_after_s=VOICE_LOST_FAST_S) as rig:
+        rig.voice.audio_format = "pcm16"
+        ws = await live_call(rig)
+        await rig.voice.stop_heartbeats()
+        ended = await next_json(ws, timeout=10)
+        assert (ended["status"], ended["reason"]) == ("ended", "voice_lost")
+        assert ended["message"]
+        await ws.wait_closed()
+        assert rig.voice.of_type("hangup") == []
 
 
 async def test_a_page_sending_neither_audio_nor_heartbeats_is_ended_as_stream_lost(

@@ -17,7 +17,7 @@ from delegate.launcher.procs import NatsServer
 from tests.support.speech import phone_audio
 from tests.support.twilio_media import FRAME_BYTES, FakeTwilioCall
 
-from .voice_peer import SESSION, TOKEN, VoiceRig, voice_rig
+from .voice_peer import SESSION, TOKEN, VOICE_LOST_FAST_S, VoiceRig, voice_rig
 
 PARAMS = {"session": SESSION, "token": TOKEN}
 
@@ -115,11 +115,15 @@ async def test_end_from_voice_closes_the_socket_so_twilio_plays_the_apology(
     assert rig.voice.of_type("hangup") == []  # voice ended it: nothing to tell it
 
 
-async def test_voice_going_silent_ends_the_call_on_our_side(rig: VoiceRig, call: FakeTwilioCall) -> None:
-    await call.silence(200)
-    await rig.voice.stop_heartbeats()  # the voice process died
-    assert await call.wait_closed(timeout=10) == 1000
-    assert rig.voice.of_type("hangup") == []
+async def test_voice_going_silent_ends_the_call_on_our_side(nats_server: NatsServer, tmp_path: Path) -> None:
+    async with voice_rig(nats_server, tmp_path, voice_lost_after_s=VOICE_LOST_FAST_S) as rig:
+        call = rig.twilio()
+        await call.open(PARAMS)
+        await rig.voice.wait_for(lambda v: bool(v.attaches), what="the stream to attach")
+        await call.silence(200)
+        await rig.voice.stop_heartbeats()  # the voice process died
+        assert await call.wait_closed(timeout=10) == 1000
+        assert rig.voice.of_type("hangup") == []
 
 
 async def test_bad_frames_are_skipped_and_the_call_goes_on(rig: VoiceRig, call: FakeTwilioCall) -> None:
