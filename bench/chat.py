@@ -31,6 +31,7 @@ import argparse
 import asyncio
 import json
 import logging
+import shutil
 import statistics
 import sys
 import tempfile
@@ -243,6 +244,14 @@ async def run(
     ``memory``: the memory service runs too, so every turn first searches memory (and each turn
     is extracted after it, off the hot path, sharing the two cores)."""
     root = Path(tempfile.mkdtemp(prefix="bench-chat-"))
+    figures = await run_in(root, args, auth, memory, one_process)
+    shutil.rmtree(root, ignore_errors=True)  # kept when the run failed: its logs say why
+    return figures
+
+
+async def run_in(
+    root: Path, args: argparse.Namespace, auth: bool, memory: bool, one_process: bool
+) -> tuple[float, float]:
     standin = StandinProcess(log_dir=root / "standin").start()
     env = {
         "OPENAI_API_KEY": TEST_API_KEY,
