@@ -6,9 +6,9 @@ service's start shares, spent before any service could answer. So the server tak
 at once, and a request that comes before the app is built waits for it, never refused: the
 first one starts the build, every one that comes meanwhile waits for the same build.
 
-The build runs in a thread, as the services load the OpenAI SDK after their start
-(``delegate.runtime.openai_client``): on the event loop it would hold up every other service of
-a host while it imports.
+The build runs in a thread, as the services load the OpenAI SDK after their start (the
+runtime's lazily loaded OpenAI client): on the event loop it would hold up every other service
+of a host while it imports.
 """
 
 import asyncio
