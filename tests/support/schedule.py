@@ -9,7 +9,8 @@ scheduling: the last file to start is a short one), by the seconds each took in 
 the per-file times measured so far the two orders end within seconds of each other: a guard
 for the tail, not a large saving.
 
-Every run writes what its files took to ``test-output/file-seconds.json``: copy it over the
+Every distributed run (``-n``) writes what its files took to ``test-output/file-seconds.json``, and
+each worker the CPU its files cost to ``file-cpu-*.json`` beside it: copy the seconds over the
 checked-in table after a full run on an idle machine. A file the table does not know yet is
 estimated from its tests (a process-starting test costs seconds, any other almost nothing).
 """
@@ -97,9 +98,13 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    write_cpu(session)
-    if hasattr(session.config, "workerinput") or not _seconds:
-        return  # a worker: the controller writes the whole run's figures
+    # Only a distributed run (``make test``'s shape) writes figures: a targeted run of a file or
+    # two, as one runs while working, would overwrite the whole run's table the moment after.
+    if hasattr(session.config, "workerinput"):
+        write_cpu(session)
+        return  # a worker: the controller writes the whole run's seconds
+    if not getattr(session.config.option, "numprocesses", None) or not _seconds:
+        return
     out = session.config.rootpath / MEASURED
     out.parent.mkdir(parents=True, exist_ok=True)
     ordered = dict(sorted(((name, round(s, 1)) for name, s in _seconds.items()), key=lambda kv: -kv[1]))
@@ -107,11 +112,11 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 def write_cpu(session: pytest.Session) -> None:
-    """Each process writes its own files' CPU seconds and Systems started (a worker's children
-    are its own)."""
+    """Each worker writes its own files' CPU seconds and Systems started (its children are its
+    own)."""
     if not _cpu:
         return
-    worker = getattr(session.config, "workerinput", {}).get("workerid", "main")
+    worker = session.config.workerinput["workerid"]  # type: ignore[attr-defined]
     out = session.config.rootpath / MEASURED.with_name(f"file-cpu-{worker}-{os.getpid()}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     ordered = {name: [round(s, 1), _systems[name]] for name, s in sorted(_cpu.items(), key=lambda kv: -kv[1])}
