@@ -2,6 +2,7 @@
 
 import asyncio
 import contextlib
+import io
 import json
 import socket
 import time
@@ -104,7 +105,24 @@ async def running_gateway(
         yield gw
     finally:
         server.should_exit = True
-        await asyncio.wait_for(task, 15)
+        await stopped(task)
+
+
+async def stopped(serving: "asyncio.Task[None]") -> None:
+    """The server's task ends (its lifespan shutdown is the gateway's stop); if it has not within
+    PATIENT_S, the failure shows what every task of the loop was still doing. A stop once took
+    over 15 s here (tests/gateway/test_frame_fuzz.py, at load 5), with no trace of where."""
+    done, _ = await asyncio.wait({serving}, timeout=PATIENT_S)
+    if not done:
+        stacks = io.StringIO()
+        for other in asyncio.all_tasks():
+            if other is not asyncio.current_task():
+                other.print_stack(limit=12, file=stacks)
+        serving.cancel()
+        await asyncio.gather(serving, return_exceptions=True)
+        raise AssertionError(f"the gateway had not stopped {PATIENT_S} s after it was told to; its loop's tasks:\n"
+                             f"{stacks.getvalue()}")
+    serving.result()
 
 
 def auth() -> dict[str, str]:
