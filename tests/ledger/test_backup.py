@@ -58,7 +58,7 @@ def _read_only(live: Path) -> sqlite3.Connection:
 
 def _max_seq(live: Path) -> int:
     try:
-        with _read_only(live) as conn:
+        with contextlib.closing(_read_only(live)) as conn:  # sqlite3's own `with` commits, never closes
             return int(conn.execute("SELECT COALESCE(MAX(seq), 0) FROM conversation_events").fetchone()[0])
     except sqlite3.OperationalError:  # not created yet
         return 0
