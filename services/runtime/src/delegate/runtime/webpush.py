@@ -160,7 +160,7 @@ class PushStore:
     async def get(self, sub_id: str) -> PushSubscription | None:
         try:
             entry = await asyncio.wait_for(self._bucket().get(sub_id), KV_TIMEOUT_S)
-        except nats.js.errors.KeyNotFoundError:
+        except (nats.js.errors.KeyNotFoundError, nats.js.errors.KeyDeletedError):  # deleted: its marker
             return None
         except (nats.errors.Error, TimeoutError) as exc:
             raise SubscriptionsUnavailable(repr(exc)) from exc
@@ -176,13 +176,21 @@ class PushStore:
             raise SubscriptionsUnavailable(repr(exc)) from exc
 
     async def all(self) -> list[PushSubscription]:
+        # The bucket's stream lists its subjects, one per key ever written (a deleted one's marker
+        # too: get() says None for it). Not KeyValue.keys(): nats-py's watcher can mark its start
+        # done before the entries already on their way arrive (the consumer has none pending,
+        # none delivered yet), so under load keys() said "no keys" for a bucket that had some,
+        # and a sign-out's listing left a browser subscribed (tests/gateway/test_push_api.py).
+        bucket = self._bucket()
+        prefix = f"$KV.{subjects.PUSH_SUBSCRIPTIONS_BUCKET}."
         try:
-            keys = await asyncio.wait_for(self._bucket().keys(), KV_TIMEOUT_S)
-        except nats.js.errors.NoKeysError:
-            return []
+            info = await asyncio.wait_for(
+                bucket._js.stream_info(bucket._stream, subjects_filter=f"{prefix}>"), KV_TIMEOUT_S
+            )
         except (nats.errors.Error, TimeoutError) as exc:
             raise SubscriptionsUnavailable(repr(exc)) from exc
-        found = [await self.get(key) for key in sorted(keys)]
+        keys = sorted(subject[len(prefix):] for subject in (info.state.subjects or {}))
+        found = [await self.get(key) for key in keys]
         return [sub for sub in found if sub is not None]
 
     async def delete_session(self, session: str) -> int:
