@@ -34,7 +34,8 @@ PLAIN_TEST_S = 0.02
 
 _seconds: defaultdict[str, float] = defaultdict(float)
 # CPU seconds per file, this process's and its reaped children's (the services a test started
-# and stopped): what a file costs the cores, whatever the load while it ran.
+# and stopped): what a file costs the cores, whatever the load while it ran. A session-wide
+# fixture's processes (PostgreSQL, say) count for the file whose test ended the session.
 _cpu: defaultdict[str, float] = defaultdict(float)
 _systems: defaultdict[str, int] = defaultdict(int)  # Systems started per file
 
