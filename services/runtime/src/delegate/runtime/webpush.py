@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 import nats.errors
 import nats.js.errors
 from cryptography.hazmat.primitives import serialization
+from nats.js import JetStreamContext
 from nats.js.kv import KeyValue
 from py_vapid import Vapid02
 from pydantic import ValidationError
@@ -134,8 +135,10 @@ class PushStore:
 
     def __init__(self) -> None:
         self._kv: KeyValue | None = None
+        self._js: JetStreamContext | None = None
 
     async def open(self, bus: Bus) -> None:
+        self._js = bus.js
         try:
             self._kv = await bus.js.key_value(subjects.PUSH_SUBSCRIPTIONS_BUCKET)
         except nats.js.errors.BucketNotFoundError:
@@ -181,11 +184,13 @@ class PushStore:
         # done before the entries already on their way arrive (the consumer has none pending,
         # none delivered yet), so under load keys() said "no keys" for a bucket that had some,
         # and a sign-out's listing left a browser subscribed (tests/gateway/test_push_api.py).
-        bucket = self._bucket()
+        self._bucket()  # opened
+        assert self._js is not None
         prefix = f"$KV.{subjects.PUSH_SUBSCRIPTIONS_BUCKET}."
         try:
-            info = await asyncio.wait_for(
-                bucket._js.stream_info(bucket._stream, subjects_filter=f"{prefix}>"), KV_TIMEOUT_S
+            info = await asyncio.wait_for(  # a bucket's stream is KV_<bucket> (the KV protocol's name)
+                self._js.stream_info(f"KV_{subjects.PUSH_SUBSCRIPTIONS_BUCKET}", subjects_filter=f"{prefix}>"),
+                KV_TIMEOUT_S,
             )
         except (nats.errors.Error, TimeoutError) as exc:
             raise SubscriptionsUnavailable(repr(exc)) from exc
