@@ -1,14 +1,18 @@
 """The model request starts while a turn's opening events are still being published.
 
 Whatever the model does, and however fast, the stream must still hold conversation.opened,
-span.opened and the user message before anything else of the turn, in that order.
+span.opened and the user message before anything else of the turn, in that order. The opening
+waits for the turn's first delta, at most ``AGENT_OPENING_HOLD_MS``.
 """
 
+import time
 from collections.abc import Awaitable, Callable
 
 import pytest
 
+from delegate.contracts import topics
 from delegate.contracts.events import Event
+from delegate.contracts.messages import TurnCommand
 from tests.agent.rig import Probe
 from tests.support.standin import StandinProcess
 from tests.support.system import System
@@ -70,3 +74,46 @@ async def test_instant_answers_keep_every_turn_in_order(
             assert seq[msg.id] > seq[answer_of(events, sent[i - 1].id).id]
     said = [e.payload["text"] for e in events if e.kind == "message" and e.role == "user"]
     assert said == [f"quick {i}" for i in range(12)]
+
+
+STALL_S = 3.0
+
+
+async def test_the_opening_waits_for_the_first_delta(
+    make_system: Callable[..., System], probe_for: Callable[[System], Awaitable[Probe]], standin: StandinProcess
+) -> None:
+    system = make_system(AGENT_OPENING_HOLD_MS="60000").start("ledger", "agent")
+    probe = await probe_for(system)
+    committed_at: dict[str, float] = {}
+
+    async def seen(event: Event) -> None:
+        committed_at.setdefault(event.id, time.monotonic())
+
+    await probe.bus.subscribe(topics.LEDGER_COMMITTED, seen)
+    standin.script({"action": "stall", "seconds": STALL_S, "text": "There you are."})
+    sent = time.monotonic()
+    msg = await probe.send("held words")
+    answer = await probe.answer(msg.id)
+    assert answer.payload["text"] == "There you are."
+    # Not committed while the model sat silent: it went out after the first delta, which the
+    # stall held back (a lower bound the load can only lengthen, not a speed).
+    await probe.wait_for(lambda: committed_at.get(msg.id), "the user message seen committed")
+    assert committed_at[msg.id] - sent >= STALL_S
+    kinds = [e.kind for e in await probe.ledger_events() if not e.kind.startswith("term.")]
+    assert kinds[:3] == ["conversation.opened", "span.opened", "message"]
+
+
+async def test_a_model_slow_to_start_gets_the_opening_after_the_hold(
+    make_system: Callable[..., System], probe_for: Callable[[System], Awaitable[Probe]], standin: StandinProcess
+) -> None:
+    # The default hold; the SDK would wait a minute for the stalled model (the wait below is 30 s).
+    system = make_system(OPENAI_TIMEOUT="60").start("ledger", "agent")
+    probe = await probe_for(system)
+    standin.script({"action": "stall"})  # silent until the client leaves
+    msg = await probe.send("words for a slow model")
+    await probe.wait_for(lambda: [e for e in probe.events if e.id == msg.id], "the user message committed")
+    assert not probe.turn_deltas(msg.id) and probe.outcome(msg.id) is None  # the model is still silent
+
+    await probe.bus.request(topics.AGENT_STOP, TurnCommand(turn_id=msg.id))
+    stopped = await probe.answer(msg.id)
+    assert stopped.payload["stopped"] is True

@@ -27,6 +27,7 @@ their phone or in their mail client, and silence would read as a lost message.
 """
 
 import asyncio
+import contextlib
 import logging
 from dataclasses import dataclass
 from datetime import datetime
@@ -180,13 +181,14 @@ class Inputs(Answering):
             )
             # The opening events go out while the model request runs: the first delta does not
             # wait for their fsynced PubAcks, everything published after them still does.
+            out = asyncio.Event()
             opening = asyncio.create_task(
-                self._publish_opening_after(lease_read, conversation_id, span, msg.ts, user_message)
+                self._publish_opening_after(lease_read, out, conversation_id, span, msg.ts, user_message)
             )
             turn = Turn(
                 msg.id, msg.channel, conversation_id, span.id, user_item(msg.text), delivery, opening,
                 supersedes=msg.supersedes, start=self._start_before(msg.supersedes),
-                answer_id=answer_id_for(msg.id), lease_read=lease_read,
+                answer_id=answer_id_for(msg.id), lease_read=lease_read, out=out,
             )
             try:
                 result = await self.turns.answer(turn)
@@ -194,14 +196,26 @@ class Inputs(Answering):
                 opening.cancel()  # stepping down: this leader publishes nothing more
                 raise
             finally:
+                out.set()
                 await settle_opening(opening)
             return reply_to_outcome(result.event, msg.meta) if result.event is not None else None
 
     async def _publish_opening_after(
-        self, lease_read: "asyncio.Task[None]", conversation_id: str, span: SpanRef, ts: datetime, user_message: Event
+        self, lease_read: "asyncio.Task[None]", out: asyncio.Event, conversation_id: str, span: SpanRef,
+        ts: datetime, user_message: Event,
     ) -> None:
-        """The opening events, once the read taking the input on showed the lease ours."""
+        """The opening events, once the read taking the input on showed the lease ours.
+
+        They also wait for the turn's first delta (``out``), at most ``AGENT_OPENING_HOLD_MS``:
+        their commit, fsync and fan-out to every client would otherwise share the cores with a
+        model answering on this machine (the offline stand-in) on its way to that delta. A model
+        slow to start (a remote one, one reasoning first) gets them after the hold, so the
+        owner's other devices show the message at once all the same.
+        """
         await asyncio.shield(lease_read)  # the turn's own wait for it may be cancelled, not the read
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self.settings.agent_opening_hold_ms / 1000):
+                await out.wait()
         await self.spans.publish_opening(conversation_id, span, ts, user_message)
 
     def _start_before(self, turn_id: str | None) -> ChainPoint | None:

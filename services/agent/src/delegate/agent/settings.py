@@ -26,6 +26,9 @@ class Settings(ServiceSettings, BudgetSettings):  # BUDGET_HARD_STOP_OWNER (hard
     agent_stream_retries: int = 1  # AGENT_STREAM_RETRIES: whole-request retries after a broken stream
     agent_max_tool_rounds: int = 8  # AGENT_MAX_TOOL_ROUNDS: tool continuations in one turn
     agent_turn_timeout: float = 600.0  # AGENT_TURN_TIMEOUT: a turn still running after this fails
+    # AGENT_OPENING_HOLD_MS: longest a user message's opening events wait for the turn's first delta
+    # (a fast model's is not kept waiting behind their commit and fan-out); 0: they go out at once.
+    agent_opening_hold_ms: int = Field(default=100, ge=0)
     agent_recent_turns: int = 20  # AGENT_RECENT_TURNS: verbatim turns in a fresh working context
     agent_recent_chars: int = 16_000  # AGENT_RECENT_CHARS: their character budget
     agent_ack_wait: float = 10.0  # AGENT_ACK_WAIT: a dead leader's input is redelivered after this

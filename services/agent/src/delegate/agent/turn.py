@@ -283,7 +283,8 @@ class Turns(ModelWork):
 
         async def on_delta(part: str) -> None:
             await text.delta(part)
-            self.retrieval.release(turn)  # the memory record follows the first delta, not before it
+            turn.out.set()  # the opening events follow the first delta, not before it
+            self.retrieval.release(turn)  # nor the memory record
 
         stream = asyncio.ensure_future(
             responses.stream_response(
@@ -302,6 +303,7 @@ class Turns(ModelWork):
                 lease_read.result()  # Deposed: the request stops (below) and the input goes back
                 lease_read = None  # ours: only the stream and Stop are left to wait for
         finally:
+            turn.out.set()  # the response ended (or was cut short) without a delta maybe: no more hold
             stopper.cancel()
             if not stream.done():
                 stream.cancel()  # closes the HTTP stream: the server sees the client leave
@@ -362,7 +364,7 @@ def usage_cause(turn: Turn) -> Cause:
     """What a turn's model calls are billed to: the owner's turn, or an activation."""
     purpose: UsagePurpose = "activation" if turn.memory_purpose == "activation" else "owner_turn"
     return Cause(purpose, turn.channel, turn.id, conversation_id=turn.conversation_id, span_id=turn.span_id,
-                 parent_id=turn.id)
+                 parent_id=turn.id, after=turn.opened)
 
 
 def failure_id(answer_id: str) -> str:

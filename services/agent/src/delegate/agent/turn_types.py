@@ -46,8 +46,9 @@ class Turn:
     """One input being answered: where its events go and what the model is given.
 
     ``opening`` publishes the events that open the turn (conversation, span, the user message)
-    while the model request already runs; ``opened()`` is the barrier before anything else of
-    the turn is published, so the stream still holds them first, in order.
+    while the model request already runs, from when ``out`` is set (the first delta is out, or
+    the first response ended) or a short hold has passed; ``opened()`` is the barrier before
+    anything else of the turn is published, so the stream still holds them first, in order.
     """
 
     id: str
@@ -76,8 +77,12 @@ class Turn:
     # the turn's setup and model request (a user message): nothing of the turn is published,
     # shown or run before it succeeds, and the model request is cut short when it fails.
     lease_read: "asyncio.Task[None] | None" = field(default=None, compare=False)
+    # Set once the first delta is out or the first response ended: what was held off the way
+    # to the first delta (the opening events, the memory record) goes out then.
+    out: asyncio.Event = field(default_factory=asyncio.Event, compare=False)
 
     async def opened(self) -> None:
+        self.out.set()  # whoever needs the opening published now does not wait out its hold
         if self.opening is not None:
             # Shielded: the turn timing out while it waits here must not cancel the opening,
             # which ``turn.failed`` then still waits for.

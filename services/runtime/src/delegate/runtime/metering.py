@@ -16,9 +16,10 @@ and a ledger that is down loses the row (logged), never the answer.
 """
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from delegate.contracts.events import Channel, Event, ModelUsage, UsagePurpose, make_event
@@ -46,6 +47,9 @@ class Cause:
     conversation_id: str | None = None
     span_id: str | None = None
     parent_id: str | None = None
+    # What the usage event must follow in the ledger: a turn's opening events (its user message
+    # is the parent), which may still be on their way when a fast response ends.
+    after: Callable[[], Awaitable[object]] | None = field(default=None, compare=False, repr=False)
 
 
 def _get(obj: Any, key: str) -> Any:
@@ -131,12 +135,15 @@ class Meter:
             log.error("model.usage of %s (%s) not recorded: the meter has no ledger", model, cause.purpose)
             return
         event = self.event(cause, model, usage, response_id=response_id, failed=failed)
-        task = asyncio.get_running_loop().create_task(self._publish(event))
+        task = asyncio.get_running_loop().create_task(self._publish(event, cause.after))
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)
 
-    async def _publish(self, event: Event) -> None:
+    async def _publish(self, event: Event, after: Callable[[], Awaitable[object]] | None = None) -> None:
         assert self.publish is not None
+        if after is not None:
+            with contextlib.suppress(Exception):  # its failure is the caller's to report, not a reason to lose usage
+                await after()
         try:
             await self.publish(event)
         except Exception as exc:
