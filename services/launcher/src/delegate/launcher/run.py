@@ -139,6 +139,17 @@ class StopRequests:
     def _on_signal(self, _signum: int, _frame: object) -> None:
         self.received += 1
 
+    def stand_down(self) -> None:
+        """Once everything is stopped: ignore SIGINT and SIGTERM from now on.
+
+        A signal that comes late (make's forwarded SIGTERM, or a Ctrl-C, sent a moment after the
+        one that stopped us) has nothing left to stop; but the interpreter's exit puts back the
+        default action of every signal Python handles, so one landing then killed the launcher
+        and made its exit code the signal's (-2, -15) instead of the stop's 0. An ignored signal
+        stays ignored through that exit."""
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, signal.SIG_IGN)
+
     def wait(self, timeout: float) -> int:
         """Up to ``timeout`` seconds, or until a signal came: how many came since the last call."""
         if self.received == self._taken:
@@ -318,6 +329,7 @@ def main() -> None:
         if nats:
             nats.stop(timeout=NATS_STOP_S)
         log.info("stopped in %.1f s", time.monotonic() - began)
+        stop_requests.stand_down()
     sys.exit(exit_code)
 
 
