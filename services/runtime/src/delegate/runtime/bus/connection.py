@@ -33,9 +33,10 @@ from ..retry import retrying
 from ..settings import NatsSettings
 from .atomic import publish_atomic
 from .batches import BatchConsumer
+from .closing import drain_within
 from .consumer import consume
 from .dead_letters import DeadLetters
-from .errors import TRANSIENT, BusUnavailable, DomainError, RemoteError, quietly
+from .errors import TRANSIENT, BusUnavailable, DomainError, RemoteError
 from .server import ServerFeature, check_server, stream_features
 
 log = logging.getLogger(__name__)
@@ -368,10 +369,7 @@ class Bus:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        try:
-            await asyncio.wait_for(self.nc.drain(), timeout=5.0)
-        except Exception:
-            await quietly(self.nc.close())
+        await drain_within(self.nc)
 
 
 async def update_stream(js: JetStreamContext, config: StreamConfig, *, timeout: float = 10.0) -> None:
