@@ -122,9 +122,19 @@ class Inputs(Answering):
             raise
         finally:
             beat.cancel()
-            self.retrieval.discard_prefetch()
+            self.retrieval.discard_prefetch(msg.id)
             if lease_read is not None:
                 _settle_lease_read(lease_read)
+
+    async def on_published(self, msg: UserInput | RegenerateInput | ActivationInput | IdleCheckInput) -> None:
+        """An input as it is published (core NATS), before JetStream stored it (fsynced) and the
+        durable consumer delivered it: an idle leader starts a user message's memory search now,
+        which ``on_input`` then takes over. Only idle: a running turn changes what the next
+        search excludes, and its own requests need the cores. Delivery is not promised here, and
+        a search started for an input that never comes to this leader is cancelled by the next.
+        """
+        if isinstance(msg, UserInput) and self.status.ready and not self.status.lock.locked() and self.guard.live():
+            self.retrieval.prefetch(msg.id, msg.text)
 
     async def _heartbeat(self, raw: Msg) -> None:
         """Keep a live leader's input from being redelivered while its turn runs."""

@@ -118,6 +118,7 @@ async def lead(
         await term.serve(topics.AGENT_END, agent.on_end)
         await term.serve(topics.AGENT_STOP, agent.on_stop)
         await term.subscribe(topics.LEDGER_COMMITTED, agent.on_committed)
+        await term.subscribe(topics.AGENT_INPUT, agent.inputs.on_published)  # memory's head start
         await toolbox.serve(term)
         consumer = asyncio.create_task(
             term.consume(

@@ -7,9 +7,10 @@ request may name), and waits at most ``MEMORY_RETRIEVAL_WAIT_MS``: the turn neve
 memory, and without an answer (the service is down) it goes on without memory, logged once per
 outage.
 
-A user message's search starts the moment the input arrives (``prefetch``), before the lease
-read and the turn's opening work, which it overlaps: the request waits only for what is left of
-it. It is used only when the turn asks exactly the same (an exclusion that changed meanwhile, as
+A user message's search starts the moment the input is published, when the leader hears it
+live while idle (``Inputs.on_published``), or else as it arrives (``prefetch``), before the
+lease read and the turn's opening work, which it overlaps: the request waits only for what is
+left of it. It is used only when the turn asks exactly the same (an exclusion that changed meanwhile, as
 a fresh working context changes it, asks again); one nobody used is cancelled.
 
 A search that answers after the wait is kept. What in it the model does not have yet (not
@@ -133,6 +134,7 @@ class Retrieval:
         self.carried = Seen()
         self._carried_ids: dict[str, None] = {}
         self._prefetched: MemoryLookup | None = None
+        self._prefetched_for: str | None = None  # the input it was started for
         self._span: SpanMemory | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._held: dict[str, MemoryRetrieved] = {}  # turn id -> its on-time record, not yet out
@@ -180,20 +182,26 @@ class Retrieval:
         )
 
     def prefetch(self, turn_id: str, query: str, purpose: Purpose = "turn") -> None:
-        """Start the search of a turn about to be taken on; ``before_turn`` picks it up."""
-        self.discard_prefetch()
+        """Start the search of a turn about to be taken on; ``before_turn`` picks it up. The same
+        search started already (as the input was published) is kept, not asked again."""
         request = self.request_for(turn_id, query, purpose)
+        if request is not None and self._prefetched is not None and self._prefetched.request == request:
+            return
+        self.discard_prefetch()
         if request is not None:
-            self._prefetched = MemoryLookup(self.bus, request)
+            self._prefetched, self._prefetched_for = MemoryLookup(self.bus, request), turn_id
 
-    def discard_prefetch(self) -> None:
-        """A search started for a turn that did not ask it (deposed, answered before, deferred)."""
-        lookup, self._prefetched = self._prefetched, None
+    def discard_prefetch(self, turn_id: str | None = None) -> None:
+        """A search started for a turn that did not ask it (deposed, answered before, deferred);
+        with ``turn_id``, only that input's: the next one's, started as it was published, stays."""
+        if turn_id is not None and self._prefetched_for not in (None, turn_id):
+            return
+        lookup, self._prefetched, self._prefetched_for = self._prefetched, None, None
         if lookup is not None:
             lookup.cancel()
 
     def _lookup(self, request: MemorySearchRequest) -> MemoryLookup:
-        lookup, self._prefetched = self._prefetched, None
+        lookup, self._prefetched, self._prefetched_for = self._prefetched, None, None
         if lookup is not None and lookup.request == request:
             return lookup
         if lookup is not None:

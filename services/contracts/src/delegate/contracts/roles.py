@@ -84,7 +84,9 @@ ROLES: dict[str, Role] = {
             # email.received signals when EMAIL_WHEN_AWAY=signal
             publishes=(_own_append("agent"), topics.SMS_OUT, topics.EMAIL_OUT, topics.INNER_SIGNAL),
             emits=(topics.AGENT_DELTA, topics.AGENT_STATE, topics.INNER_NOTICE),
-            subscribes=(topics.LEDGER_COMMITTED,),
+            # agent.evt.input live too: an idle leader starts a user message's memory search as
+            # it is published, before JetStream has stored it and the durable consumer delivered it
+            subscribes=(topics.LEDGER_COMMITTED, topics.AGENT_INPUT),
             consumes=(Consumer("AGENT", streams.AGENT_WORKER, topics.AGENT_INPUT),),
             # the call_owner tool asks the voice service to place the call
             # the reminder tools ask the inner plane, which owns reminders
