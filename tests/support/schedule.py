@@ -37,12 +37,18 @@ _seconds: defaultdict[str, float] = defaultdict(float)
 # and stopped): what a file costs the cores, whatever the load while it ran. A session-wide
 # fixture's processes (PostgreSQL, say) count for the file whose test ended the session.
 _cpu: defaultdict[str, float] = defaultdict(float)
+_own_cpu: defaultdict[str, float] = defaultdict(float)  # the worker's own share of it
 _systems: defaultdict[str, int] = defaultdict(int)  # Systems started per file
 
 
+def own_cpu_seconds() -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    return own.ru_utime + own.ru_stime
+
+
 def cpu_seconds() -> float:
-    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own_cpu_seconds() + children.ru_utime + children.ru_stime
 
 
 def file_of(nodeid: str) -> str:
@@ -87,9 +93,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
     from .system import System  # imported late: the plugin loads before the tests' path is set
 
-    before, systems = cpu_seconds(), System.created_count
+    before, own_before, systems = cpu_seconds(), own_cpu_seconds(), System.created_count
     yield
     _cpu[file_of(item.nodeid)] += cpu_seconds() - before
+    _own_cpu[file_of(item.nodeid)] += own_cpu_seconds() - own_before
     _systems[file_of(item.nodeid)] += System.created_count - systems
 
 
@@ -113,12 +120,16 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 def write_cpu(session: pytest.Session) -> None:
-    """Each worker writes its own files' CPU seconds and Systems started (its children are its
-    own)."""
+    """Each worker writes, per file: CPU seconds (its own and its reaped children's), Systems
+    started, and the worker's own share of those seconds (tests' own work, in-process gateways,
+    Chromium's driver) — the rest is the service processes'."""
     if not _cpu:
         return
     worker = session.config.workerinput["workerid"]  # type: ignore[attr-defined]
     out = session.config.rootpath / MEASURED.with_name(f"file-cpu-{worker}-{os.getpid()}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
-    ordered = {name: [round(s, 1), _systems[name]] for name, s in sorted(_cpu.items(), key=lambda kv: -kv[1])}
+    ordered = {
+        name: [round(s, 1), _systems[name], round(_own_cpu[name], 1)]
+        for name, s in sorted(_cpu.items(), key=lambda kv: -kv[1])
+    }
     out.write_text(json.dumps(ordered, indent=1) + "\n")
