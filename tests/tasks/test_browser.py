@@ -61,6 +61,24 @@ async def browser(site: TestSite, chromium: str) -> AsyncIterator[Browser]:
 Heard = list[tuple[str, str]]
 
 
+@in_module_loop
+async def test_chromium_starts_at_a_tasks_first_page_not_with_the_task(
+        site: TestSite, chromium: str, tmp_path: Path) -> None:
+    """Most tasks begin with model steps and many never browse: a launch costs seconds of CPU."""
+    lazy = Browser(HostPolicy.parse(f"127.0.0.1:{site.port}", True), executable=chromium)
+    await lazy.start()
+    try:
+        async with lazy.for_task("task-quiet", tmp_path / "quiet") as quiet:
+            assert quiet.url is None
+        assert not lazy.running
+        async with lazy.for_task("task-browsing", tmp_path / "browsing") as browsing:
+            assert not lazy.running
+            opened = await browsing.call("browser_open", {"url": site.url("/")})
+            assert opened.ok and lazy.running, opened.output
+    finally:
+        await lazy.close()
+
+
 @pytest.fixture
 def heard() -> Heard:
     return []

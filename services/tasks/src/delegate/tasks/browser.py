@@ -221,12 +221,15 @@ class TaskBrowser:
     """One task's browser: a context behind its own proxy, and the page the model drives."""
 
     def __init__(
-        self, workdir: Path, *, page_timeout_s: float, page_text_chars: int, on_refusal: OnRefusal | None = None
+        self, workdir: Path, *, page_timeout_s: float, page_text_chars: int, on_refusal: OnRefusal | None = None,
+        open_context: Callable[["TaskBrowser"], Awaitable[BrowserContext]] | None = None,
     ) -> None:
         self.workdir = workdir
         self.page_timeout_s = page_timeout_s
         self.page_text_chars = page_text_chars
         self._on_refusal = on_refusal
+        # Called at the first page the task needs: a task that never browses launches no Chromium.
+        self._open_context = open_context
         self._context: BrowserContext | None = None
         self._page: Page | None = None
         self._links: list[Link] = []
@@ -274,15 +277,23 @@ class TaskBrowser:
             result.url = self.url
         return result
 
-    async def _start(self, browser: PlaywrightBrowser, proxy: EgressProxy) -> None:
-        self._context = await browser.new_context(
+    async def new_context(self, browser: PlaywrightBrowser, proxy: EgressProxy) -> BrowserContext:
+        """A context for this task: its own proxy, no downloads, no service workers."""
+        context = await browser.new_context(
             proxy={"server": proxy.url, "bypass": PROXY_BYPASS},
             viewport={"width": VIEWPORT["width"], "height": VIEWPORT["height"]},
             accept_downloads=False,
             service_workers="block",
         )
-        self._context.set_default_timeout(self.page_timeout_s * 1000)
-        self._context.set_default_navigation_timeout(self.page_timeout_s * 1000)
+        context.set_default_timeout(self.page_timeout_s * 1000)
+        context.set_default_navigation_timeout(self.page_timeout_s * 1000)
+        return context
+
+    async def _context_now(self) -> BrowserContext:
+        if self._context is None:
+            assert self._open_context is not None, "a TaskBrowser needs a context or a way to open one"
+            self._context = await self._open_context(self)
+        return self._context
 
     async def _close(self) -> None:
         if self._context is not None:
@@ -292,8 +303,7 @@ class TaskBrowser:
 
     async def _page_now(self) -> Page:
         if self._page is None or self._page.is_closed():  # first use, or the page crashed
-            assert self._context is not None
-            self._page = await self._context.new_page()
+            self._page = await (await self._context_now()).new_page()
             self._links = []
         return self._page
 
@@ -465,6 +475,11 @@ class Browser:
             page_text_chars=settings.tasks_page_text_chars,
         )
 
+    @property
+    def running(self) -> bool:
+        """Whether Chromium is up (it starts at the first page a task opens)."""
+        return self._browser is not None and self._browser.is_connected()
+
     async def start(self) -> None:
         """Check there is a Chromium to run (BrowserUnavailable if not); it starts on first use."""
         self.executable = find_chromium(self.executable)
@@ -505,17 +520,28 @@ class Browser:
     async def for_task(
         self, task_id: str, workdir: Path, on_refusal: OnRefusal | None = None
     ) -> AsyncIterator[TaskBrowser]:
-        """A task's browser; ``on_refusal(target, reason)`` hears each refusal as it happens."""
-        browser = await self._launched()
-        task_browser = TaskBrowser(
-            workdir, page_timeout_s=self.page_timeout_s, page_text_chars=self.page_text_chars, on_refusal=on_refusal
-        )
-        proxy = EgressProxy(self.policy, on_refusal=task_browser.refused)
-        await proxy.start()
-        try:
-            await task_browser._start(browser, proxy)
+        """A task's browser; ``on_refusal(target, reason)`` hears each refusal as it happens.
+
+        Chromium, the task's proxy and its context start at the task's first page, not here: most
+        tasks' first steps are the model's, and many never browse (a launch costs seconds of CPU)."""
+        proxies: list[EgressProxy] = []
+
+        async def open_context(task_browser: TaskBrowser) -> BrowserContext:
+            browser = await self._launched()
+            proxy = EgressProxy(self.policy, on_refusal=task_browser.refused)
+            proxies.append(proxy)
+            await proxy.start()
+            context = await task_browser.new_context(browser, proxy)
             log.info("browser: context for task %s through %s", task_id, proxy.url)
+            return context
+
+        task_browser = TaskBrowser(
+            workdir, page_timeout_s=self.page_timeout_s, page_text_chars=self.page_text_chars, on_refusal=on_refusal,
+            open_context=open_context,
+        )
+        try:
             yield task_browser
         finally:
             await task_browser._close()
-            await proxy.close()
+            for proxy in proxies:
+                await proxy.close()
