@@ -85,10 +85,14 @@ async def test_sign_in_send_and_watch_the_answer_stream(
     )
     assert ANSWER.startswith(partial.strip()) and len(partial.strip()) < len(ANSWER)
     assert "Wrong" not in partial
-    # The streaming bubble sits right under the committed user message it answers.
-    under = await p.eval_on_selector(
-        "#timeline article.streaming",
-        "n => n.previousElementSibling && n.previousElementSibling.matches('article.msg-user[data-event-id]')",
+    # The streaming bubble sits right under the committed user message it answers. The message's
+    # commit reaches the page after the first deltas (the agent commits a turn's opening events
+    # once its answer has begun: AGENT_OPENING_HOLD_MS), so this waits for it, and the page must
+    # then put it above the answer, not below.
+    under = await page.wait_for(
+        """() => { const n = document.querySelector('#timeline article.streaming');
+                   return !!(n && n.previousElementSibling
+                             && n.previousElementSibling.matches('article.msg-user[data-event-id]')); }"""
     )
     assert under is True
     await page.screenshot("streaming")
