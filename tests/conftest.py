@@ -10,7 +10,7 @@ from delegate.launcher.procs import NatsServer
 from delegate.runtime.bus import Bus
 from tests.support.nats import start_nats
 from tests.support.standin import StandinProcess
-from tests.support.system import SYSTEMS, System
+from tests.support.system import ARTIFACT_LOG_CHARS, SYSTEMS, System
 
 # The lanes (make test-fast): process-starting fixtures mark their tests `integration`; the
 # files in the order that lets both workers of `make test` finish together (longest first).
@@ -83,7 +83,7 @@ def system(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[System]:
     if rep is not None and rep.failed:
         out = ARTIFACTS / "logs" / request.node.name
         out.mkdir(parents=True, exist_ok=True)
-        (out / "services.log").write_text(sys_.dump_logs())
+        (out / "services.log").write_text(sys_.dump_logs(ARTIFACT_LOG_CHARS))
 
 
 @pytest.hookimpl(hookwrapper=True)

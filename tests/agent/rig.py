@@ -24,7 +24,7 @@ from delegate.contracts.messages import (
 from delegate.ledger.store import sqlite_path
 from delegate.runtime.bus import Bus
 from tests.support.standin import TEST_API_KEY, StandinProcess
-from tests.support.system import System
+from tests.support.system import ARTIFACT_LOG_CHARS, System
 from tests.support.waiting import eventually
 
 T = TypeVar("T")
@@ -61,7 +61,8 @@ def term_rows(system: System) -> list[dict[str, Any]]:
 
 def dump_on_failure(system: System, standin: StandinProcess, out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    (out / "services.log").write_text(system.dump_logs() + "\n===== standin\n" + standin.log_text()[-6000:])
+    logs = system.dump_logs(ARTIFACT_LOG_CHARS) + "\n===== standin\n" + standin.log_text()[-ARTIFACT_LOG_CHARS:]
+    (out / "services.log").write_text(logs)
 
 
 class Probe:

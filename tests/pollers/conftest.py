@@ -19,7 +19,7 @@ from delegate.pollers.settings import Settings
 from delegate.runtime.bus import Bus
 from tests.support.imap_server import ImapServer
 from tests.support.nats import role_url
-from tests.support.system import System
+from tests.support.system import ARTIFACT_LOG_CHARS, System
 from tests.support.waiting import eventually
 
 OWNER = "owner@example.com"
@@ -122,5 +122,5 @@ async def rig(tmp_path: Path, imap: ImapServer, request: pytest.FixtureRequest) 
         if rep is not None and rep.failed:
             out = Path(__file__).resolve().parents[2] / "test-output" / "logs" / request.node.name
             out.mkdir(parents=True, exist_ok=True)
-            (out / "services.log").write_text(system.dump_logs())
+            (out / "services.log").write_text(system.dump_logs(ARTIFACT_LOG_CHARS))
         system.stop()

@@ -26,7 +26,7 @@ from delegate.runtime.bus.connection import seeds
 from delegate.runtime.credentials import NatsCredentials, connect_options
 from delegate.runtime.lease import Lease
 from tests.support.cluster import NatsCluster, wait_for_meta_leader
-from tests.support.system import ARTIFACTS, System
+from tests.support.system import ARTIFACT_LOG_CHARS, ARTIFACTS, System
 from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -201,7 +201,7 @@ def _keep_logs(system: System, cluster: NatsCluster) -> None:
     nodes = "\n".join(
         f"===== nats {node.name}\n{node.proc.log_text()[-6000:] if node.proc else ''}" for node in cluster.nodes
     )
-    (out / "services.log").write_text(system.dump_logs() + "\n" + nodes)
+    (out / "services.log").write_text(system.dump_logs(ARTIFACT_LOG_CHARS) + "\n" + nodes)
 
 
 async def _burst_with_a_node_lost(system: System, cluster: NatsCluster, bus: Bus) -> None:

@@ -320,10 +320,14 @@ class System:
         return any(p.log_path.exists() and p.log_path.stat().st_mtime >= wall for p in self.procs.values())
 
     def dump_logs(self, tail: int = 6000) -> str:
+        """The last ``tail`` characters of each process's log (a failure message's share)."""
         return "\n".join(f"===== {k}\n{p.log_text()[-tail:]}" for k, p in self.procs.items())
 
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-output" / "logs"
+# What a failed test keeps of each process's log: enough to read the whole test (a shared
+# System's tail was only the last test's polling).
+ARTIFACT_LOG_CHARS = 2_000_000
 
 
 @contextmanager
@@ -348,7 +352,7 @@ def module_system(
         if request.session.testsfailed > failed:
             out = ARTIFACTS / request.module.__name__.rsplit(".", 1)[-1]
             out.mkdir(parents=True, exist_ok=True)
-            (out / "services.log").write_text(system.dump_logs() + extra_log())
+            (out / "services.log").write_text(system.dump_logs(ARTIFACT_LOG_CHARS) + extra_log())
 
 
 @asynccontextmanager

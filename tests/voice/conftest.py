@@ -11,7 +11,7 @@ import pytest
 
 from delegate.runtime.bus import Bus
 from tests.support.standin import TEST_API_KEY, StandinProcess
-from tests.support.system import System, run_sync
+from tests.support.system import ARTIFACT_LOG_CHARS, System, run_sync
 from tests.voice.peer import Caller, poll_state
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -120,7 +120,7 @@ def make_system(
     if rep is not None and rep.failed:
         out = ROOT / "test-output" / "logs" / request.node.name
         out.mkdir(parents=True, exist_ok=True)
-        logs = "\n".join(system.dump_logs() for system in used)
+        logs = "\n".join(system.dump_logs(ARTIFACT_LOG_CHARS) for system in used)
         (out / "services.log").write_text(logs + "\n===== standin\n" + standin.log_text()[-8000:])
     for system in own:
         system.stop()
