@@ -22,7 +22,7 @@ SURFACE: dict[str, list[str]] = {
         "usage", "voice", "ws",
     ],
     "delegate.runtime": [
-        "UNUSED_EXTRAS", "bus", "calendar_now", "hard_stop", "known_sender", "lease", "ledger_client",
+        "UNUSED_EXTRAS", "bus", "calendar_now", "exits", "hard_stop", "known_sender", "lease", "ledger_client",
         "ledger_follower", "logs",
         "memory_context", "metering", "openai_bounds", "openai_client", "pricing", "retry", "service", "settings",
         "settings_check", "settings_source", "spend", "twilio_rest", "validation", "webpush", "without_unused_extras",

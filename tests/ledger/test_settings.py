@@ -10,6 +10,7 @@ from delegate.ledger.settings import Settings
 from delegate.ledger.store import open_store, sqlite_path
 from delegate.ledger.store.postgres import PostgresStore
 from delegate.ledger.store.sqlite import SqliteStore
+from delegate.ledger.writer import WriterSettings, writer_env
 
 MOUNTINFO = r"""22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw
 30 22 0:40 / /srv rw shared:2 - nfs4 server:/export rw,vers=4.2
@@ -75,3 +76,22 @@ def test_ack_wait_is_bounded_below(monkeypatch: pytest.MonkeyPatch) -> None:
         Settings(_env_file=None)
     monkeypatch.setenv("LEDGER_ACK_WAIT_SECONDS", "30")
     assert Settings(_env_file=None).ledger_ack_wait_seconds == 30.0
+
+
+@pytest.mark.parametrize("database_url", [None, "postgresql://u@db:5432/delegate"])
+def test_the_writer_process_reads_what_the_ledger_resolved(database_url: str | None, tmp_path: Path) -> None:
+    """The writer reads five values from the environment the ledger gives it, not ``Settings``:
+    each is what the ledger's own settings said, though they came from code, not the environment."""
+    settings = Settings(
+        _env_file=None, runtime_data_dir=tmp_path / "data", database_url=database_url, sqlite_journal_mode="delete",
+        log_level="DEBUG", instance_name="ledger-2",
+    )
+    store = open_store(
+        database_url=settings.database_url, runtime_data_dir=settings.runtime_data_dir,
+        sqlite_journal_mode=settings.sqlite_journal_mode,
+    )
+    read = WriterSettings.from_environ(writer_env(settings, store))
+    assert read == WriterSettings(
+        database_url=database_url, sqlite_journal_mode=None if database_url else "DELETE",
+        runtime_data_dir=(tmp_path / "data").resolve(), log_level="DEBUG", instance_name="ledger-2",
+    )

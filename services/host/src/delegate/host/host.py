@@ -24,8 +24,9 @@ from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable
 
 import uvloop
 
+from delegate.runtime.exits import exit_now
 from delegate.runtime.logs import configure_logging
-from delegate.runtime.service import exit_now, exit_unless_stopped_within
+from delegate.runtime.service import exit_unless_stopped_within
 
 from .catalog import START_FIRST, stop_stages
 from .hosted import DEFAULT_STOP_GRACE_S, Hosted

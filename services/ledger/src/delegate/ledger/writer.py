@@ -37,18 +37,21 @@ import struct
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, get_args
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, get_args
 
 from pydantic import ValidationError
 
 from delegate.contracts.events import Fence, Singleton
+from delegate.runtime.exits import exit_now
 from delegate.runtime.logs import configure_logging
-from delegate.runtime.service import exit_now
 from delegate.runtime.validation import describe  # not the bus package: this process never uses NATS
 
-from .settings import Settings
 from .store import LedgerStore, StoreUnavailable, open_store
 from .store.base import Row, StoredEvent
+
+if TYPE_CHECKING:  # the bus process's: the writer process reads WriterSettings
+    from .settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +109,7 @@ async def _read_frame(reader: asyncio.StreamReader) -> Any:
 # ---- the bus process's side -------------------------------------------------------------
 
 
-def writer_env(settings: Settings, store: LedgerStore) -> dict[str, str]:
+def writer_env(settings: "Settings", store: LedgerStore) -> dict[str, str]:
     """The writer's environment: this process's, with the store settings as resolved here
     (they may have come from code or a .env file, not the environment). No NATS identity: the
     writer never connects, and a host process (``delegate.host``) holds several."""
@@ -122,6 +125,30 @@ def writer_env(settings: Settings, store: LedgerStore) -> dict[str, str]:
     if journal_mode:
         env["SQLITE_JOURNAL_MODE"] = journal_mode
     return env
+
+
+@dataclass(frozen=True)
+class WriterSettings:
+    """What the writer process reads: the values ``writer_env`` puts in its environment, as the
+    ledger resolved them. Not ``Settings``: its base (pydantic-settings, the NATS identity, the
+    role table and every topic) was a fifth of this process's start, for five plain values."""
+
+    database_url: str | None
+    sqlite_journal_mode: str | None
+    runtime_data_dir: Path
+    log_level: str
+    instance_name: str
+
+    @classmethod
+    def from_environ(cls, environ: dict[str, str] | None = None) -> "WriterSettings":
+        env = os.environ if environ is None else environ
+        return cls(
+            database_url=env.get("DATABASE_URL", "").strip() or None,
+            sqlite_journal_mode=env.get("SQLITE_JOURNAL_MODE", "").strip().upper() or None,
+            runtime_data_dir=Path(env.get("RUNTIME_DATA_DIR", "./runtime-data")),
+            log_level=env.get("LOG_LEVEL", "INFO"),
+            instance_name=env.get("INSTANCE_NAME", ""),
+        )
 
 
 class WriterProcess:
@@ -350,8 +377,7 @@ async def serve(store: LedgerStore, reader: asyncio.StreamReader, out: asyncio.S
             await receiving
 
 
-async def _main() -> None:
-    settings = Settings()
+async def _main(settings: WriterSettings) -> None:
     loop = asyncio.get_running_loop()
     # Replies go out on a private copy of stdout; fd 1 itself now points at stderr, so a
     # stray print from any library cannot corrupt the frames.
@@ -381,12 +407,12 @@ def run() -> None:
 
     from . import rows  # noqa: F401  # its validators, built before the first batch comes
 
-    settings = Settings()
+    settings = WriterSettings.from_environ()
     configure_logging((settings.instance_name or "ledger") + "-writer", settings.log_level)
     # Stopping is the ledger's call: it closes our stdin, and we exit after answering.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        runner.run(_main())
+        runner.run(_main(settings))
         # Everything is answered, committed and closed by now; the interpreter's teardown of what
         # it imported (the contracts, every kind's validators) took 0.1-0.2 s of CPU, 0.4-2 s on
         # a loaded machine, and the ledger's stop (a host's, every test System's) waits for it.

@@ -27,6 +27,7 @@ __all__ = [
     "UNUSED_EXTRAS",
     "bus",
     "calendar_now",
+    "exits",
     "hard_stop",
     "known_sender",
     "lease",

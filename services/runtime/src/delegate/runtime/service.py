@@ -1,7 +1,6 @@
 """One way to run a bus service: settings -> logging -> loop until SIGTERM/SIGINT -> drain."""
 
 import asyncio
-import contextlib
 import faulthandler
 import logging
 import os
@@ -13,6 +12,7 @@ from typing import TypeVar
 
 import uvloop
 
+from .exits import exit_now
 from .logs import SERVICE_NAME, configure_logging
 from .settings import ServiceSettings
 
@@ -45,22 +45,6 @@ def exit_unless_stopped_within(seconds: float) -> None:
     watchdog = threading.Timer(seconds, give_up)
     watchdog.daemon = True
     watchdog.start()
-
-
-def exit_now(code: int) -> None:
-    """End the process once its stop is complete, skipping the interpreter's teardown.
-
-    Nothing is left to do by then (every connection closed, every file written), but tearing
-    down a process that imported a service's code (one host: every service's) costs seconds of
-    CPU on a loaded machine, measured 2.5 s, which the stop budget then lacks. Called inside the
-    ``asyncio.Runner`` block: its close joins the default executor's threads, and one may be
-    importing a library a service loads lazily (the agent's OpenAI SDK once it leads: seconds on
-    a loaded machine), which nobody awaits any more; a SIGTERM then took the whole grace."""
-    logging.shutdown()
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
-    os._exit(code)
 
 
 def run_service(name: str, settings: S, serve: Callable[[S, asyncio.Event], Awaitable[None]]) -> None:
