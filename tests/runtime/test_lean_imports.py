@@ -21,8 +21,10 @@ pytestmark = pytest.mark.integration  # starts processes
 SERVICES = ["agent", "gateway", "ledger", "inner_plane", "memory", "tasks", "voice", "pollers"]
 # Libraries a service needs only for a request, not to start: each loads with its first use.
 # Twilio's TwiML builders (xml.etree) with a call or SMS webhook, jsonschema with an MCP tool or
-# a tool call, markdown-it with an email out, html2text with an HTML-only email in.
-FIRST_USE = ("twilio.twiml", "xml.etree.ElementTree", "jsonschema", "markdown_it", "html2text")
+# a tool call, markdown-it with an email out, html2text with an HTML-only email in, the VAPID key
+# (py_vapid, cryptography's bindings) with the push key's endpoint or the first push sent.
+FIRST_USE = ("twilio.twiml", "xml.etree.ElementTree", "jsonschema", "markdown_it", "html2text", "py_vapid",
+             "cryptography")
 
 
 def modules_after(code: str, env: dict[str, str] | None = None) -> dict[str, bool]:

@@ -23,10 +23,9 @@ created afresh replays the stream's week) is noise, not news.
 import hashlib
 import logging
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nats.aio.msg import Msg
-from py_vapid import Vapid02
 
 from delegate.contracts.events import Event, PushDelivery, PushStatus, make_event
 from delegate.contracts.push import Notice, PushSubscription
@@ -35,6 +34,9 @@ from delegate.runtime.webpush import EndpointRefused, PushStore, check_endpoint,
 from .deliveries import DeliveryLog, redelivered
 from .push_notices import notice_for
 from .settings import Settings
+
+if TYPE_CHECKING:  # loaded with the key (load_vapid), at the first push: cryptography's bindings with it
+    from py_vapid import Vapid02
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +59,7 @@ class PushSender:
         self.store = store
         self._vapid: Vapid02 | None = None
 
-    def vapid(self) -> Vapid02:
+    def vapid(self) -> "Vapid02":
         if self._vapid is None:  # made on first use, so a pollers without subscriptions never makes one
             configured = self.settings.push_vapid_private_key
             self._vapid = load_vapid(self.settings.runtime_data_dir,

@@ -18,14 +18,13 @@ import ipaddress
 import os
 import socket
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import nats.errors
 import nats.js.errors
-from cryptography.hazmat.primitives import serialization
 from nats.js import JetStreamContext
 from nats.js.kv import KeyValue
-from py_vapid import Vapid02
 from pydantic import ValidationError
 
 from delegate.contracts import subjects
@@ -33,14 +32,21 @@ from delegate.contracts.push import PushSubscription
 
 from .bus import Bus
 
+if TYPE_CHECKING:
+    # Loaded with the key's first use (the key endpoint, a push sent), not with this module: the
+    # gateway imports it to start, and cryptography's bindings and py_vapid were ~12 ms of its CPU.
+    from py_vapid import Vapid02
+
 VAPID_FILE = Path("push") / "vapid.pem"
 KV_TIMEOUT_S = 3.0
 
 
-def load_vapid(runtime_dir: Path, configured: str | None = None) -> Vapid02:
+def load_vapid(runtime_dir: Path, configured: str | None = None) -> "Vapid02":
     """The server's VAPID key: the one configured (PUSH_VAPID_PRIVATE_KEY: PEM, or base64url raw
     or DER, for services that share no runtime dir), else the file, made on first use and
     readable by this user only."""
+    from py_vapid import Vapid02
+
     if configured:
         text = configured.strip()
         return Vapid02.from_pem(text.encode()) if "BEGIN" in text else Vapid02.from_string(text)
@@ -66,8 +72,10 @@ def load_vapid(runtime_dir: Path, configured: str | None = None) -> Vapid02:
     return Vapid02.from_pem(path.read_bytes())
 
 
-def public_key(vapid: Vapid02) -> str:
+def public_key(vapid: "Vapid02") -> str:
     """The ``applicationServerKey`` a browser subscribes with: the raw P-256 point, base64url."""
+    from cryptography.hazmat.primitives import serialization
+
     raw = vapid.public_key.public_bytes(
         serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint
     )
