@@ -130,10 +130,15 @@ class Inputs(Answering):
         """An input as it is published (core NATS), before JetStream stored it (fsynced) and the
         durable consumer delivered it: an idle leader starts a user message's memory search now,
         which ``on_input`` then takes over. Only idle: a running turn changes what the next
-        search excludes, and its own requests need the cores. Delivery is not promised here, and
-        a search started for an input that never comes to this leader is cancelled by the next.
+        search excludes, and its own requests need the cores. One search ahead at a time: inputs
+        are delivered in the order they are published, so the first heard is the next taken on
+        (a burst of messages starts one search, not one each). Delivery is not promised here:
+        a search for an input that never comes to this leader is replaced at the next input.
         """
-        if isinstance(msg, UserInput) and self.status.ready and not self.status.lock.locked() and self.guard.live():
+        if (
+            isinstance(msg, UserInput) and self.status.ready and not self.status.lock.locked()
+            and not self.retrieval.prefetching() and self.guard.live()
+        ):
             self.retrieval.prefetch(msg.id, msg.text)
 
     async def _heartbeat(self, raw: Msg) -> None:

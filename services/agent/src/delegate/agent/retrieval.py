@@ -191,6 +191,10 @@ class Retrieval:
         if request is not None:
             self._prefetched, self._prefetched_for = MemoryLookup(self.bus, request), turn_id
 
+    def prefetching(self) -> bool:
+        """A search started ahead of its input is waiting to be taken over."""
+        return self._prefetched is not None
+
     def discard_prefetch(self, turn_id: str | None = None) -> None:
         """A search started for a turn that did not ask it (deposed, answered before, deferred);
         with ``turn_id``, only that input's: the next one's, started as it was published, stays."""
