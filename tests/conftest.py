@@ -13,8 +13,9 @@ from tests.support.standin import StandinProcess
 from tests.support.system import ARTIFACT_LOG_CHARS, SYSTEMS, System
 
 # The lanes (make test-fast): process-starting fixtures mark their tests `integration`; the
-# files in the order that lets both workers of `make test` finish together (longest first).
-pytest_plugins = ["tests.support.lanes", "tests.support.schedule"]
+# files in the order that lets both workers of `make test` finish together (longest first); the
+# processes tests start reusing their compiled bytecode.
+pytest_plugins = ["tests.support.lanes", "tests.support.schedule", "tests.support.bytecode"]
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-output"
