@@ -39,7 +39,9 @@ SURFACE: dict[str, list[str]] = {
 INTERNAL: dict[str, set[str]] = {
     "delegate.contracts": {"text"},
     "delegate.runtime": {"credentials"},
-    "delegate.runtime.bus": {"acks", "atomic", "batches", "connection", "consumer", "dead_letters", "errors", "server"},
+    "delegate.runtime.bus": {
+        "acks", "atomic", "batches", "closing", "connection", "consumer", "dead_letters", "errors", "server"
+    },
 }
 LIBRARIES = {"contracts", "runtime"}
 
