@@ -89,8 +89,9 @@ test-embeddings: install-embeddings
 	$(PYTEST) -m embeddings
 
 # The system packages the tests use besides Python's: said up front when one is missing.
+# chromium-headless-shell is Chromium's own headless build (its source package's), not another browser.
 check-system:
-	@missing=""; for tool in chromium espeak-ng sox; do command -v $$tool >/dev/null || missing="$$missing $$tool"; done; \
+	@missing=""; for tool in chromium chromium-headless-shell espeak-ng sox; do command -v $$tool >/dev/null || missing="$$missing $$tool"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "== missing:$$missing. Install with: sudo apt-get install$$missing (Debian/Ubuntu)."; \
 	  echo "   The tests that need them skip here and fail under CI."; \

@@ -1,7 +1,14 @@
 """Browser tests: Debian's Chromium driven by Playwright, against the real running system.
 
-Never `playwright install`: the browser is the system's `chromium` package (CI installs it).
-Locally a missing Chromium skips these tests; with CI set it fails them.
+Never `playwright install`: the browsers are the system's `chromium-headless-shell` and
+`chromium` packages (CI installs them). Locally a missing one skips these tests; with CI set it
+fails them.
+
+The headless shell is Chromium's own headless build (what Playwright runs headless): the same
+Blink, service workers and fake media, without the full browser's layers, at about half the
+CPU. A module that needs the full browser says why in ``FULL_CHROMIUM``: the shell has no
+notification platform (``Notification.permission`` is "denied" before anyone asks) and no
+permission prompt (a microphone nobody allowed fails NotSupportedError, not NotAllowedError).
 
 One Chromium per test module (a launch costs ~1.5 s of CPU), and every page in a fresh browser
 context of its own: a context has its own cookies, storage, cache, service workers and
@@ -36,27 +43,48 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-# The Debian package's launcher; CHROMIUM_PATH overrides it.
+# The shell is headless only (no mode to pick). Its compositing runs in the browser process, one
+# process fewer per launch; no other switch measured helped (Playwright already passes
+# --mute-audio, --disable-extensions, --disable-dev-shm-usage; site isolation off changed nothing).
+SHELL_ARGS = [*(a for a in CHROMIUM_ARGS if a != "--headless=new"), "--in-process-gpu"]
+# The Debian packages' launchers; CHROMIUM_PATH and CHROMIUM_HEADLESS_SHELL override them.
 DEFAULT_CHROMIUM = "/usr/bin/chromium"
+DEFAULT_HEADLESS_SHELL = "/usr/bin/chromium-headless-shell"
 CORE_SERVICES = ("ledger", "agent", "gateway")
 
 
-def chromium_path() -> str | None:
-    path = os.environ.get("CHROMIUM_PATH") or DEFAULT_CHROMIUM
+def installed(path: str, command: str) -> str | None:
     if Path(path).exists():
         return path
-    return shutil.which("chromium")
+    return shutil.which(command)
 
 
-@pytest.fixture(scope="session")
-def chromium() -> str:
-    path = chromium_path()
+def chromium_path() -> str | None:
+    return installed(os.environ.get("CHROMIUM_PATH") or DEFAULT_CHROMIUM, "chromium")
+
+
+def headless_shell_path() -> str | None:
+    return installed(os.environ.get("CHROMIUM_HEADLESS_SHELL") or DEFAULT_HEADLESS_SHELL, "chromium-headless-shell")
+
+
+def required(path: str | None, package: str) -> str:
     if path is None:
-        message = "Chromium is not installed (apt-get install chromium); browser tests cannot run"
+        message = f"{package} is not installed (apt-get install {package}); browser tests cannot run"
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
     return path
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """The full browser, for what the headless shell lacks (``FULL_CHROMIUM``)."""
+    return required(chromium_path(), "chromium")
+
+
+@pytest.fixture(scope="session")
+def headless_shell() -> str:
+    return required(headless_shell_path(), "chromium-headless-shell")
 
 
 HERE = Path(__file__).resolve().parent
@@ -72,15 +100,30 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(IN_MODULE_LOOP, append=False)
 
 
+@pytest.fixture(scope="module")
+def browser_build(request: pytest.FixtureRequest) -> tuple[str, list[str]]:
+    """The module's Chromium and its switches: the headless shell unless the module sets
+    ``FULL_CHROMIUM`` (to why it needs the full browser)."""
+    if getattr(request.module, "FULL_CHROMIUM", None):
+        return request.getfixturevalue("chromium"), CHROMIUM_ARGS
+    return request.getfixturevalue("headless_shell"), SHELL_ARGS
+
+
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def browser(chromium: str) -> AsyncIterator[Browser]:
+async def browser(browser_build: tuple[str, list[str]]) -> AsyncIterator[Browser]:
+    executable, args = browser_build
     async with async_playwright() as pw:
-        b = await pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        b = await pw.chromium.launch(executable_path=executable, args=args)
         try:
             yield b
         finally:
             await b.close()
 
+
+# No test here watches an animation, and the client's pulses (connecting, a streaming caret, a
+# running task) repaint for as long as they show: under prefers-reduced-motion they stand still
+# (client/css/app.css). A test that looks at motion passes reduced_motion="no-preference".
+PAGE_DEFAULTS: dict[str, Any] = {"viewport": {"width": 1100, "height": 860}, "reduced_motion": "reduce"}
 
 DelegateFactory = Callable[..., Awaitable[System]]
 NewPage = Callable[..., Awaitable[ChatPage]]
@@ -149,7 +192,7 @@ async def new_page(browser: Browser, request: pytest.FixtureRequest) -> AsyncIte
     contexts: list[BrowserContext] = []
 
     async def open_page(sys_: System, *, sign_in: bool = True, **context_options: Any) -> ChatPage:
-        context = await browser.new_context(**{"viewport": {"width": 1100, "height": 860}, **context_options})
+        context = await browser.new_context(**{**PAGE_DEFAULTS, **context_options})
         contexts.append(context)
         page = ChatPage(await context.new_page(), sys_, f"{request.node.name}-{len(contexts)}")
         await page.open()

@@ -25,6 +25,7 @@ from .chat_page import ChatPage
 from .conftest import CORE_SERVICES, shared_delegate
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration]
+FULL_CHROMIUM = "notifications: the headless shell has none (Notification.permission is denied before anyone asks)"
 
 HIDE = """() => {
   Object.defineProperty(document, "visibilityState", {configurable: true, get: () => "hidden"});

@@ -22,7 +22,7 @@ from tests.support.system import System
 from tests.support.waiting import eventually
 
 from .chat_page import ChatPage
-from .conftest import CHROMIUM_ARGS, DelegateFactory
+from .conftest import CHROMIUM_ARGS, PAGE_DEFAULTS, SHELL_ARGS, DelegateFactory
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration]
 
@@ -77,18 +77,18 @@ def speech_tools() -> None:
 
 
 @pytest_asyncio.fixture(loop_scope="module")  # the tests' loop (conftest)
-async def media_browser(chromium: str, tmp_path: Path, speech_tools: None) -> AsyncIterator[Browser]:
+async def media_browser(headless_shell: str, tmp_path: Path, speech_tools: None) -> AsyncIterator[Browser]:
     """Chromium whose microphone says QUESTION and whose permission prompt says yes."""
     wav = speech_wav(tmp_path, QUESTION)
     args = [
-        *CHROMIUM_ARGS,
+        *SHELL_ARGS,
         "--use-fake-ui-for-media-stream",
         "--use-fake-device-for-media-stream",
         f"--use-file-for-fake-audio-capture={wav}%noloop",
         "--autoplay-policy=no-user-gesture-required",
     ]
     async with async_playwright() as pw:
-        b = await pw.chromium.launch(executable_path=chromium, args=args)
+        b = await pw.chromium.launch(executable_path=headless_shell, args=args)
         try:
             yield b
         finally:
@@ -97,7 +97,9 @@ async def media_browser(chromium: str, tmp_path: Path, speech_tools: None) -> As
 
 @pytest_asyncio.fixture(loop_scope="module")
 async def denying_browser(chromium: str) -> AsyncIterator[Browser]:
-    """Chromium with a (fake) microphone but no one to say yes: getUserMedia is refused."""
+    """Chromium with a (fake) microphone but no one to say yes: getUserMedia is refused. The full
+    browser: the headless shell has no prompt to refuse, its getUserMedia fails NotSupportedError
+    (a missing capability), not the NotAllowedError of a person saying no that this test is about."""
     async with async_playwright() as pw:
         args = [*CHROMIUM_ARGS, "--use-fake-device-for-media-stream"]
         b = await pw.chromium.launch(executable_path=chromium, args=args)
@@ -108,7 +110,7 @@ async def denying_browser(chromium: str) -> AsyncIterator[Browser]:
 
 
 async def open_in(browser: Browser, sys_: System, name: str, width: int = 1100, height: int = 860) -> ChatPage:
-    context = await browser.new_context(viewport={"width": width, "height": height})
+    context = await browser.new_context(**{**PAGE_DEFAULTS, "viewport": {"width": width, "height": height}})
     page = ChatPage(await context.new_page(), sys_, name)
     await page.open()
     await page.sign_in()
