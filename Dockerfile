@@ -50,10 +50,11 @@ ENV PATH=/venv/bin:$PATH PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 \
     RUNTIME_DATA_DIR=/data CLIENT_DIR=/app/client DELEGATE_HOST=0.0.0.0
 WORKDIR /app
 
-# ---- tasks: the browser tool drives Debian's Chromium (Playwright never downloads one) --------
+# ---- tasks: the browser tool drives Debian's Chromium headless shell (Playwright never downloads
+# one): Chromium's own headless build, without the full browser's layers and their packages ----
 FROM base AS tasks
 RUN apt-get update \
- && apt-get install -y --no-install-recommends chromium \
+ && apt-get install -y --no-install-recommends chromium-headless-shell \
  && rm -rf /var/lib/apt/lists/*
 USER delegate
 CMD ["python", "-m", "delegate.tasks"]

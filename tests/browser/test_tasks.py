@@ -45,12 +45,12 @@ def site() -> Iterator[TestSite]:
         yield s
 
 
-def tasks_env(site: TestSite, chromium: str) -> dict[str, str]:
+def tasks_env(site: TestSite, browser_path: str) -> dict[str, str]:
     return {
         "TASKS_ALLOWED_HOSTS": f"127.0.0.1:{site.port}",
         "TASKS_MAX_CONCURRENT": "1",
         "TASKS_PAGE_TIMEOUT_S": "10",
-        "TASKS_BROWSER_PATH": chromium,
+        "TASKS_BROWSER_PATH": browser_path,
     }
 
 
@@ -117,9 +117,9 @@ async def test_a_task_from_the_panel_streams_its_steps_and_shows_its_answer_scre
     standin: StandinProcess,
     new_page: NewPage,
     site: TestSite,
-    chromium: str,
+    headless_shell: str,
 ) -> None:
-    sys_ = await delegate(env=tasks_env(site, chromium), extra=("tasks",))
+    sys_ = await delegate(env=tasks_env(site, headless_shell), extra=("tasks",))
     standin.script(
         tool_call("browser_open", {"url": site.url("/")}),
         tool_call("browser_follow", {"link": "Page A"}),
@@ -222,9 +222,9 @@ async def test_pause_resume_and_cancel_from_the_panel_follow_the_task_state(
     standin: StandinProcess,
     new_page: NewPage,
     site: TestSite,
-    chromium: str,
+    headless_shell: str,
 ) -> None:
-    sys_ = await delegate(env=tasks_env(site, chromium), extra=("tasks",))
+    sys_ = await delegate(env=tasks_env(site, headless_shell), extra=("tasks",))
     # A slow page keeps the task busy in a step that pause and cancel interrupt.
     standin.script(tool_call("browser_open", {"url": site.url("/slow?s=3")}, times=3), answer("done at last"))
     page = await new_page(sys_)

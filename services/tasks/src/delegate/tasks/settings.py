@@ -16,7 +16,7 @@ class Settings(ServiceSettings, BudgetSettings):  # BUDGET_* and OWNER_TIMEZONE:
     tasks_allowed_hosts: str = ""  # TASKS_ALLOWED_HOSTS
     tasks_allow_public: bool = True  # TASKS_ALLOW_PUBLIC
     # Chromium to drive (Debian's by default); the browser tool never downloads one.
-    tasks_browser_path: str = ""  # TASKS_BROWSER_PATH; empty: `chromium` (or chromium-browser) on PATH
+    tasks_browser_path: str = ""  # TASKS_BROWSER_PATH; empty: chromium-headless-shell or chromium on PATH
     tasks_page_timeout_s: float = Field(default=20.0, gt=0)  # TASKS_PAGE_TIMEOUT_S: one navigation
     tasks_page_text_chars: int = Field(default=6000, ge=200, le=100_000)  # TASKS_PAGE_TEXT_CHARS given to the model
 
