@@ -64,14 +64,14 @@ token-rotate: install-run
 	@$(BIN)/python -m delegate.gateway token --rotate
 
 # The lanes (markers in pyproject.toml): `make test` runs everything but the embeddings lane,
-# on three workers, a test file on one at a time (its module-wide System stays whole): many tests
-# wait on real processes and wall-clock periods, so a third worker keeps the two cores busy (24 min
-# on two workers, 17.4 on three, 1,550 tests). The files go longest first (tests/support/schedule.py,
+# on four workers, a test file on one at a time (its module-wide System stays whole): many tests
+# wait on real processes and wall-clock periods, so more workers than cores keep the two busy
+# (1,563 tests on the idle 2-core machine: 11 min 52 s on three, 9 min 33 s on four, ~1.55 cores). The files go longest first (tests/support/schedule.py,
 # from tests/file-seconds.json), so the workers finish together; each run writes its own figures
 # to test-output/file-seconds.json (and each file's CPU to file-cpu-*.json). It ends with the 25 slowest.
 # A test's services share one host process, as `make run` runs them, but for those it kills,
 # stops or restarts alone; `make test-split` gives every service its own process instead.
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 4
 PYTEST := $(BIN)/python -m pytest
 FAST := not integration and not browser and not slow and not embeddings
 test: install check-system
