@@ -34,7 +34,7 @@ from delegate.contracts.voice import (
     VoiceState,
     VoiceStateRequest,
 )
-from delegate.runtime.bus import Bus
+from delegate.runtime.bus import Bus, BusUnavailable
 from tests.support.standin import StandinProcess
 from tests.support.waiting import eventually
 
@@ -222,12 +222,20 @@ async def call_events(bus: Bus, session_id: str) -> list[Event]:
 
 
 async def poll_state(bus: Bus, status: str, timeout: float = 15.0) -> VoiceState:
-    """The voice state once its status is ``status`` (asked for, not waited on a live subject)."""
-    last: list[VoiceState] = []
+    """The voice state once its status is ``status`` (asked for, not waited on a live subject).
+
+    One unanswered ask (the state's 1 s deadline, passed once by a voice service busy taking a
+    call on a loaded machine) is "not yet", not the end of the wait; its deadline still is."""
+    last: list[VoiceState | BusUnavailable] = []
 
     async def state() -> VoiceState | None:
-        last[:] = [await voice_state(bus)]
-        return last[0] if last[0].status == status else None
+        try:
+            last[:] = [await voice_state(bus)]
+        except BusUnavailable as exc:
+            last[:] = [exc]
+            return None
+        found = last[0]
+        return found if isinstance(found, VoiceState) and found.status == status else None
 
     return await eventually(state, f"voice state {status}", timeout, interval=0.1, explain=lambda: f"last: {last}")
 
