@@ -27,13 +27,18 @@ FIRST_USE = ("twilio.twiml", "xml.etree.ElementTree", "jsonschema", "markdown_it
              "cryptography")
 
 
+def probe_output(code: str, env: dict[str, str] | None = None) -> str:
+    """What ``code`` printed, run in a fresh interpreter (which must exit 0)."""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
 def modules_after(code: str, env: dict[str, str] | None = None) -> dict[str, bool]:
     names = ("nats", "openai", "aiohttp", "httpx", "rich", "pygments", "fastapi", "pydantic.v1", *FIRST_USE,
              "delegate.openai_standin.engine")
     probe = code + f"\nimport json, sys\nprint(json.dumps({{m: m in sys.modules for m in {names!r}}}))"
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, env=env)
-    assert done.returncode == 0, done.stderr
-    found: dict[str, bool] = json.loads(done.stdout.strip().splitlines()[-1])
+    found: dict[str, bool] = json.loads(probe_output(probe, env).splitlines()[-1])
     return found
 
 
@@ -113,9 +118,8 @@ def test_the_launcher_supervises_without_the_role_table() -> None:
         "import sys, delegate.launcher.__main__, delegate.launcher.run\n"
         "print(sorted(m for m in ('pydantic', 'delegate.contracts', 'nats') if m in sys.modules))"
     )
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[]"
+    printed = probe_output(probe)
+    assert printed == "[]"
 
 
 def test_the_contracts_build_a_validator_when_it_is_first_used() -> None:
@@ -130,9 +134,8 @@ def test_the_contracts_build_a_validator_when_it_is_first_used() -> None:
         "assert Pong.__pydantic_complete__ and not Ping.__pydantic_complete__\n"
         "print(built)"
     )
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[]"
+    printed = probe_output(probe)
+    assert printed == "[]"
 
 
 def test_no_contract_model_or_adapter_is_built_at_import() -> None:
@@ -154,9 +157,8 @@ def test_no_contract_model_or_adapter_is_built_at_import() -> None:
         "                          if m.__module__.startswith('delegate.') and m.__pydantic_complete__}),\n"
         "                  [a.pydantic_complete for a in adapters]]))"
     )
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    built, adapters = json.loads(done.stdout.strip().splitlines()[-1])
+    printed = probe_output(probe)
+    built, adapters = json.loads(printed.splitlines()[-1])
     assert built == ["BudgetLine"] and not any(adapters), (built, adapters)
 
 
@@ -168,9 +170,8 @@ def test_the_ledger_leaves_the_validators_to_its_writer_process() -> None:
         "importlib.import_module('delegate.ledger.main')\n"
         "print('delegate.ledger.rows' in sys.modules)"
     )
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "False"
+    printed = probe_output(probe)
+    assert printed == "False"
 
 
 def test_the_ledger_writer_process_loads_no_nats_client() -> None:
@@ -190,6 +191,5 @@ def test_the_ledger_writer_process_loads_no_settings_machinery() -> None:
         "         'delegate.contracts.roles', 'delegate.contracts.topics', 'delegate.ledger.settings')\n"
         "print(sorted(m for m in heavy if m in sys.modules))"
     )
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[]"
+    printed = probe_output(probe)
+    assert printed == "[]"
