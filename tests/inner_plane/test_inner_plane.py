@@ -303,7 +303,8 @@ async def test_capsule_refreshes_once_per_crossing_and_after_compaction(
     first = (await capsules(1))[0]
     assert first.payload["reason"] == "threshold" and first.payload["text"].startswith("CAPSULE-ONE")
     assert first.payload["through_seq"] == crossing.seq and first.payload["through_event_id"] == crossing.id
-    assert (first.span_id, first.channel, first.kind) == (story.span_id, "inner", "context.capsule")
+    # The conversation's, in no span: the span open when it was asked for may close before it lands.
+    assert (first.span_id, first.channel, first.kind) == (None, "inner", "context.capsule")
     calls = model_requests(standin, CAPSULE_MARK)
     assert len(calls) == 1
     assert "(none yet)" in calls[0]["body"]["input"]

@@ -130,7 +130,10 @@ class CapsuleRefresher:
             event = make_event(
                 capsule,
                 conversation_id=cid,
-                span_id=state.open_span_of(cid),
+                # In no span, as its model call: the span open now may close before this lands
+                # (a call's session.ended asks for it, its span.closed follows at once), and a
+                # span's events end with its close.
+                span_id=None,
                 channel="inner",
                 # One capsule per request: a redo after a crash between publish and the state
                 # write is deduplicated instead of landing twice.

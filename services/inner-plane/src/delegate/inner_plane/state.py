@@ -165,12 +165,6 @@ class InnerState(_Model):
     date_offers: dict[str, DateOffer] = Field(default_factory=dict)
     person_names: dict[str, str] = Field(default_factory=dict)
 
-    def open_span_of(self, conversation_id: str | None) -> str | None:
-        for span in self.spans.values():
-            if span.conversation_id == conversation_id:
-                return span.span_id
-        return None
-
 
 class StateFile:
     """Load once at start; ``await save(state)`` after every change (a few hundred bytes to a few KB).
