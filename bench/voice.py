@@ -36,9 +36,12 @@ offset read here converts between them (one machine, one kernel clock).
 Targets: <= 3 ms p99 added per relay direction; pick-up <= 150 ms with pre-warm; barge-in
 <= 20 ms p99.
 
---compare-modes runs it all twice: a process per service, then every service in one host
-process (``python -m delegate.host``, as ``make run`` runs them; CPU is then the whole host's),
-and prints what the host costs on the relay's added p99 (the issue's bound: at most 10%).
+--compare-modes starts two stacks side by side, each with its own NATS: a process per service,
+and every service in one host process (``python -m delegate.host``, as ``make run`` runs them;
+CPU is then the whole host's). Their calls and the floor's take turns segment by segment, so all
+three see the same machine load, and it prints what the host costs on each direction's p99 (the
+host's p99 minus the split stack's; the issue's bound: at most 10% of the relay's added p99),
+with a 90% interval from resampling whole segments.
 """
 
 import argparse
@@ -47,6 +50,7 @@ import contextlib
 import json
 import logging
 import os
+import random
 import statistics
 import sys
 import tempfile
@@ -285,6 +289,8 @@ class Line:
 class Relay:
     inbound: list[float] = field(default_factory=list)
     outbound: list[float] = field(default_factory=list)
+    inbound_segments: list[list[float]] = field(default_factory=list)  # the same samples, by segment
+    outbound_segments: list[list[float]] = field(default_factory=list)
     call_seconds: float = 0.0
     turns: int = 0
 
@@ -321,12 +327,14 @@ async def segment(call: TimedCall, standin: StandinProcess, session_id: str, sec
     into.call_seconds += time.monotonic() - began
     after = session_record(standin, session_id)
     received = appends_received(after)[skip_appends:]
-    into.inbound += [r - t for r, t in zip(received, call.media_sent[first_frame:], strict=False)]
+    into.inbound_segments.append([r - t for r, t in zip(received, call.media_sent[first_frame:], strict=False)])
+    into.inbound += into.inbound_segments[-1]
     deltas = sent_times(after, "response.output_audio.delta")[skip_deltas:]
     arrived = call.media_times()[skip_media:]
     if len(deltas) != len(arrived):
         print(f"  note: {len(deltas)} deltas sent, {len(arrived)} media frames arrived; matched in order")
-    into.outbound += [a - d for d, a in zip(deltas, arrived, strict=False)]
+    into.outbound_segments.append([a - d for d, a in zip(deltas, arrived, strict=False)])
+    into.outbound += into.outbound_segments[-1]
 
 
 # Answer audio comes every 100 ms at the stand-in's real-time pace: this long without a frame,
@@ -449,7 +457,18 @@ async def open_greeted_call(system: System, http: httpx.AsyncClient, standin: St
     return call, fresh[0]
 
 
-async def measure(system: System, standin: StandinProcess, floor_url: str, args: argparse.Namespace) -> dict[str, Any]:
+@dataclass
+class Route:
+    """One way the call can go: a Delegate stack (a process per service, or one host), or the floor."""
+
+    label: str
+    system: System | None  # None: the floor's direct relay
+    relay: Relay = field(default_factory=Relay)
+    found: dict[str, Any] = field(default_factory=dict)
+
+
+async def pickup_and_idle(system: System, args: argparse.Namespace) -> dict[str, Any]:
+    """Pick-ups three ways, then the gateway's and voice's idle CPU rate."""
     out: dict[str, Any] = {}
     async with httpx.AsyncClient(base_url=system.http, headers=system.auth(), timeout=30) as http:
         out["pickup_warm"] = await pickups(system, http, args.pickups, 1.0)
@@ -459,46 +478,51 @@ async def measure(system: System, standin: StandinProcess, floor_url: str, args:
         out["pickup_off"] = await pickups(system, http, args.pickups, 1.0)
         await asyncio.to_thread(restart_voice, system, {})
         pids = relay_pids(system)
-
         await idle_voice(http)
         idle_start, idle_cpu = time.monotonic(), cpu_seconds(pids)
         await asyncio.sleep(args.idle_s)
         out["idle_cpu_rate"] = (cpu_seconds(pids) - idle_cpu) / (time.monotonic() - idle_start)
-
-        # Both calls stay open; their segments alternate, so both see the same machine load.
-        standin.realtime_reset()
-        standin.realtime_script({"answer": ANSWER, "times": 100_000})
-        ours, ours_session = await open_greeted_call(system, http, standin)
-        floor, floor_session = await open_floor_call(floor_url, standin)
-        out["ours"], out["floor"] = Relay(), Relay()
-        cpu_s = 0.0
-        pace = 0.02 / args.speedup
-        try:
-            rounds = max(1, round(args.minutes * 60 / args.segment_s))
-            for _ in range(rounds):
-                cpu_before = cpu_seconds(pids)
-                await segment(ours, standin, ours_session, args.segment_s, pace, out["ours"])
-                cpu_s += cpu_seconds(pids) - cpu_before
-                await segment(floor, standin, floor_session, args.segment_s, pace, out["floor"])
-        finally:
-            await ours.hang_up()
-            await floor.hang_up()
-        out["cpu"] = cpu_s / out["ours"].call_seconds
-
-        await idle_voice(http)
-        standin.realtime_reset()
-        standin.realtime_script({"answer": BARGE_ANSWER, "times": args.barge_ins * 4 + 4})
-        ours, ours_session = await open_greeted_call(system, http, standin)
-        try:
-            out["barge"] = await barge_ins(ours, standin, ours_session, args.barge_ins, 0.02)
-        finally:
-            await ours.hang_up()
-        floor, floor_session = await open_floor_call(floor_url, standin)
-        try:
-            out["floor_barge"] = await barge_ins(floor, standin, floor_session, args.barge_ins, 0.02)
-        finally:
-            await floor.hang_up()
     return out
+
+
+async def open_path_call(path: Route, standin: StandinProcess, floor_url: str) -> tuple[TimedCall, str]:
+    if path.system is None:
+        return await open_floor_call(floor_url, standin)
+    async with httpx.AsyncClient(base_url=path.system.http, headers=path.system.auth(), timeout=30) as http:
+        await idle_voice(http)
+        return await open_greeted_call(path.system, http, standin)
+
+
+async def relay_rounds(paths: list[Route], standin: StandinProcess, floor_url: str, args: argparse.Namespace) -> None:
+    """Every path's call stays open; their segments take turns, so all see the same machine load."""
+    standin.realtime_reset()
+    standin.realtime_script({"answer": ANSWER, "times": 100_000})
+    calls = [await open_path_call(path, standin, floor_url) for path in paths]
+    cpu = {path.label: 0.0 for path in paths}
+    pace = 0.02 / args.speedup
+    try:
+        for _ in range(max(1, round(args.minutes * 60 / args.segment_s))):
+            for path, (call, session) in zip(paths, calls, strict=True):
+                pids = relay_pids(path.system) if path.system is not None else []
+                cpu_before = cpu_seconds(pids)
+                await segment(call, standin, session, args.segment_s, pace, path.relay)
+                cpu[path.label] += cpu_seconds(pids) - cpu_before
+    finally:
+        for call, _ in calls:
+            await call.hang_up()
+    for path in paths:
+        path.found["cpu"] = cpu[path.label] / path.relay.call_seconds
+
+
+async def barge_rounds(paths: list[Route], standin: StandinProcess, floor_url: str, args: argparse.Namespace) -> None:
+    standin.realtime_reset()
+    standin.realtime_script({"answer": BARGE_ANSWER, "times": (args.barge_ins * 4 + 4) * len(paths)})
+    for path in paths:
+        call, session = await open_path_call(path, standin, floor_url)
+        try:
+            path.found["barge"] = await barge_ins(call, standin, session, args.barge_ins, 0.02)
+        finally:
+            await call.hang_up()
 
 
 def row(name: str, samples: list[float], floor: list[float] | None = None) -> None:
@@ -509,57 +533,10 @@ def row(name: str, samples: list[float], floor: list[float] | None = None) -> No
         print(f"{'  added over the floor':42}{ms(added[0]):>12}{ms(added[1]):>12}")
 
 
-async def run(args: argparse.Namespace, one_process: bool = False) -> tuple[bool, float, float]:
-    """One whole run: whether every target held, and the relay's added p99 (in, out), seconds."""
-    root = Path(tempfile.mkdtemp(prefix="bench-voice-"))
-    env = {"STANDIN_REALTIME_PACE": "instant" if args.speedup > 1 else "realtime"}
-    standin = StandinProcess(log_dir=root / "standin", env=env).start()
-    nats = nats_server(root / "nats", auth=True).start()
-    system = System(root / "system", nats=nats)
-    system.extra_env.update({
-        "OPENAI_API_KEY": TEST_API_KEY,
-        "OPENAI_BASE_URL": standin.base_url,
-        "LOG_LEVEL": "WARNING",
-        "COMPACT_THRESHOLD": "10000000",
-        "IDLE_SPAN_SECONDS": "100000",
-        "TWILIO_AUTH_TOKEN": AUTH_TOKEN,
-        "OWNER_PHONE": OWNER,
-        "PUBLIC_BASE_URL": PUBLIC,
-        # The two calls take turns: ours hears no caller frames while the floor's segment runs,
-        # which Twilio's never does; the gateway would end it as a lost stream.
-        "VOICE_MEDIA_TIMEOUT_S": "3600",
-    })
-    floor_port = free_port()
-    floor_proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", FLOOR_RELAY, str(floor_port), standin.base_url, TEST_API_KEY,
-    )
-    try:
-        await asyncio.to_thread(wait_for_port, floor_port, 20)
-        system.start("ledger", "agent", "voice", "gateway", separate=not one_process, one_process=one_process)
-        print(("every service in one host process; " if one_process else "a process per service; ")
-              + f"simulated call of {args.minutes:g} min per path in {args.segment_s:g} s segments, alternating "
-              f"(caller frames {args.speedup:g}x real time), {args.pickups} pick-ups each way, "
-              f"{args.barge_ins} barge-ins; stand-in pace {env['STANDIN_REALTIME_PACE']}")
-        found = await measure(system, standin, f"ws://127.0.0.1:{floor_port}/call", args)
-    except BaseException:
-        print(system.dump_logs()[-8000:], file=sys.stderr)
-        raise
-    finally:
-        system.stop()
-        floor_proc.terminate()
-        await floor_proc.wait()
-        standin.stop()
-
-    relay: Relay = found["ours"]
-    base: Relay = found["floor"]
-    if args.samples:
-        args.samples.write_text(json.dumps({
-            "relay_in": relay.inbound, "relay_out": relay.outbound, "floor_in": base.inbound,
-            "floor_out": base.outbound, "pickup_warm": found["pickup_warm"], "pickup_cold": found["pickup_cold"],
-            "pickup_off": found["pickup_off"],
-            "barge": found["barge"], "floor_barge": found["floor_barge"],
-        }))
-    print()
+def report(path: Route, floor: Route) -> bool:
+    """One stack's figures against the floor; whether every target held."""
+    relay, base, found = path.relay, floor.relay, path.found
+    print(f"\n{path.label}")
     print(f"{'':42}{'p50':>12}{'p99':>12}{'mean':>12}{'n':>8}")
     row("relay in: /call frame -> stand-in append", relay.inbound, base.inbound)
     row("  floor (one-process relay)", base.inbound)
@@ -568,8 +545,8 @@ async def run(args: argparse.Namespace, one_process: bool = False) -> tuple[bool
     row("pick-up -> first greeting audio, pre-warmed", found["pickup_warm"])
     row("  stream opened at once (still warming)", found["pickup_cold"])
     row("  pre-warm off (VOICE_PREWARM=false)", found["pickup_off"])
-    row("barge-in: speech_started -> clear", found["barge"], found["floor_barge"])
-    row("  floor (one-process relay)", found["floor_barge"])
+    row("barge-in: speech_started -> clear", found["barge"], floor.found["barge"])
+    row("  floor (one-process relay)", floor.found["barge"])
     net = found["cpu"] - found["idle_cpu_rate"]
     print(f"\nCPU gateway+voice: {found['cpu'] * 1000:.1f} ms per call-second "
           f"({found['idle_cpu_rate'] * 1000:.1f} ms/s idle, {net * 1000:.1f} ms/s for the call itself); "
@@ -590,7 +567,112 @@ async def run(args: argparse.Namespace, one_process: bool = False) -> tuple[bool
     print()
     for name, ok, value in checks:
         print(f"  target: {name}: {'PASS' if ok else 'MISS'} ({value * 1000:.2f} ms)")
-    return all(ok for _, ok, _ in checks), added_in, added_out
+    return all(ok for _, ok, _ in checks)
+
+
+def host_cost(split: Route, host: Route, floor: Route) -> None:
+    """What one host process costs on each direction's p99, split and host measured in turns in one run.
+
+    The floor cancels: the cost is the host's p99 minus the split stack's. Its spread comes from
+    resampling whole segments (a segment's frames share its moment's load), 2,000 times.
+    """
+    rng = random.Random(27)
+    print()
+    for name, a, b, base in (
+        ("relay in", split.relay.inbound_segments, host.relay.inbound_segments, floor.relay.inbound),
+        ("relay out", split.relay.outbound_segments, host.relay.outbound_segments, floor.relay.outbound),
+    ):
+        split_p99, host_p99 = pct(flat(a), 99), pct(flat(b), 99)
+        cost = host_p99 - split_p99
+        spread = sorted(pct(flat(rng.choices(b, k=len(b))), 99) - pct(flat(rng.choices(a, k=len(a))), 99)
+                        for _ in range(2000))
+        low, high = spread[100], spread[1899]
+        added = split_p99 - pct(base, 99)
+        bound = 0.10 * max(added, 0.0)
+        print(f"{name}: p99 {ms(host_p99).strip()} in one host vs {ms(split_p99).strip()} split: the host costs "
+              f"{cost * 1000:+.2f} ms (90% interval {low * 1000:+.2f} .. {high * 1000:+.2f} ms); split's added "
+              f"p99 {added * 1000:.2f} ms, bound +10% of it = {bound * 1000:.2f} ms: "
+              f"{'within' if cost <= bound else 'OVER'} (point), "
+              f"{'within' if high <= bound else 'not shown'} (interval's upper end)")
+
+
+def flat(segments: list[list[float]]) -> list[float]:
+    return [sample for seg in segments for sample in seg]
+
+
+def start_stack(root: Path, standin: StandinProcess, one_process: bool) -> System:
+    nats = nats_server(root / "nats", auth=True).start()
+    system = System(root / "system", nats=nats)
+    system.extra_env.update({
+        "OPENAI_API_KEY": TEST_API_KEY,
+        "OPENAI_BASE_URL": standin.base_url,
+        "LOG_LEVEL": "WARNING",
+        "COMPACT_THRESHOLD": "10000000",
+        "IDLE_SPAN_SECONDS": "100000",
+        "TWILIO_AUTH_TOKEN": AUTH_TOKEN,
+        "OWNER_PHONE": OWNER,
+        "PUBLIC_BASE_URL": PUBLIC,
+        # The calls take turns: ours hears no caller frames while another path's segment runs,
+        # which Twilio's never does; the gateway would end it as a lost stream.
+        "VOICE_MEDIA_TIMEOUT_S": "3600",
+    })
+    system.start("ledger", "agent", "voice", "gateway", separate=not one_process, one_process=one_process)
+    return system
+
+
+async def run(args: argparse.Namespace, modes: list[bool]) -> bool:
+    """One run over every stack in ``modes`` (False: a process per service, True: one host) and the
+    floor; whether every target held in every stack."""
+    root = Path(tempfile.mkdtemp(prefix="bench-voice-"))
+    env = {"STANDIN_REALTIME_PACE": "instant" if args.speedup > 1 else "realtime"}
+    standin = StandinProcess(log_dir=root / "standin", env=env).start()
+    floor_port = free_port()
+    floor_proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", FLOOR_RELAY, str(floor_port), standin.base_url, TEST_API_KEY,
+    )
+    floor_url = f"ws://127.0.0.1:{floor_port}/call"
+    stacks: list[Route] = []
+    try:
+        await asyncio.to_thread(wait_for_port, floor_port, 20)
+        for one_process in modes:
+            label = "every service in one host process" if one_process else "a process per service"
+            system = start_stack(root / ("host" if one_process else "split"), standin, one_process)
+            stacks.append(Route(label, system))
+        floor = Route("floor", None)
+        print(" and ".join(s.label for s in stacks) + f" (each its own NATS), and the floor: a simulated call "
+              f"of {args.minutes:g} min per path in {args.segment_s:g} s segments, taking turns "
+              f"(caller frames {args.speedup:g}x real time), {args.pickups} pick-ups each way, "
+              f"{args.barge_ins} barge-ins; stand-in pace {env['STANDIN_REALTIME_PACE']}")
+        for stack in stacks:
+            assert stack.system is not None
+            stack.found.update(await pickup_and_idle(stack.system, args))
+        await relay_rounds([*stacks, floor], standin, floor_url, args)
+        await barge_rounds([*stacks, floor], standin, floor_url, args)
+    except BaseException:
+        for stack in stacks:
+            if stack.system is not None:
+                print(stack.system.dump_logs()[-8000:], file=sys.stderr)
+        raise
+    finally:
+        for stack in stacks:
+            if stack.system is not None:
+                stack.system.stop()
+        floor_proc.terminate()
+        await floor_proc.wait()
+        standin.stop()
+
+    if args.samples:
+        args.samples.write_text(json.dumps({
+            "floor_in": floor.relay.inbound, "floor_out": floor.relay.outbound, "floor_barge": floor.found["barge"],
+            **{("host" if one_process else "split"): {
+                "relay_in": s.relay.inbound, "relay_out": s.relay.outbound, **{
+                    k: s.found[k] for k in ("pickup_warm", "pickup_cold", "pickup_off", "barge")}}
+               for one_process, s in zip(modes, stacks, strict=True)},
+        }))
+    held = [report(stack, floor) for stack in stacks]
+    if len(stacks) == 2:
+        host_cost(stacks[0], stacks[1], floor)
+    return all(held)
 
 
 def main() -> None:
@@ -603,22 +685,11 @@ def main() -> None:
     parser.add_argument("--idle-s", type=float, default=10.0, help="idle CPU measured this long first")
     parser.add_argument("--samples", type=Path, help="also write every sample (seconds) to this JSON file")
     parser.add_argument("--compare-modes", action="store_true",
-                        help="a process per service, then every service in one host process")
+                        help="a process per service and every service in one host, side by side, in turns")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     logging.getLogger("delegate.runtime.bus").setLevel(logging.ERROR)
-    if not args.compare_modes:
-        sys.exit(0 if asyncio.run(run(args))[0] else 1)
-    split = asyncio.run(run(args))
-    print()
-    host = asyncio.run(run(args, one_process=True))
-    print()
-    for name, a, b in (("relay in", split[1], host[1]), ("relay out", split[2], host[2])):
-        print(f"cost of one host process on the {name}'s added p99: {ms(b)} vs {ms(a)} split "
-              f"({(b - a) / a:+.0%} of it; bound +10%)" if a > 0 else
-              f"{name}: added p99 {ms(b)} in one host vs {ms(a)} split")
-    sys.exit(0 if split[0] and host[0] else 1)
-
+    sys.exit(0 if asyncio.run(run(args, [False, True] if args.compare_modes else [False])) else 1)
 
 if __name__ == "__main__":
     main()
