@@ -1,4 +1,5 @@
-"""A bus's close ends within its bound even when its server has stopped answering (``bus.closing``).
+"""A bus's close ends within its bound even when its server has stopped answering (``bus.closing``),
+and even when one of its background tasks lost a cancellation.
 
 nats-py's drain, cancelled at its timeout, went on to flush and waited 10 s more for a PONG:
 15 s in all, which held an in-process gateway's stop past the tests' 15 s once.
@@ -41,3 +42,34 @@ async def test_a_close_ends_when_the_server_has_stopped_answering(nats_server: N
     finally:
         server.send_signal(signal.SIGCONT)
     assert bus.nc.is_closed
+
+
+async def test_a_close_ends_a_task_that_lost_its_first_cancellation(nats_server: NatsServer) -> None:
+    """On Python 3.11 an ``asyncio.wait_for`` that completes in the step its task is cancelled
+    returns its result and the cancellation is gone (gh-86296): the gateway's ledger follower
+    then went on retrying a ledger that had stopped, and its stop waited 30 s. Here a task
+    loses its first cancellation on purpose; the close still ends it."""
+    bus = await Bus.connect(nats_server.url, "test")
+    retries = 0
+
+    async def follower() -> None:
+        nonlocal retries
+        while True:
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                retries += 1
+                if retries > 1:
+                    raise
+                asyncio.current_task().uncancel()  # type: ignore[union-attr]  # as the lost one was
+
+    task = bus.spawn(follower())
+    await asyncio.sleep(0)  # it is waiting
+    closing = asyncio.ensure_future(bus.close())
+    done, _ = await asyncio.wait({closing}, timeout=CLOSE_BOUND_S)
+    if not done:
+        closing.cancel()
+        await asyncio.gather(closing, task, return_exceptions=True)
+    assert done, "the close waited for a task that had lost its cancellation"
+    closing.result()
+    assert task.cancelled() and retries == 2

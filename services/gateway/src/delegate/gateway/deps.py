@@ -86,6 +86,7 @@ class GatewayContext:
         if self._connector is not None:
             self._connector.cancel()
             await asyncio.gather(self._connector, return_exceptions=True)
+        self.hub.stop()
         self.hub.close_all(1012, "gateway restarting")
         await self.courier.stop()
         if self.bus is not None and self._owns_bus:

@@ -246,6 +246,10 @@ class Hub:
         for client in list(self.clients):
             client.close(code, reason)
 
+    def stop(self) -> None:
+        """The follower ends at its next step (not only when the bus cancels it)."""
+        self._stop.set()
+
     # ---- committed events: gapless, in seq order (``CommittedEvents``) --------------------------
 
     def deliver(self, event: Event) -> None:

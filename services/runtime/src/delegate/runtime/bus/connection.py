@@ -50,6 +50,8 @@ MSG_ID = "Nats-Msg-Id"
 # A durable publish is retried on these: NATS away, or the stream not created yet by its
 # owner (JetStream answers "no responders" for a subject no stream captures).
 PUBLISH_RETRY = (*TRANSIENT, nats.js.errors.NoStreamResponseError)
+# How long ``close`` gives its background tasks to end once cancelled before cancelling again.
+RECANCEL_S = 1.0
 
 
 class Bus:
@@ -366,9 +368,13 @@ class Bus:
         return task
 
     async def close(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        # Cancelled again while any is left: on Python 3.11 a task can lose its cancellation when
+        # an ``asyncio.wait_for`` it awaits completes in the same step (fixed in 3.12, gh-86296),
+        # and one follower that did went on retrying a gone ledger instead of ending.
+        while pending := [task for task in self._tasks if not task.done()]:
+            for task in pending:
+                task.cancel()
+            await asyncio.wait(pending, timeout=RECANCEL_S)
         await drain_within(self.nc)
 
 
