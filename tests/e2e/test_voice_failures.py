@@ -36,6 +36,7 @@ from tests.e2e.test_phone_call import (
     stream_of,
     twiml_root,
     voice_env,
+    voice_released,
     wait_ledger,
 )
 from tests.support.speech import phone_audio
@@ -156,8 +157,7 @@ async def test_the_realtime_socket_dropping_mid_answer_ends_the_call_cleanly(
         cut = [e for e in events if e["kind"] == "message" and e["role"] == "assistant"
                and e["payload"]["meta"].get("interrupted")]
         assert all(LONG_ANSWER.startswith(e["payload"]["text"]) for e in cut)
-        async with api(system) as http:
-            assert (await http.get("/api/state")).json()["voice"]["active"] is False
+        await voice_released(system)
     finally:
         if call is not None:
             await call.close()
