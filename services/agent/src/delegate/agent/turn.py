@@ -12,6 +12,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from delegate.contracts.events import (
@@ -209,12 +210,15 @@ class Turns(ModelWork):
         self.retrieval.carry(turn.id, item_text(turn.item))
         memory = await self.retrieval.before_turn(turn, capsule=s.capsule, purpose=turn.memory_purpose)
         rounds = broken = 0
+        # One clock for the whole turn: a tool round past a minute's turn would otherwise say
+        # another time than the request before it, and the cached prompt prefix would end there.
+        now = utcnow()
         while True:
             if turn.stop.is_set():
                 raise TurnStopped()
             request: dict[str, Any] = {
                 "model": settings.openai_model,
-                "instructions": self._instructions(turn, memory),
+                "instructions": self._instructions(turn, memory, now),
                 "input": items,
                 "store": True,
                 "context_management": [{"type": "compaction", "compact_threshold": settings.compact_threshold}],
@@ -271,11 +275,11 @@ class Turns(ModelWork):
         self.retrieval.carry_fresh(context.messages)
         return context.items
 
-    def _instructions(self, turn: Turn, memory: TurnMemory) -> str:
+    def _instructions(self, turn: Turn, memory: TurnMemory, now: datetime) -> str:
         """Every request's own instructions (a chain does not carry them): memory given so far included."""
         return compose_instructions(
-            BASE_INSTRUCTIONS, capsule=self.status.state.capsule, channel=turn.channel, now=utcnow(), with_markers=True,
-            memory=memory.context(), calendar=self.calendar_now.section(utcnow()),
+            BASE_INSTRUCTIONS, capsule=self.status.state.capsule, channel=turn.channel, now=now, with_markers=True,
+            memory=memory.context(), calendar=self.calendar_now.section(now),
         )
 
     async def _stream(self, turn: Turn, request: dict[str, Any], text: TurnText) -> responses.ModelResult:
