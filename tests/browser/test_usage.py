@@ -113,8 +113,13 @@ async def test_the_usage_panel_draws_30_days_and_a_known_days_total(
     known = p.locator(f"#usage-chart g.spend-bar[data-day='{known_day}']")
     purposes = await known.locator("rect[data-purpose]").evaluate_all("rs => rs.map(r => r.dataset.purpose)")
     assert purposes == ["activation", "task_step", "web_search"]
-    heights = await known.locator("rect[data-purpose]").evaluate_all("rs => rs.map(r => r.getBBox().height)")
-    assert all(h > 0 for h in heights)
+    # Laid out with a height each, once the panel shows (the chart is drawn while it is closed
+    # too, for the topbar's figure, and a hidden SVG's boxes measure 0: seen once).
+    await page.wait_for(
+        """day => !document.getElementById('usage-panel').hidden && [...document.querySelectorAll(
+               `#usage-chart g.spend-bar[data-day='${day}'] rect[data-purpose]`)].every(r => r.getBBox().height > 0)""",
+        known_day,
+    )
     # Its colours are the theme's (the stylesheet's --spend-*), the legend's swatches the same.
     fills = await p.evaluate(THEME_FILLS, known_day)
     assert fills["bar"] == fills["theme"] == fills["swatch"], fills
