@@ -374,7 +374,10 @@ class Bus:
         while pending := [task for task in self._tasks if not task.done()]:
             for task in pending:
                 task.cancel()
-            await asyncio.wait(pending, timeout=RECANCEL_S)
+            done, _ = await asyncio.wait(pending, timeout=RECANCEL_S)
+            for task in done:
+                if not task.cancelled():
+                    task.exception()  # retrieved, as gather did: a failure while stopping is no warning
         await drain_within(self.nc)
 
 
