@@ -51,20 +51,24 @@ async def test_a_close_ends_a_task_that_lost_its_first_cancellation(nats_server:
     loses its first cancellation on purpose; the close still ends it."""
     bus = await Bus.connect(nats_server.url, "test")
     retries = 0
+    waiting = asyncio.Event()
 
     async def follower() -> None:
         nonlocal retries
+        me = asyncio.current_task()
+        assert me is not None
         while True:
             try:
+                waiting.set()
                 await asyncio.sleep(3600)
             except asyncio.CancelledError:
                 retries += 1
                 if retries > 1:
                     raise
-                asyncio.current_task().uncancel()  # type: ignore[union-attr]  # as the lost one was
+                me.uncancel()  # as the lost one was
 
     task = bus.spawn(follower())
-    await asyncio.sleep(0)  # it is waiting
+    await waiting.wait()
     closing = asyncio.ensure_future(bus.close())
     done, _ = await asyncio.wait({closing}, timeout=CLOSE_BOUND_S)
     if not done:
