@@ -67,7 +67,8 @@ token-rotate: install-run
 # on four workers, a test file on one at a time (its module-wide System stays whole): many tests
 # wait on real processes and wall-clock periods, so more workers than cores keep the two busy
 # (1,563 tests on the idle 2-core machine: 9 min 33 s and 9 min 16 s on four workers, ~1.55 cores
-# busy; three kept ~1.2 busy and took 11 min 52 s, four minutes of it five tests' 60 s deadlines).
+# busy; three kept ~1.2 busy and took 11 min 52 s, four minutes of it five tests' 60 s deadlines;
+# 9 min 52 s to 10 min 51 s there the next day, when five workers summed 20% more file time).
 # The files go longest first (tests/support/schedule.py, from tests/file-seconds.json), so the
 # workers finish together; each run writes its own figures
 # to test-output/file-seconds.json (and each file's CPU to file-cpu-*.json). It ends with the 25 slowest.
