@@ -49,7 +49,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import random
 import statistics
 import sys
@@ -67,6 +66,7 @@ sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
 
+from bench.stats import cpu_seconds, ms, pct  # noqa: E402
 from delegate.launcher.procs import free_port, wait_for_port  # noqa: E402
 from tests.support.nats import nats_server  # noqa: E402
 from tests.support.speech import phone_audio, tools_available  # noqa: E402
@@ -149,15 +149,6 @@ FLOOR_RELAY = textwrap.dedent(
     asyncio.run(main())
     """
 )
-
-
-def pct(samples: list[float], p: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
-
-
-def ms(value: float) -> str:
-    return f"{value * 1000:9.2f} ms"
 
 
 # ---- the stand-in's records ------------------------------------------------------------------
@@ -287,12 +278,19 @@ class Line:
 
 @dataclass
 class Relay:
-    inbound: list[float] = field(default_factory=list)
-    outbound: list[float] = field(default_factory=list)
-    inbound_segments: list[list[float]] = field(default_factory=list)  # the same samples, by segment
+    # Per segment: a segment's frames share its moment's load (host_cost resamples whole ones).
+    inbound_segments: list[list[float]] = field(default_factory=list)
     outbound_segments: list[list[float]] = field(default_factory=list)
     call_seconds: float = 0.0
     turns: int = 0
+
+    @property
+    def inbound(self) -> list[float]:
+        return flat(self.inbound_segments)
+
+    @property
+    def outbound(self) -> list[float]:
+        return flat(self.outbound_segments)
 
 
 def session_record(standin: StandinProcess, session_id: str) -> dict[str, Any]:
@@ -328,13 +326,11 @@ async def segment(call: TimedCall, standin: StandinProcess, session_id: str, sec
     after = session_record(standin, session_id)
     received = appends_received(after)[skip_appends:]
     into.inbound_segments.append([r - t for r, t in zip(received, call.media_sent[first_frame:], strict=False)])
-    into.inbound += into.inbound_segments[-1]
     deltas = sent_times(after, "response.output_audio.delta")[skip_deltas:]
     arrived = call.media_times()[skip_media:]
     if len(deltas) != len(arrived):
         print(f"  note: {len(deltas)} deltas sent, {len(arrived)} media frames arrived; matched in order")
     into.outbound_segments.append([a - d for d, a in zip(deltas, arrived, strict=False)])
-    into.outbound += into.outbound_segments[-1]
 
 
 # Answer audio comes every 100 ms at the stand-in's real-time pace: this long without a frame,
@@ -382,15 +378,6 @@ async def barge_ins(call: TimedCall, standin: StandinProcess, session_id: str, n
         if earlier:
             samples.append(at - earlier[-1])
     return samples
-
-
-def cpu_seconds(pids: list[int]) -> float:
-    ticks = os.sysconf("SC_CLK_TCK")
-    total = 0.0
-    for pid in pids:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        total += (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
-    return total
 
 
 async def open_delegate_call(system: System, http: httpx.AsyncClient, *, wait_s: float) -> tuple[TimedCall, float]:
@@ -485,42 +472,42 @@ async def pickup_and_idle(system: System, args: argparse.Namespace) -> dict[str,
     return out
 
 
-async def open_path_call(path: Route, standin: StandinProcess, floor_url: str) -> tuple[TimedCall, str]:
-    if path.system is None:
+async def open_route_call(route: Route, standin: StandinProcess, floor_url: str) -> tuple[TimedCall, str]:
+    if route.system is None:
         return await open_floor_call(floor_url, standin)
-    async with httpx.AsyncClient(base_url=path.system.http, headers=path.system.auth(), timeout=30) as http:
+    async with httpx.AsyncClient(base_url=route.system.http, headers=route.system.auth(), timeout=30) as http:
         await idle_voice(http)
-        return await open_greeted_call(path.system, http, standin)
+        return await open_greeted_call(route.system, http, standin)
 
 
-async def relay_rounds(paths: list[Route], standin: StandinProcess, floor_url: str, args: argparse.Namespace) -> None:
-    """Every path's call stays open; their segments take turns, so all see the same machine load."""
+async def relay_rounds(routes: list[Route], standin: StandinProcess, floor_url: str, args: argparse.Namespace) -> None:
+    """Every route's call stays open; their segments take turns, so all see the same machine load."""
     standin.realtime_reset()
     standin.realtime_script({"answer": ANSWER, "times": 100_000})
-    calls = [await open_path_call(path, standin, floor_url) for path in paths]
-    cpu = {path.label: 0.0 for path in paths}
+    calls = [await open_route_call(route, standin, floor_url) for route in routes]
+    cpu = {route.label: 0.0 for route in routes}
     pace = 0.02 / args.speedup
     try:
         for _ in range(max(1, round(args.minutes * 60 / args.segment_s))):
-            for path, (call, session) in zip(paths, calls, strict=True):
-                pids = relay_pids(path.system) if path.system is not None else []
+            for route, (call, session) in zip(routes, calls, strict=True):
+                pids = relay_pids(route.system) if route.system is not None else []
                 cpu_before = cpu_seconds(pids)
-                await segment(call, standin, session, args.segment_s, pace, path.relay)
-                cpu[path.label] += cpu_seconds(pids) - cpu_before
+                await segment(call, standin, session, args.segment_s, pace, route.relay)
+                cpu[route.label] += cpu_seconds(pids) - cpu_before
     finally:
         for call, _ in calls:
             await call.hang_up()
-    for path in paths:
-        path.found["cpu"] = cpu[path.label] / path.relay.call_seconds
+    for route in routes:
+        route.found["cpu"] = cpu[route.label] / route.relay.call_seconds
 
 
-async def barge_rounds(paths: list[Route], standin: StandinProcess, floor_url: str, args: argparse.Namespace) -> None:
+async def barge_rounds(routes: list[Route], standin: StandinProcess, floor_url: str, args: argparse.Namespace) -> None:
     standin.realtime_reset()
-    standin.realtime_script({"answer": BARGE_ANSWER, "times": (args.barge_ins * 4 + 4) * len(paths)})
-    for path in paths:
-        call, session = await open_path_call(path, standin, floor_url)
+    standin.realtime_script({"answer": BARGE_ANSWER, "times": (args.barge_ins * 4 + 4) * len(routes)})
+    for route in routes:
+        call, session = await open_route_call(route, standin, floor_url)
         try:
-            path.found["barge"] = await barge_ins(call, standin, session, args.barge_ins, 0.02)
+            route.found["barge"] = await barge_ins(call, standin, session, args.barge_ins, 0.02)
         finally:
             await call.hang_up()
 
@@ -533,10 +520,10 @@ def row(name: str, samples: list[float], floor: list[float] | None = None) -> No
         print(f"{'  added over the floor':42}{ms(added[0]):>12}{ms(added[1]):>12}")
 
 
-def report(path: Route, floor: Route) -> bool:
+def report(stack: Route, floor: Route) -> bool:
     """One stack's figures against the floor; whether every target held."""
-    relay, base, found = path.relay, floor.relay, path.found
-    print(f"\n{path.label}")
+    relay, base, found = stack.relay, floor.relay, stack.found
+    print(f"\n{stack.label}")
     print(f"{'':42}{'p50':>12}{'p99':>12}{'mean':>12}{'n':>8}")
     row("relay in: /call frame -> stand-in append", relay.inbound, base.inbound)
     row("  floor (one-process relay)", base.inbound)
@@ -612,7 +599,7 @@ def start_stack(root: Path, standin: StandinProcess, one_process: bool) -> Syste
         "TWILIO_AUTH_TOKEN": AUTH_TOKEN,
         "OWNER_PHONE": OWNER,
         "PUBLIC_BASE_URL": PUBLIC,
-        # The calls take turns: ours hears no caller frames while another path's segment runs,
+        # The calls take turns: ours hears no caller frames while another route's segment runs,
         # which Twilio's never does; the gateway would end it as a lost stream.
         "VOICE_MEDIA_TIMEOUT_S": "3600",
     })
