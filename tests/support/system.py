@@ -1,4 +1,5 @@
-"""Real service processes for end-to-end tests, started exactly as ``make run`` starts them."""
+"""Real service processes for end-to-end tests, run as ``make run`` runs them; forked from an
+interpreter that has imported their code already (``forked``), not started afresh."""
 
 import asyncio
 import os
@@ -13,10 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from delegate.launcher.procs import ManagedProcess, NatsServer, free_port, python_module
+from delegate.launcher.procs import ManagedProcess, NatsServer, free_port
 from delegate.runtime.bus import Bus
 from delegate.runtime.settings_source import password_variable
 
+from .forked import ForkedProcess
 from .nats import role_env, start_nats
 
 if TYPE_CHECKING:
@@ -211,8 +213,8 @@ class System:
             if user is not None:
                 identities[password_variable(name)] = user.password
         merged = {**self.env, **identities, **self.extra_env, **(env or {})}
-        proc = python_module(
-            key, "delegate.host", merged, self.logs / f"{key}.{self._counter}.log", args=("--services", ",".join(names))
+        proc = ForkedProcess(
+            key, "delegate.host", ["--services", ",".join(names)], merged, self.logs / f"{key}.{self._counter}.log"
         ).start()
         self.procs[key] = proc
         self.services[key] = "host"
@@ -225,7 +227,7 @@ class System:
         key = instance or name
         assert self.nats is not None
         merged = {**self.env, "INSTANCE_NAME": key, **role_env(self.nats, name), **self.extra_env, **(env or {})}
-        proc = python_module(key, MODULES[name], merged, self.logs / f"{key}.{self._counter}.log").start()
+        proc = ForkedProcess(key, MODULES[name], [], merged, self.logs / f"{key}.{self._counter}.log").start()
         self.procs[key] = proc
         self.services[key] = name
         return proc

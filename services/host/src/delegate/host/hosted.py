@@ -6,6 +6,7 @@ import importlib
 import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping
+from types import ModuleType
 from typing import Any
 
 from delegate.runtime import without_unused_extras
@@ -33,6 +34,13 @@ def identity(role: str, environ: Mapping[str, str]) -> dict[str, Any]:
     return {} if password is None else {"nats_user": role, "nats_password": password}
 
 
+def import_service(name: str) -> ModuleType:
+    """The service's module, imported as its own ``__main__`` imports it: the SDKs it uses
+    without their unused parts."""
+    with contextlib.nullcontext() if name in NEEDS_CLICK else without_unused_extras():
+        return importlib.import_module(module_of(name))
+
+
 class Hosted:
     def __init__(self, name: str, settings: ServiceSettings | Any, serve: Serve) -> None:
         self.name = name
@@ -47,9 +55,7 @@ class Hosted:
     def load(cls, name: str, environ: Mapping[str, str] = os.environ) -> "Hosted":
         """Import the service's module and read its settings, once, here at the edge; a setting
         it refuses raises ``SettingsRefused`` (the host exits EX_CONFIG, as the service would)."""
-        # As its own ``__main__`` imports it: the SDKs it uses without their unused parts.
-        with contextlib.nullcontext() if name in NEEDS_CLICK else without_unused_extras():
-            module = importlib.import_module(module_of(name))
+        module = import_service(name)
         factory = module.Settings
         overrides = identity(name, environ)
         settings = load_settings(name, lambda: factory(**overrides))

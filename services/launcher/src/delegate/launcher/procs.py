@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Protocol
 from urllib.parse import quote
 
 from .lifeline import die_with_parent
@@ -25,7 +26,27 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def wait_for_port(port: int, timeout: float = 15.0, proc: subprocess.Popen[bytes] | None = None) -> None:
+class Child(Protocol):
+    """A started process as ``ManagedProcess`` uses it: a ``subprocess.Popen``, or any process
+    that can be polled, waited for and signalled alike (the tests fork theirs from a preloaded
+    interpreter)."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+    def send_signal(self, sig: int) -> None: ...
+
+    def kill(self) -> None: ...
+
+
+def wait_for_port(port: int, timeout: float = 15.0, proc: Child | None = None) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
@@ -61,7 +82,7 @@ class ManagedProcess:
         # with_parent: the child is SIGKILLed when its starter dies (`lifeline`). Only for a
         # starter that forks from its main thread (the launcher): the kernel watches the thread.
         self.with_parent = with_parent
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: Child | None = None
 
     def start(self) -> "ManagedProcess":
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
