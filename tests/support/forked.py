@@ -142,6 +142,23 @@ class ForkedProcess(ManagedProcess):
         return self
 
 
+def server_cpu_seconds() -> float:
+    """The CPU the fork server and the children it has reaped used so far (what the test
+    worker's own RUSAGE_CHILDREN no longer sees: they are not its children)."""
+    from multiprocessing import forkserver
+
+    pid = getattr(forkserver._forkserver, "_forkserver_pid", None)
+    if pid is None:
+        return 0.0
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0.0
+    # After the command's closing parenthesis: utime, stime, cutime, cstime are fields 14-17.
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
 @atexit.register
 def _kill_leftovers() -> None:
     """At the test worker's exit, before multiprocessing's own exit joins every child it started

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pytest
 
+from .forked import server_cpu_seconds
+
 # Both under the run's rootdir (the repository's root for `make test`).
 TABLE = Path("tests", "file-seconds.json")
 MEASURED = Path("test-output", "file-seconds.json")
@@ -33,8 +35,9 @@ PROCESS_TEST_S = 3.0
 PLAIN_TEST_S = 0.02
 
 _seconds: defaultdict[str, float] = defaultdict(float)
-# CPU seconds per file, this process's and its reaped children's (the services a test started
-# and stopped): what a file costs the cores, whatever the load while it ran. A session-wide
+# CPU seconds per file, this process's and its reaped children's, and the fork server's and its
+# (the services a test started and stopped, ``forked``): what a file costs the cores, whatever
+# the load while it ran. A session-wide
 # fixture's processes (PostgreSQL, say) count for the file whose test ended the session.
 _cpu: defaultdict[str, float] = defaultdict(float)
 _own_cpu: defaultdict[str, float] = defaultdict(float)  # the worker's own share of it
@@ -48,7 +51,7 @@ def own_cpu_seconds() -> float:
 
 def cpu_seconds() -> float:
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own_cpu_seconds() + children.ru_utime + children.ru_stime
+    return own_cpu_seconds() + children.ru_utime + children.ru_stime + server_cpu_seconds()
 
 
 def file_of(nodeid: str) -> str:
