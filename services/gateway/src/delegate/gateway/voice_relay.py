@@ -152,8 +152,12 @@ class VoiceRelay:
             remaining = self.last_heard + self.lost_after_s - time.monotonic()
             if remaining <= 0:
                 return None
+            # asyncio.timeout, not wait_for: wait_for runs the get as a task of its own, one more
+            # turn of the event loop per answer frame, and in a host every service's ready work
+            # runs in each turn (bench/voice.py --compare-modes, relay out).
             with contextlib.suppress(TimeoutError):
-                return await asyncio.wait_for(self._out.get(), remaining)
+                async with asyncio.timeout(remaining):
+                    return await self._out.get()
 
 
 @dataclass(frozen=True)
