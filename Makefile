@@ -64,17 +64,18 @@ token-rotate: install-run
 	@$(BIN)/python -m delegate.gateway token --rotate
 
 # The lanes (markers in pyproject.toml): `make test` runs everything but the embeddings lane,
-# on four workers, a test file on one at a time (its module-wide System stays whole): many tests
-# wait on real processes and wall-clock periods, so more workers than cores keep the two busy
-# (1,563 tests on the idle 2-core machine: 9 min 33 s and 9 min 16 s on four workers, ~1.55 cores
-# busy; three kept ~1.2 busy and took 11 min 52 s, four minutes of it five tests' 60 s deadlines;
-# 9 min 52 s to 10 min 51 s there the next day, when five workers summed 20% more file time).
+# on five workers, a test file on one at a time (its module-wide System stays whole): many tests
+# wait on real processes and wall-clock periods, so more workers than cores keep the two busy.
+# Five since the tests fork their service processes from a preloaded interpreter
+# (tests/support/forked.py: a third less CPU a run): 1,568 tests on the idle 2-core machine in
+# 8:50, 9:10 and 9:24 on five workers, 8:59 to 10:24 on four (11:36 on four before forking;
+# five then summed 20% more file time than four, on two cores with no room for a fifth).
 # The files go longest first (tests/support/schedule.py, from tests/file-seconds.json), so the
 # workers finish together; each run writes its own figures
 # to test-output/file-seconds.json (and each file's CPU to file-cpu-*.json). It ends with the 25 slowest.
 # A test's services share one host process, as `make run` runs them, but for those it kills,
 # stops or restarts alone; `make test-split` gives every service its own process instead.
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 5
 PYTEST := $(BIN)/python -m pytest
 FAST := not integration and not browser and not slow and not embeddings
 test: install check-system

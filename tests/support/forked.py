@@ -1,7 +1,7 @@
 """Service processes forked from one interpreter that has imported every service already.
 
 A host started with ``python -m delegate.host`` spends most of its start's CPU importing: about
-1.3 s for every service's code and the SDKs they use, on two cores that the suite's four workers
+1.3 s for every service's code and the SDKs they use, on two cores that the suite's workers
 share, for ~270 hosts and services a run. The tests start theirs from a fork server instead
 (multiprocessing's, whose preload imports it all once per test worker): each child is forked
 from it, gets its own session, log file, environment and arguments, then runs the module as

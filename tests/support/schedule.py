@@ -37,8 +37,8 @@ PLAIN_TEST_S = 0.02
 _seconds: defaultdict[str, float] = defaultdict(float)
 # CPU seconds per file, this process's and its reaped children's, and the fork server's and its
 # (the services a test started and stopped, ``forked``): what a file costs the cores, whatever
-# the load while it ran. A session-wide
-# fixture's processes (PostgreSQL, say) count for the file whose test ended the session.
+# the load while it ran. A session-wide fixture's processes (PostgreSQL, say) count for the file
+# whose test ended the session.
 _cpu: defaultdict[str, float] = defaultdict(float)
 _own_cpu: defaultdict[str, float] = defaultdict(float)  # the worker's own share of it
 _systems: defaultdict[str, int] = defaultdict(int)  # Systems started per file
