@@ -198,6 +198,7 @@ async def test_every_service_but_the_ledger_is_imported_before_the_first_one_run
     assert [h.name for h in into] == ["ledger"]
 
 
+@pytest.mark.integration  # a fresh interpreter
 def test_the_collector_is_off_while_the_host_imports_and_its_imports_are_frozen_after(tmp_path: Path) -> None:
     """``python -m delegate.host`` imports with the cyclic collector off (it scanned the
     imported modules' objects over and over: ~0.1-0.2 s of a start's CPU), and turns it on once
