@@ -4,17 +4,23 @@ Stop, regenerate and edit-and-resend, their acks, and the stable error codes a c
 (not_found 404, not_last 409, busy 409, nothing_to_stop 409).
 """
 
+import asyncio
 import json
+import os
+import signal
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+from nats.aio.msg import Msg
 
+from delegate.contracts import subjects
 from tests.agent.chat import ChatClient, api
 from tests.agent.conftest import make_system, probe_for  # noqa: F401 - fixtures (standin: conftest.py)
 from tests.agent.rig import input_texts, response_bodies
+from tests.ledger.test_crash import _writer_pid
 from tests.support.standin import StandinProcess
-from tests.support.system import System
+from tests.support.system import System, probe_bus
 
 pytestmark = [pytest.mark.integration]
 
@@ -146,5 +152,42 @@ async def test_turn_controls_over_rest_with_stable_codes(
             await chat.answer(reply.json()["event_id"])
             reply = await http.post(f"/api/turns/{turn}/regenerate")
             assert (reply.status_code, reply.json()["error"]["code"]) == (409, "not_last")
+    finally:
+        await chat.close()
+
+
+async def test_a_control_on_a_message_the_ledger_has_not_committed_yet_waits_for_it(
+    make_system: Callable[..., System], standin: StandinProcess  # noqa: F811
+) -> None:
+    """A message is acknowledged once JetStream has it; the ledger commits it a moment later, and
+    meanwhile its answer may already stream. A regenerate asked then was told 404 "no such
+    message" (once in a full run). Here the ledger's writer is frozen, so the ledger answers
+    reads but commits nothing: the control keeps asking (the test sees its reads on the bus)
+    until the writer goes on, then answers as for any streaming turn."""
+    system = make_system().start("ledger", "agent", "gateway", separate=("ledger",))
+    writer = _writer_pid(system.procs["ledger"].pid)
+    assert writer is not None
+    chat = await ChatClient.open(system)
+    try:
+        async with api(system) as http, probe_bus(system) as bus:
+            standin.script({"action": "slow", "delay_ms": 150, "text": LONG})
+            os.kill(writer, signal.SIGSTOP)
+            try:
+                turn = (await http.post("/api/messages", json={"text": "Go on and on"})).json()["event_id"]
+                asked: list[bytes] = []
+
+                async def seen(msg: Msg) -> None:
+                    if turn.encode() in msg.data:
+                        asked.append(msg.data)
+
+                watch = await bus.nc.subscribe(subjects.LEDGER_GET, cb=seen)
+                regenerate = asyncio.create_task(http.post(f"/api/turns/{turn}/regenerate"))
+                await chat.wait_for(lambda: len(asked) >= 2 or regenerate.done(), "the control to ask again")
+                assert not regenerate.done(), regenerate.result().text  # answered 404 at the first read
+            finally:
+                os.kill(writer, signal.SIGCONT)
+            reply = await regenerate
+            await watch.unsubscribe()
+            assert (reply.status_code, reply.json()["error"]["code"]) == (409, "busy")
     finally:
         await chat.close()

@@ -9,7 +9,10 @@ the ledger (and again by the agent, in input order). Failures are ``TurnRejected
 stable code and the HTTP status REST answers with.
 """
 
+import asyncio
 import logging
+import time
+import uuid
 
 from delegate.contracts import topics, ws
 from delegate.contracts.events import ConversationEnded, Event, Message
@@ -21,6 +24,11 @@ from .inputs import PUBLISH_DEADLINE_S, InputRejected, Submitted, submit_message
 log = logging.getLogger(__name__)
 
 STATE_TIMEOUT_S = 1.0
+# A message is acknowledged once JetStream has it, and the ledger commits it a moment later (its
+# consumer may run behind the agent's, which streams the answer meanwhile): a control naming a
+# message minted this recently waits for the ledger to have it before saying there is none.
+COMMIT_WAIT_S = 3.0
+COMMIT_POLL_S = 0.05
 NOT_LAST = "Only the last message can be regenerated or edited."
 
 
@@ -30,12 +38,7 @@ class TurnRejected(InputRejected):
 
 async def last_turn(bus: Bus, turn_id: str) -> Event:
     """The user message ``turn_id`` if it is its conversation's last turn and that turn is answered."""
-    try:
-        found = (await bus.request(topics.LEDGER_GET, GetRequest(id=turn_id))).event
-    except RemoteError as exc:
-        if exc.code != "not_found":
-            raise BusUnavailable(f"the ledger answered {exc.code}") from exc
-        found = None
+    found = await _committed(bus, turn_id)
     if found is None or found.role != "user" or not found.is_kind(Message):
         raise TurnRejected("not_found", "There is no such message.", 404)
     try:
@@ -59,6 +62,32 @@ async def last_turn(bus: Bus, turn_id: str) -> Event:
     if state is not None and (state.busy or state.compacting):
         raise TurnRejected("busy", "An answer or a compaction is running; try again when it is done.", 409)
     return found
+
+
+async def _committed(bus: Bus, turn_id: str) -> Event | None:
+    """The ledger's event ``turn_id``; for an id minted (UUIDv7) in the last ``COMMIT_WAIT_S``,
+    once the ledger has it or that time is up. An id dated in the future waits no longer."""
+    now = time.time()
+    deadline = min(_minted_at(turn_id) or 0.0, now) + COMMIT_WAIT_S
+    while True:
+        try:
+            found = (await bus.request(topics.LEDGER_GET, GetRequest(id=turn_id))).event
+        except RemoteError as exc:
+            if exc.code != "not_found":
+                raise BusUnavailable(f"the ledger answered {exc.code}") from exc
+            found = None
+        if found is not None or time.time() >= deadline:
+            return found
+        await asyncio.sleep(COMMIT_POLL_S)
+
+
+def _minted_at(turn_id: str) -> float | None:
+    """When a UUIDv7 id was made (Unix seconds), else None."""
+    try:
+        parsed = uuid.UUID(turn_id)
+    except ValueError:
+        return None
+    return (parsed.int >> 80) / 1000 if parsed.version == 7 else None
 
 
 async def stop_turn(bus: Bus, turn_id: str) -> None:
