@@ -68,7 +68,7 @@ token-rotate: install-run
 # wait on real processes and wall-clock periods, so more workers than cores keep the two busy.
 # Five since the tests fork their service processes from a preloaded interpreter
 # (tests/support/forked.py: a third less CPU a run): 1,568 tests on the idle 2-core machine in
-# 8:50, 9:10 and 9:24 on five workers, 8:59 to 10:24 on four (11:36 on four before forking;
+# 8:50 to 10:19 on five workers (five runs), 8:59 to 10:24 on four (11:36 on four before forking;
 # five then summed 20% more file time than four, on two cores with no room for a fifth).
 # The files go longest first (tests/support/schedule.py, from tests/file-seconds.json), so the
 # workers finish together; each run writes its own figures
