@@ -112,9 +112,6 @@ class ForkedChild:
     def kill(self) -> None:
         self.send_signal(signal.SIGKILL)
 
-    def terminate(self) -> None:
-        self.send_signal(signal.SIGTERM)
-
 
 class ForkedProcess(ManagedProcess):
     """``python -m <module> <args>`` as ``ManagedProcess`` starts it, forked from the fork
