@@ -2,8 +2,11 @@
 replaces and keeps, and that a forgotten person's card makes nobody (issue #30)."""
 
 import json
+import sqlite3
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
+from zoneinfo import ZoneInfo
 
 from delegate.contracts.events import (
     ContactsSynced,
@@ -16,7 +19,9 @@ from delegate.contracts.events import (
     PersonUnlisted,
     make_event,
 )
+from delegate.contracts.ids import utcnow
 from delegate.memory.index import MemoryIndex
+from delegate.memory.people_index import person_detail
 from delegate.memory.projection_dates import batch_signal_id, unsent
 
 BOOK = "http://dav.example/owner/contacts/"
@@ -100,6 +105,45 @@ def test_a_deleted_card_takes_back_what_it_said_and_keeps_what_turns_said(tmp_pa
     ix.apply(card(phones=["+15550004444"]))
     [ana] = ix.people()
     assert ana["phones"] == ["+15550004444"]
+
+
+class CommitBetweenStatements:
+    """A read connection on which the follower's thread commits just before the reply's second
+    SELECT: where, on a busy index, another thread's commit can land."""
+
+    def __init__(self, db: sqlite3.Connection, commit: Callable[[], object]) -> None:
+        self.db = db
+        self.commit: Callable[[], object] | None = commit
+        self.selects = 0
+
+    @property
+    def in_transaction(self) -> bool:
+        return self.db.in_transaction
+
+    def execute(self, sql: str, params: Any = ()) -> sqlite3.Cursor:
+        if sql.lstrip().upper().startswith("SELECT"):
+            self.selects += 1
+            commit = self.commit
+            if self.selects == 2 and commit is not None:
+                self.commit = None
+                commit()
+        return self.db.execute(sql, params)
+
+
+def test_a_person_read_while_the_follower_commits_shows_one_moment(tmp_path: Path) -> None:
+    """Bruno's card deleted while his page is read: the page shows him before (listed, his card's
+    number) or after (unlisted, no number), never no longer in contacts with the card's number
+    still his, which the contacts test once saw."""
+    ix = Index(tmp_path / "index.sqlite")
+    ix.apply(card(contact_uid="bruno-1", name="Bruno Lima", phones=["+15550003333"], emails=[], dates=[]))
+    [bruno] = ix.people()
+    deleted = PersonUnlisted(source=BOOK, contact_uid="bruno-1")
+    db = CommitBetweenStatements(ix.index.reader(), lambda: ix.apply(deleted))
+    shown = person_detail(cast(sqlite3.Connection, db), bruno["id"], now=utcnow(), zone=ZoneInfo("UTC"))
+    assert db.commit is None, "the card's deletion was committed between two of the read's statements"
+    assert shown is not None and (shown.contacts, shown.phones) == ("listed", ["+15550003333"])
+    after = person_detail(ix.index.reader(), bruno["id"], now=utcnow(), zone=ZoneInfo("UTC"))
+    assert after is not None and (after.contacts, after.phones) == ("unlisted", [])
 
 
 def test_imported_birthdays_make_one_offer_per_import_and_never_again(tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ from . import people_index, projection, schema
 from .people import Known
 from .people_index import people_applied
 from .query import fts_query
+from .reads import snapshot
 from .records import FactRow, PendingTurn, from_epoch
 
 log = logging.getLogger(__name__)
@@ -288,17 +289,17 @@ class MemoryIndex:
         ]
 
     def memory_fact(self, fact_id: str) -> MemoryFact | None:
-        db = self.reader()
-        row = db.execute("SELECT * FROM facts WHERE id = ?", (fact_id,)).fetchone()
-        return _memory_fact(row, self._history(db, [fact_id]).get(fact_id, [])) if row else None
+        with snapshot(self.reader()) as db:
+            row = db.execute("SELECT * FROM facts WHERE id = ?", (fact_id,)).fetchone()
+            return _memory_fact(row, self._history(db, [fact_id]).get(fact_id, [])) if row else None
 
     def list_facts(self, *, include_retired: bool, limit: int) -> list[MemoryFact]:
         """Facts with their history, the most recently changed first."""
-        db = self.reader()
         where = "" if include_retired else "WHERE status = 'active'"
         order = "ORDER BY updated_at DESC, seq DESC"
-        rows = db.execute(f"SELECT * FROM facts {where} {order} LIMIT ?", (limit,)).fetchall()
-        history = self._history(db, [r["id"] for r in rows])
+        with snapshot(self.reader()) as db:
+            rows = db.execute(f"SELECT * FROM facts {where} {order} LIMIT ?", (limit,)).fetchall()
+            history = self._history(db, [r["id"] for r in rows])
         return [_memory_fact(r, history.get(r["id"], [])) for r in rows]
 
     @staticmethod

@@ -1,4 +1,5 @@
-"""Reading people and commitments from the index (each call on the caller's read connection)."""
+"""Reading people and commitments from the index (each call on the caller's read connection, a
+reply of several statements in one snapshot)."""
 
 import json
 import sqlite3
@@ -8,6 +9,7 @@ from zoneinfo import ZoneInfo
 from delegate.contracts.people import Commitment, KeyDate, Mention, Person, PersonDetail, PersonFact
 
 from .people import Known, Nominee, resolve
+from .reads import snapshot
 from .records import from_epoch
 
 UPCOMING_DAYS = 60
@@ -66,13 +68,19 @@ def _person(db: sqlite3.Connection, r: sqlite3.Row, today: date, zone: ZoneInfo)
 
 def list_people(db: sqlite3.Connection, *, now: datetime, zone: ZoneInfo, limit: int) -> list[Person]:
     today = now.astimezone(zone).date()
-    rows = db.execute(
-        "SELECT * FROM people WHERE status = 'active' ORDER BY updated_at DESC, seq DESC LIMIT ?", (limit,)
-    ).fetchall()
-    return [_person(db, r, today, zone) for r in rows]
+    with snapshot(db):
+        rows = db.execute(
+            "SELECT * FROM people WHERE status = 'active' ORDER BY updated_at DESC, seq DESC LIMIT ?", (limit,)
+        ).fetchall()
+        return [_person(db, r, today, zone) for r in rows]
 
 
 def person_detail(db: sqlite3.Connection, person_id: str, *, now: datetime, zone: ZoneInfo) -> PersonDetail | None:
+    with snapshot(db):
+        return _detail(db, person_id, now, zone)
+
+
+def _detail(db: sqlite3.Connection, person_id: str, now: datetime, zone: ZoneInfo) -> PersonDetail | None:
     r = db.execute("SELECT * FROM people WHERE id = ? AND status = 'active'", (person_id,)).fetchone()
     if r is None:
         return None

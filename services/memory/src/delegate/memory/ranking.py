@@ -24,6 +24,7 @@ from delegate.contracts.memory import MemoryResult, MemorySearchReply, MemorySea
 
 from .index import MemoryIndex
 from .query import Coverage, content_terms, fts_query, quoted, words
+from .reads import snapshot
 from .records import from_epoch
 from .timeexpr import Window, windows
 
@@ -313,6 +314,13 @@ def search(
     dense: "DenseVectors | None" = None,
 ) -> MemorySearchReply:
     """``dense``: the embedded rows, when embeddings are on and loaded; None is full text only."""
+    with snapshot(index.reader()):  # every candidate from the same moment of the index
+        return _search(index, req, now, default_budget, dense)
+
+
+def _search(
+    index: MemoryIndex, req: MemorySearchRequest, now: datetime, default_budget: int, dense: "DenseVectors | None",
+) -> MemorySearchReply:
     started = time.perf_counter()
     db = index.reader()
     through = index.last_seq

@@ -222,7 +222,9 @@ class PostgresStore(SqlStore):
     async def usage(self, req: UsageRequest) -> UsageReply:
         q = usage.plan(req)
         with DIALECT.errors(reads=True):
-            async with self._pool.connection() as conn:
+            async with self._pool.connection() as conn, conn.transaction():
+                # one snapshot (READ COMMITTED takes one a statement): the totals and the top calls agree
+                await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
                 grouped = await (await conn.execute(DIALECT.sql(q.grouped), q.grouped_params)).fetchall()
                 unpriced = await (await conn.execute(DIALECT.sql(q.unpriced), q.unpriced_params)).fetchall()
                 top = await (await conn.execute(DIALECT.sql(q.top), q.top_params)).fetchall()

@@ -294,10 +294,15 @@ class SqliteStore(SqlStore):
         q = usage.plan(req)
 
         def run(conn: sqlite3.Connection) -> UsageReply:
-            return usage.answer(
-                req, conn.execute(q.grouped, q.grouped_params).fetchall(),
-                conn.execute(q.unpriced, q.unpriced_params).fetchall(), conn.execute(q.top, q.top_params).fetchall(),
-            )
+            conn.execute("BEGIN")  # one snapshot: the totals and the top calls agree
+            try:
+                return usage.answer(
+                    req, conn.execute(q.grouped, q.grouped_params).fetchall(),
+                    conn.execute(q.unpriced, q.unpriced_params).fetchall(),
+                    conn.execute(q.top, q.top_params).fetchall(),
+                )
+            finally:
+                conn.execute("COMMIT")
 
         return await self._reader.call(run)
 
