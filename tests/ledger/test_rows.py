@@ -117,6 +117,19 @@ def test_payload_keys_in_any_order_store_the_same_payload() -> None:
           b'"payload":{"meta":{"z":1,"a":2},"text":"x"}}')
 
 
+def test_a_kind_read_from_the_wrong_place_still_stores_the_events_own() -> None:
+    """The kind is read from the bytes before validation (each kind's validator is built at its
+    first event): a payload's own "kind" ahead of the envelope's, a spelling with spaces, a
+    kind with no validator here, and a kind that is no kind at all decide as Event does."""
+    _same(b'{"payload":{"text":"x","meta":{"kind":"span.opened"}},"id":"k1",'
+          b'"ts":"2026-01-01T00:00:00.000000Z","kind":"message","role":"user"}')
+    _same(b'{"id":"k2", "ts": "2026-01-01T00:00:00.000000Z", "kind": "message", "role": "user",'
+          b' "payload": {"text": "x"}}')
+    _same(b'{"id":"k3","ts":"2026-01-01T00:00:00.000000Z","kind":"task.created","payload":{}}')
+    _same(b'{"id":"k4","ts":"2026-01-01T00:00:00.000000Z","kind":"no.such\\"kind","payload":{}}')
+    _same(b'{"id":"k5","ts":"2026-01-01T00:00:00.000000Z","kind":"\xff\xfe","payload":{}}')
+
+
 def test_a_nan_in_a_payload_is_refused_alike() -> None:
     _same(b'{"id":"n1","ts":"2026-01-01T00:00:00.000000Z","kind":"message","role":"user",'
           b'"payload":{"text":"x","meta":{"v":NaN}}}')

@@ -4,9 +4,16 @@
 envelope is parsed; for the ledger, which validates every event it stores, that was a
 third of the work. Here the same rules are one discriminated union (one envelope model
 per kind, its ``kind`` a literal and its ``payload`` the kind's model), checked entirely
-inside pydantic-core. The union is generated from ``Event``'s own fields and ``PAYLOADS``,
-so it cannot drift from them; anything it does not accept (``task.*`` kinds, every
+inside pydantic-core. The members are generated from ``Event``'s own fields and ``PAYLOADS``,
+so they cannot drift from them; anything they do not accept (``task.*`` kinds, every
 invalid event) goes through ``Event`` itself, which decides and words the error.
+
+Each kind's validator is built the first time an event of that kind comes, not all of them
+when the module is imported: building the union of every kind took ~90 ms of a writer
+process's start (a third of it), and a writer meets a handful of kinds. The kind is read from
+the bytes as our producers write it (``"kind":"message"``); a guess that is wrong (the words
+inside a payload, a spelling with spaces) only fails that member's literal ``kind``, and the
+event goes the ``Event`` way.
 
 The stored payload is the validated one with only the fields that were sent, so a
 payload keeps its shape ("as sent"), in the model's field order. The envelope's ``fence``
@@ -14,8 +21,9 @@ is validated too and handed back beside the row (``parse``): the writer judges i
 row does not keep it.
 """
 
+from collections.abc import Callable
 from datetime import datetime
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter, ValidationError, create_model
 
@@ -33,8 +41,8 @@ _ENVELOPE["ts"] = (Annotated[str, StringConstraints(pattern=CANONICAL_TS)], ...)
 
 
 class _Strict(BaseModel):
-    # Deferred: a member is only ever validated inside the union (_FAST), which builds its schema
-    # there; built at its creation too, each member had a validator and serializer never used.
+    # Deferred: a member is only ever validated through its TypeAdapter (_validator), which
+    # builds its schema; built at its creation too, each had a validator and serializer never used.
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
@@ -51,14 +59,26 @@ def _member(kind: str, payload: type[BaseModel]) -> type[BaseModel]:
     return create_model(f"Stored_{kind.replace('.', '_')}", __base__=_Envelope, **fields)
 
 
-_KINDS = {kind: _member(kind, model) for kind, model in PAYLOADS.items()}
-_FAST: TypeAdapter[Any] = TypeAdapter(
-    Annotated[  # type: ignore[arg-type]  # a Union built at run time: mypy cannot see its members
-        Union[tuple(_KINDS.values())],  # noqa: UP007
-        Field(discriminator="kind"),
-    ]
-)
-_VALIDATE = _FAST.validator.validate_json  # TypeAdapter.validate_json minus its Python wrapper (~8% of this)
+_KIND = b'"kind":"'
+_VALIDATORS: dict[bytes, Callable[[bytes], Any]] = {}  # one per kind met, never more than PAYLOADS
+
+
+def _validator(data: bytes) -> Callable[[bytes], Any] | None:
+    """The validator of the kind ``data`` names, built at its first event; None for a kind
+    without one here (``task.*``, unknown, unreadable)."""
+    start = data.find(_KIND)
+    if start < 0:
+        return None
+    start += len(_KIND)
+    kind = data[start:data.find(b'"', start)]
+    found = _VALIDATORS.get(kind)
+    if found is None:
+        model = PAYLOADS.get(kind.decode("utf-8", "replace"))
+        if model is None:
+            return None
+        # TypeAdapter.validate_json minus its Python wrapper (~8% of the validation)
+        found = _VALIDATORS[kind] = TypeAdapter(_member(kind.decode(), model)).validator.validate_json
+    return found
 # Event's own validator (what the ledger's topic adapter wraps), not the topics module: that
 # imports every contract, which the writer process never uses.
 _EVENT = Event.model_validate_json
@@ -77,8 +97,11 @@ def parse(data: bytes) -> tuple[Row, Fence | None]:
         # refuses them instead (strict JSON is stored). Rare, so the slow way decides. A capital
         # letter is found by memchr, a word by a slower search: most events need only the first.
         return _slow(data)
+    validate = _validator(data)
+    if validate is None:
+        return _slow(data)
     try:
-        event = _VALIDATE(data)
+        event = validate(data)
     except ValidationError:
         return _slow(data)
     try:
