@@ -21,6 +21,7 @@ import hashlib
 import os
 import subprocess
 import sys
+import time
 from collections.abc import MutableMapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -58,7 +59,10 @@ def stamp(files: Sequence[Path]) -> str:
     return f"{sys.version} pytest {pytest.__version__} files {listed}"
 
 
-def warm_up(files: Sequence[Path], root: Path, environ: dict[str, str], mark: Path = WARM_MARK) -> bool:
+def warm_up(
+    files: Sequence[Path], root: Path, environ: dict[str, str], mark: Path = WARM_MARK,
+    timeout: float = WARM_TIMEOUT_S,
+) -> bool:
     """Collect ``files`` in ``WARM_PROCESSES`` processes, so that the bytecode cache ``environ``
     names holds them and all they import; True (and ``mark`` written) when every one could."""
     if mark.exists() and mark.read_text() == stamp(files):
@@ -70,8 +74,17 @@ def warm_up(files: Sequence[Path], root: Path, environ: dict[str, str], mark: Pa
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         for share in shares if share
     ]
-    # A module that fails to import fails its collection here too: the workers report it.
-    done = [proc.wait(timeout=WARM_TIMEOUT_S) == 0 for proc in procs]
+    # A module that fails to import fails its collection here too: the workers report it. A
+    # warm-up that hangs is given up: the run goes on, each worker compiling for itself.
+    deadline = time.monotonic() + timeout
+    done = []
+    for proc in procs:
+        try:
+            done.append(proc.wait(timeout=max(deadline - time.monotonic(), 0.1)) == 0)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            done.append(False)
     if not all(done):
         return False
     mark.parent.mkdir(parents=True, exist_ok=True)
