@@ -79,6 +79,8 @@ def _validator(data: bytes) -> Callable[[bytes], Any] | None:
         # TypeAdapter.validate_json minus its Python wrapper (~8% of the validation)
         found = _VALIDATORS[kind] = TypeAdapter(_member(kind.decode(), model)).validator.validate_json
     return found
+
+
 # Event's own validator (what the ledger's topic adapter wraps), not the topics module: that
 # imports every contract, which the writer process never uses.
 _EVENT = Event.model_validate_json
