@@ -70,7 +70,8 @@ token-rotate: install-run
 # (tests/support/forked.py: a third less CPU a run): 1,568 tests on the idle 2-core machine in
 # 8:50 to 10:19 on five workers (five runs), 8:59 to 10:24 on four (11:36 on four before forking;
 # five then summed 20% more file time than four, on two cores with no room for a fifth); 1,573
-# in 9:02 and, from a fresh bytecode cache as CI runs, 9:38 on a day the machine ran ~40% slower.
+# in 9:02 and, from a fresh bytecode cache as CI runs, 9:38 and 9:12 on a day the machine ran
+# ~40% slower.
 # The run is CPU-bound: fewer CPU-seconds are what shortens it, not more workers.
 # The files go longest first (tests/support/schedule.py, from tests/file-seconds.json), so the
 # workers finish together; each run writes its own figures
