@@ -70,7 +70,8 @@ def test_a_warm_up_fills_the_cache_with_every_test_module_rewritten_once(tmp_pat
 
 @pytest.mark.integration  # starts a pytest process
 def test_a_warm_up_that_hangs_is_given_up_and_the_run_goes_on(tmp_path: Path) -> None:
-    (tmp_path / "test_slow.py").write_text("import time\ntime.sleep(60)\n")
+    # A module whose import never returns (a wait on an event nothing sets): the warm-up's hang.
+    (tmp_path / "test_slow.py").write_text("import threading\nthreading.Event().wait()\n")
     environ = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     environ["PYTHONPYCACHEPREFIX"] = str(tmp_path / "cache")
     assert not warm_up([tmp_path / "test_slow.py"], tmp_path, environ, mark=tmp_path / "cache" / "warm", timeout=3)
