@@ -1,8 +1,12 @@
 """Spoken order: a caller's transcript that completes after the answer to it still comes first."""
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
+from nats.aio.msg import Msg
+
+from delegate.contracts import subjects
 from delegate.contracts.events import Fence, VoiceTiming
 from delegate.contracts.ids import new_id
 from delegate.voice.ledger import VoiceLedger
@@ -46,6 +50,66 @@ async def test_messages_follow_the_conversation_order_not_the_transcript_order(
     assert ordered[2].payload["meta"] == {"session_id": "s1", "item_id": "item_A2", "interrupted": True,
                                           "played_ms": 700}
     assert all(e.span_id == span and e.channel == "phone" for e in ordered)
+
+
+AUDIO = "test.voice.audio"  # stands in for the call's voice_out subject: the order is what is tested
+
+
+async def test_a_write_waits_until_the_calls_audio_has_gone(
+    make_system: Callable[..., System], connect: Any
+) -> None:
+    """An answer's last delta and its done events' records are queued in one step: the audio
+    leaves first, and the records only once it has been quiet for ``audio_quiet_s``."""
+    system = make_system()
+    bus, _ = await connect(system)
+    seen = await watch(bus)
+    recorder = Recorder(VoiceLedger(bus), lambda: Fence(singleton="voice", token=1), session_id="s1",
+                        channel="phone", audio_quiet_s=0.3)
+    recorder.start(new_id(), new_id())
+    recorder.write(VoiceTiming(session_id="s1"))  # queued first: without the wait it is published first
+    for n in range(5):
+        recorder.audio_out()
+        await bus.emit_raw(AUDIO, str(n).encode())
+        await asyncio.sleep(0.02)  # an answer's pace: well inside the quiet period
+    await bus.emit_raw(AUDIO, b"end")
+    await eventually(lambda: "append" in seen, "the record published", 15)
+    await recorder.close(10.0)
+    assert seen == ["0", "1", "2", "3", "4", "end", "append"]
+
+
+async def test_an_answer_that_streams_on_holds_a_write_back_no_longer_than_audio_hold_max_s(
+    make_system: Callable[..., System], connect: Any
+) -> None:
+    system = make_system()
+    bus, _ = await connect(system)
+    seen = await watch(bus)
+    recorder = Recorder(VoiceLedger(bus), lambda: Fence(singleton="voice", token=1), session_id="s1",
+                        channel="phone", audio_quiet_s=0.3, audio_hold_max_s=0.5)
+    recorder.start(new_id(), new_id())
+    recorder.write(VoiceTiming(session_id="s1"))
+    frames = 0
+    while "append" not in seen and frames < 1500:  # 30 s of audio, far past the hold
+        recorder.audio_out()
+        await bus.emit_raw(AUDIO, str(frames).encode())
+        frames += 1
+        await asyncio.sleep(0.02)
+    await recorder.close(10.0)
+    assert "append" in seen and frames < 1500  # published while the audio still flowed
+    assert seen.index("append") >= 3  # ... though only after it had waited behind some of it
+
+
+async def watch(bus: Any) -> list[str]:
+    """What the test's connection publishes, in the order it arrives: audio frames by their
+    payload, the voice service's ledger appends as "append"."""
+    seen: list[str] = []
+
+    async def on_msg(msg: Msg) -> None:
+        seen.append("append" if msg.subject == subjects.ledger_append("voice") else msg.data.decode())
+
+    await bus.nc.subscribe(AUDIO, cb=on_msg)
+    await bus.nc.subscribe(subjects.ledger_append("voice"), cb=on_msg)
+    await bus.nc.flush()
+    return seen
 
 
 async def wait_for_count(bus: Any, conversation: str, count: int) -> list[Any]:

@@ -288,6 +288,7 @@ class RealtimeBridge:
             return  # a cancelled answer: not one frame of it after the clear
         if response_id and response_id not in self._first_audio:
             self._first_audio[response_id] = time.monotonic()
+        self.recorder.audio_out()
         await self.emit(AudioOut(audio=delta, sent_at=time.time()))
         await self.emit(MarkOut(name=mark))
         # A publish only queues the frame for the NATS client's flusher task, and the events the

@@ -20,6 +20,8 @@ the owner said, and memory extracts from user messages).
 import asyncio
 import contextlib
 import logging
+import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -36,6 +38,13 @@ log = logging.getLogger(__name__)
 TICK = timedelta(microseconds=1)
 # A caller turn whose transcript never arrives stops holding back later messages after this.
 TRANSCRIPT_WAIT_S = 15.0
+# An answer's last audio delta comes with its done events, whose bookkeeping queues most of a
+# call's writes, and a publish costs ~0.25 ms of CPU (encode, send, ack). In a host the gateway
+# relays that delta on the same event loop, so a write waits until the call's audio has been quiet
+# this long: the caller's frame leaves first (bench/voice.py --compare-modes, relay out).
+AUDIO_QUIET_S = 0.005
+# ... and no longer than this: an answer that streams on and on does not hold the record back.
+AUDIO_HOLD_MAX_S = 0.5
 
 Speaker = Literal["user", "assistant"]
 Callee = Literal["owner", "held", "machine"]
@@ -52,7 +61,10 @@ class _Item:
 
 
 class Recorder:
-    def __init__(self, ledger: VoiceLedger, fence: Callable[[], Fence], *, session_id: str, channel: Channel) -> None:
+    def __init__(
+        self, ledger: VoiceLedger, fence: Callable[[], Fence], *, session_id: str, channel: Channel,
+        audio_quiet_s: float = AUDIO_QUIET_S, audio_hold_max_s: float = AUDIO_HOLD_MAX_S,
+    ) -> None:
         self.ledger = ledger
         self.fence = fence
         self.session_id = session_id
@@ -65,10 +77,16 @@ class Recorder:
         self._queue: asyncio.Queue[Event | None] = asyncio.Queue()
         self._last_ts: datetime | None = None
         self._writer: asyncio.Task[None] | None = None
+        self._audio_at = -math.inf  # time.monotonic() of the newest audio handed to the caller
+        self.audio_quiet_s, self.audio_hold_max_s = audio_quiet_s, audio_hold_max_s
 
     def start(self, conversation_id: str, span_id: str) -> None:
         self.conversation_id, self.span_id = conversation_id, span_id
         self._writer = asyncio.create_task(self._write_all(), name=f"voice-recorder-{self.session_id}")
+
+    def audio_out(self) -> None:
+        """Audio was just handed to the caller: writes wait until it has gone (``audio_quiet_s``)."""
+        self._audio_at = time.monotonic()
 
     # ---- any event ------------------------------------------------------------------------
 
@@ -98,10 +116,16 @@ class Recorder:
             event = await self._queue.get()
             if event is None:
                 return
+            await self._after_audio()
             try:
                 await self.ledger.append(event, self.fence())
             except BusUnavailable as exc:
                 log.error("call %s: %s %s not recorded: %s", self.session_id, event.kind, event.id, exc)
+
+    async def _after_audio(self) -> None:
+        until = time.monotonic() + self.audio_hold_max_s
+        while (wait := min(self._audio_at + self.audio_quiet_s, until) - time.monotonic()) > 0:
+            await asyncio.sleep(wait)
 
     async def close(self, timeout: float) -> None:
         """Write what is queued (within ``timeout`` seconds), then stop the writer."""
