@@ -98,6 +98,32 @@ async def test_an_answer_that_streams_on_holds_a_write_back_no_longer_than_audio
     assert seen.index("append") >= 3  # ... though only after it had waited behind some of it
 
 
+async def test_records_held_behind_the_audio_are_made_when_the_call_ends(
+    make_system: Callable[..., System], connect: Any
+) -> None:
+    """A call can end right behind its last answer: what waited for the audio is written, in
+    order, before the call's last events."""
+    system = make_system()
+    bus, _ = await connect(system)
+    conversation = new_id()
+    recorder = Recorder(VoiceLedger(bus), lambda: Fence(singleton="voice", token=1), session_id="s1",
+                        channel="phone", audio_quiet_s=60.0, audio_hold_max_s=60.0)
+    recorder.start(conversation, new_id())
+    recorder.heard = True
+    recorder.add_item("item_A1", "assistant")
+    recorder.audio_out()
+    recorder.after_audio(lambda: recorder.said("item_A1", "assistant", "Goodbye!"))
+    recorder.after_audio(lambda: recorder.write(VoiceTiming(session_id="s1", response_id="resp_1")))
+    recorder.flush(final=True)  # the session's end
+    recorder.write(VoiceTiming(session_id="s1", response_id="resp_end"))
+    await recorder.close(10.0)
+
+    events = sorted(await wait_for_count(bus, conversation, 3), key=lambda e: e.seq)
+    assert [(e.kind, e.payload.get("text") or e.payload.get("response_id")) for e in events] == [
+        ("message", "Goodbye!"), ("voice.timing", "resp_1"), ("voice.timing", "resp_end"),
+    ]
+
+
 async def watch(bus: Any) -> list[str]:
     """What the test's connection publishes, in the order it arrives: audio frames by their
     payload, the voice service's ledger appends as "append"."""

@@ -359,6 +359,7 @@ class RealtimeBridge:
                 self._answer_after = False
                 if self._unanswered:
                     self._spawn(self._send({"type": "response.create"}))
+        said: list[tuple[str, str, dict[str, Any]]] = []  # item, words, meta
         for item in response.get("output") or []:
             item_id = item.get("id")
             if item.get("type") != "message" or not item_id or item_id in self._cut:
@@ -373,8 +374,20 @@ class RealtimeBridge:
             played = self.playout.played_ms(item_id)
             if meta and played is not None:
                 meta["played_ms"] = int(played)
-            self.recorder.said(item_id, "assistant", self._words(item_id), **meta, **self._greeting_meta(response_id))
+            said.append((item_id, self._words(item_id), {**meta, **self._greeting_meta(response_id)}))
         usage = response.get("usage")
+        timing = self._timing(response_id, status) if isinstance(response_id, str) else None
+        # What the answer's records need is taken now; they are made once its last audio has gone.
+        self.recorder.after_audio(lambda: self._record_response(response_id, status, said, usage, timing))
+        if isinstance(response_id, str):
+            calls = self._calls.pop(response_id, None)
+            if calls:
+                self._spawn(self._answer_calls(calls, resume=status == "completed"))
+
+    def _record_response(self, response_id: Any, status: Any, said: list[tuple[str, str, dict[str, Any]]],
+                         usage: Any, timing: VoiceTiming | None) -> None:
+        for item_id, words, meta in said:
+            self.recorder.said(item_id, "assistant", words, **meta)
         if isinstance(usage, dict) and usage.get("input_tokens") is not None:
             details = usage.get("input_token_details") or {}
             self.recorder.write(
@@ -390,28 +403,23 @@ class RealtimeBridge:
                 "voice", self.session_id, self.model, usage_of(usage),
                 response_id=response_id if isinstance(response_id, str) else None, failed=status == "failed",
             ))
-        if isinstance(response_id, str):
-            self._timing(response_id, status)
-            calls = self._calls.pop(response_id, None)
-            if calls:
-                self._spawn(self._answer_calls(calls, resume=status == "completed"))
+        if timing is not None:
+            self.recorder.write(timing)
 
-    def _timing(self, response_id: str, status: Any) -> None:
+    def _timing(self, response_id: str, status: Any) -> VoiceTiming | None:
         first = self._first_audio.pop(response_id, None)
         trigger = self._trigger.pop(response_id, None)
         if first is None:
-            return
+            return None
         greeting = response_id in self._greetings
         stopped_ms = (first - trigger) * 1000 if trigger is not None and not greeting else None
         start_ms = None
         if greeting:
             start_ms = max(0.0, (first - self.attached_at) * 1000) if self.attached_at is not None else 0.0
-        self.recorder.write(
-            VoiceTiming(
-                session_id=self.session_id, response_id=response_id[:64],
-                speech_stopped_to_first_audio_ms=max(stopped_ms, 0.0) if stopped_ms is not None else None,
-                start_to_first_audio_ms=start_ms, interrupted=status == "cancelled",
-            )
+        return VoiceTiming(
+            session_id=self.session_id, response_id=response_id[:64],
+            speech_stopped_to_first_audio_ms=max(stopped_ms, 0.0) if stopped_ms is not None else None,
+            start_to_first_audio_ms=start_ms, interrupted=status == "cancelled",
         )
 
     async def _answer_calls(self, calls: dict[str, asyncio.Task[str]], *, resume: bool) -> None:
