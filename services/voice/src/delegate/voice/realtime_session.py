@@ -193,7 +193,10 @@ class RealtimeBridge:
         if self.conn is None:
             return
         try:
-            await self.conn.input_audio_buffer.append(audio=audio)
+            # The same JSON as ``conn.input_audio_buffer.append(audio=...)``, which first runs the
+            # dict through the SDK's transform against the union of every client event's type:
+            # ~130 µs a caller frame, 50 frames a second, on the loop that relays the answers.
+            await self.conn.send_raw(json.dumps({"type": "input_audio_buffer.append", "audio": audio}))
         except (ConnectionClosed, OSError, OpenAIError) as exc:
             log.debug("audio not sent: %r", exc)  # the pump sees the loss and ends the session
 
