@@ -2,13 +2,15 @@
 
 One writer task publishes one event at a time, each acked before the next, so the stream holds
 them in the order they were queued, and each event's ``ts`` is kept above the previous one, so
-the timeline shows them in that order too.
+the timeline shows them in that order too. None of it is urgent, and the answer's audio shares
+the event loop in a host: records are made and published once the call's audio has been quiet
+for a moment (``after_audio``, ``AUDIO_QUIET_S``), and at once when the call ends.
 
 Transcripts finish out of order: the caller's words are transcribed asynchronously and may
 complete after the answer to them started. So messages follow the conversation's item order:
 items are registered as the conversation adds them, and a message is written once every item
 before it is written (or known to have no words). A SIGKILL then loses at most the sentence
-still being said. Nothing is written for a call no stream ever claimed (its greeting was
+still being said (and what the last few milliseconds' wait for the audio held). Nothing is written for a call no stream ever claimed (its greeting was
 never heard).
 
 On a call Delegate placed, the callee may be a machine until Twilio's verdict says otherwise:
