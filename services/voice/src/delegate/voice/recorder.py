@@ -10,8 +10,8 @@ Transcripts finish out of order: the caller's words are transcribed asynchronous
 complete after the answer to them started. So messages follow the conversation's item order:
 items are registered as the conversation adds them, and a message is written once every item
 before it is written (or known to have no words). A SIGKILL then loses at most the sentence
-still being said (and what the last few milliseconds' wait for the audio held). Nothing is written for a call no stream ever claimed (its greeting was
-never heard).
+still being said (and what the last few milliseconds' wait for the audio held). Nothing is
+written for a call no stream ever claimed (its greeting was never heard).
 
 On a call Delegate placed, the callee may be a machine until Twilio's verdict says otherwise:
 their words are held (``callee`` "held": the first of them and everything after it waits), then
